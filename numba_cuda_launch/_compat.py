@@ -1,0 +1,237 @@
+"""Every use of numba-cuda internals, in one place.
+
+Each function below names what it reaches into. Checked against numba-cuda
+0.30.4 with numba 0.68.1 (the supported range is in ``SUPPORTED``); a new
+numba-cuda release that moves one of these is fixed here and nowhere else.
+"""
+
+import functools
+import warnings
+
+import numba
+from numba import cuda
+from numba.core import types
+
+__all__ = [
+    "SUPPORTED",
+    "CUDADispatcherType",
+    "check_versions",
+    "is_kernel_dispatcher",
+    "dispatcher_name",
+    "dispatcher_param_names",
+    "compiled_kernels",
+    "can_compile",
+    "compile_kernel",
+    "kernel_image",
+    "kernel_entry_name",
+    "kernel_param_llvm_types",
+    "kernel_is_cooperative",
+    "unsupported_kernel_features",
+    "install_deviceless_compilation",
+]
+
+#: (oldest, newest tested) numba-cuda release this module was checked against.
+SUPPORTED = {"numba-cuda": ("0.30.0", "0.30.4"), "numba": ("0.60.0", "0.68.1")}
+
+
+def _vtuple(text):
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def check_versions():
+    """Refuse numba's built-in CUDA target and numba-cuda releases older than
+    the supported range; warn for releases newer than the newest tested."""
+    if getattr(cuda, "implementation", None) != "NVIDIA":
+        raise ImportError(
+            "numba_cuda_launch needs the numba-cuda package (NVIDIA's CUDA "
+            "target for Numba); numba's built-in numba.cuda is deprecated and "
+            "not supported. Install it with: pip install 'numba-cuda[cu12]' "
+            "(or [cu13])"
+        )
+    from importlib.metadata import version
+
+    installed = version("numba-cuda")
+    oldest, newest = SUPPORTED["numba-cuda"]
+    if _vtuple(installed) < _vtuple(oldest):
+        raise ImportError(
+            "numba_cuda_launch supports numba-cuda %s to %s; %s is installed"
+            % (oldest, newest, installed)
+        )
+    if _vtuple(installed)[:2] > _vtuple(newest)[:2]:
+        warnings.warn(
+            "numba_cuda_launch was tested with numba-cuda up to %s; %s is "
+            "installed" % (newest, installed),
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+# numba-cuda's type of @cuda.jit dispatchers (a types.Dispatcher).
+from numba.cuda.types.ext_types import CUDADispatcher as CUDADispatcherType  # noqa: E402
+
+
+def _dispatcher_class():
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    return CUDADispatcher
+
+
+def is_kernel_dispatcher(obj):
+    """True for a ``@cuda.jit`` dispatcher (kernel or device function)."""
+    return isinstance(obj, _dispatcher_class())
+
+
+def is_device_function(dispatcher):
+    return bool(dispatcher.targetoptions.get("device"))
+
+
+def dispatcher_name(dispatcher):
+    return dispatcher.py_func.__name__
+
+
+def dispatcher_param_names(dispatcher):
+    import inspect
+
+    return list(inspect.signature(dispatcher.py_func).parameters)
+
+
+def compiled_kernels(dispatcher):
+    """The kernels compiled so far: {argument types: kernel}."""
+    return dict(dispatcher.overloads)
+
+
+def can_compile(dispatcher):
+    """False for eagerly compiled kernels (``@cuda.jit(signature)``)."""
+    return bool(dispatcher._can_compile)
+
+
+def compile_kernel(dispatcher, argtypes):
+    """Compile (or fetch from the dispatcher's caches) the kernel for
+    *argtypes*, exactly as a Python launch with those types would."""
+    return dispatcher.compile(tuple(argtypes))
+
+
+def kernel_image(kernel):
+    """The linked cubin of *kernel* for the current device (or, with no GPU,
+    the configured compute capability), as bytes. numba-cuda caches it, so a
+    Python launch of the same kernel does not link it again."""
+    obj = kernel._codelibrary.get_cubin()
+    return bytes(getattr(obj, "code", obj))
+
+
+def kernel_entry_name(kernel):
+    return kernel.entry_name
+
+
+def kernel_param_llvm_types(kernel):
+    """The LLVM types of the kernel entry point's parameters, in order."""
+    fn = kernel._codelibrary.get_function(kernel.entry_name)
+    return list(fn.function_type.args)
+
+
+def kernel_is_cooperative(kernel):
+    return bool(kernel.cooperative)
+
+
+def unsupported_kernel_features(kernel):
+    """Reasons this kernel cannot be launched from compiled code, if any."""
+    reasons = []
+    if kernel.debug:
+        reasons.append(
+            "it was compiled with debug=True, whose device-side exceptions "
+            "numba-cuda reads back from module globals after each Python "
+            "launch; compile it without debug=True (or launch it from Python)"
+        )
+    if getattr(kernel, "launch_config_sensitive", False):
+        reasons.append(
+            "its code depends on the launch configuration (a launch-config-"
+            "sensitive kernel), which compiled code only knows at run time"
+        )
+    if kernel._codelibrary._setup_functions:
+        reasons.append(
+            "it links code with module setup callbacks, which only "
+            "numba-cuda's own module loader runs"
+        )
+    if getattr(kernel, "shared_memory_carveout", None) is not None:
+        reasons.append(
+            "it sets shared_memory_carveout, a per-device function attribute "
+            "only numba-cuda's Python launch applies"
+        )
+    return reasons
+
+
+def _deviceless():
+    """True when no GPU can be used and a compute capability is configured,
+    the one case where the patches below change anything."""
+    from numba_cuda_launch.config import get_compute_capability
+
+    return get_compute_capability() is not None and not cuda.is_available()
+
+
+class _ConfiguredDevice:
+    """Stands in for the current device while compiling with no GPU."""
+
+    id = -1
+
+    @property
+    def compute_capability(self):
+        from numba_cuda_launch.config import get_compute_capability
+
+        return get_compute_capability()
+
+
+@functools.cache
+def install_deviceless_compilation():
+    """Let numba-cuda compile kernels with no GPU when a compute capability
+    is configured (numba_cuda_launch.config). With a GPU, or with nothing
+    configured, numba-cuda behaves exactly as without this package.
+
+    Patches ``numba.cuda.dispatcher.get_current_device`` (read by
+    ``_Kernel.__init__`` for the target architecture),
+    ``CUDACodeLibrary._ensure_cc`` (the architecture of PTX and cubins built
+    without an explicit one) and ``_Kernel.bind`` (which loads the module into
+    a context, impossible without a GPU).
+    """
+    from numba.cuda import codegen, dispatcher
+
+    get_current_device = dispatcher.get_current_device
+    ensure_cc = codegen.CUDACodeLibrary._ensure_cc
+    bind = dispatcher._Kernel.bind
+
+    def patched_get_current_device():
+        if _deviceless():
+            return _ConfiguredDevice()
+        return get_current_device()
+
+    def patched_ensure_cc(self, cc):
+        if cc is None and _deviceless():
+            return _ConfiguredDevice().compute_capability
+        return ensure_cc(self, cc)
+
+    def patched_bind(self):
+        if _deviceless():
+            return None
+        return bind(self)
+
+    dispatcher.get_current_device = patched_get_current_device
+    codegen.CUDACodeLibrary._ensure_cc = patched_ensure_cc
+    dispatcher._Kernel.bind = patched_bind
+
+
+def numba_version():
+    return numba.__version__
+
+
+# Argument types a kernel takes (numba-cuda's _Kernel._prepare_args).
+LAUNCHABLE_SCALARS = (
+    types.Integer,
+    types.Float,
+    types.Boolean,
+    types.Complex,
+    types.NPDatetime,
+    types.NPTimedelta,
+)

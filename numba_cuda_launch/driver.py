@@ -1,0 +1,166 @@
+"""Where compiled code calls the CUDA driver.
+
+Compiled launch code never names a driver function directly: it calls through
+one table of function pointers, itself bound by name
+(``numba_cuda_launch_driver_table``, registered with llvmlite's symbol
+table). So
+
+* a machine without a driver still compiles and links, and a launch there
+  returns ``CUDA_ERROR_NO_DEVICE`` instead of jumping to a missing symbol;
+* tests swap in a recording fake driver with :func:`use_functions`;
+* object code cached by ``cache=True`` rebinds to this process's table.
+
+One indirect call through a table costs a load from L1; a launch costs
+microseconds.
+"""
+
+import contextlib
+import ctypes
+import threading
+
+from llvmlite import binding as llvm_binding
+from llvmlite import ir
+
+__all__ = [
+    "ENTRY_POINTS",
+    "TABLE_SYMBOL",
+    "driver_problem",
+    "use_functions",
+    "current_functions",
+    "call",
+]
+
+_i8p = ir.IntType(8).as_pointer()
+_i32 = ir.IntType(32)
+
+#: The driver functions compiled code may call: name -> (LLVM return type,
+#: LLVM argument types). Order is the table's layout; append only.
+ENTRY_POINTS = {
+    "cuInit": (_i32, (_i32,)),
+    # (CUlibrary* out, const void* image, CUjit_option*, void**, unsigned,
+    #  CUlibraryOption*, void**, unsigned)
+    "cuLibraryLoadData": (
+        _i32,
+        (_i8p.as_pointer(), _i8p, _i8p, _i8p, _i32, _i8p, _i8p, _i32),
+    ),
+    "cuLibraryGetKernel": (_i32, (_i8p.as_pointer(), _i8p, _i8p)),
+    "cuLibraryUnload": (_i32, (_i8p,)),
+    # (f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem, stream,
+    #  void** kernelParams, void** extra)
+    "cuLaunchKernel": (
+        _i32,
+        (_i8p,) + (_i32,) * 7 + (_i8p, _i8p.as_pointer(), _i8p.as_pointer()),
+    ),
+    "cuLaunchCooperativeKernel": (
+        _i32,
+        (_i8p,) + (_i32,) * 7 + (_i8p, _i8p.as_pointer()),
+    ),
+    "cuGetErrorName": (_i32, (_i32, _i8p.as_pointer())),
+}
+
+TABLE_SYMBOL = "numba_cuda_launch_driver_table"
+
+CUDA_ERROR_NO_DEVICE = 100
+
+
+class _Table(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name in ENTRY_POINTS]
+
+
+_TABLE = _Table()
+_lock = threading.Lock()
+_keepalive = {}
+_problem = None
+
+
+def _no_driver_stub():
+    # Any entry point may be called with any arguments: the C calling
+    # convention lets a function that takes none ignore them.
+    return CUDA_ERROR_NO_DEVICE
+
+
+_NO_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int)(_no_driver_stub)
+
+
+def _bind_libcuda():
+    """Fill the table from libcuda, or with stubs when it cannot be loaded."""
+    global _problem
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        addrs = {
+            name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            for name in ENTRY_POINTS
+        }
+    except (OSError, AttributeError) as exc:
+        _problem = "the CUDA driver (libcuda.so.1) could not be loaded: %s" % exc
+        stub = ctypes.cast(_NO_DRIVER, ctypes.c_void_p).value
+        addrs = dict.fromkeys(ENTRY_POINTS, stub)
+    for name, addr in addrs.items():
+        setattr(_TABLE, name, addr)
+
+
+_bind_libcuda()
+llvm_binding.add_symbol(TABLE_SYMBOL, ctypes.addressof(_TABLE))
+
+
+def driver_problem():
+    """Why the real driver is not bound, or None when it is."""
+    return _problem
+
+
+def current_functions():
+    """The addresses now in the table, by entry point name."""
+    return {name: getattr(_TABLE, name) for name in ENTRY_POINTS}
+
+
+@contextlib.contextmanager
+def use_functions(**functions):
+    """Temporarily route compiled launches to other driver functions.
+
+    Each keyword names an entry point of :data:`ENTRY_POINTS`; its value is a
+    ctypes function pointer or an address with the driver function's C
+    signature. Used by tests to record launches without a GPU. Not
+    thread-safe with launches running concurrently.
+    """
+    unknown = set(functions) - set(ENTRY_POINTS)
+    if unknown:
+        raise KeyError("not driver entry points: %s" % sorted(unknown))
+    with _lock:
+        saved = current_functions()
+        for name, fn in functions.items():
+            if not isinstance(fn, int):
+                _keepalive[id(fn)] = fn
+                fn = ctypes.cast(fn, ctypes.c_void_p).value
+            setattr(_TABLE, name, fn)
+    try:
+        yield
+    finally:
+        with _lock:
+            for name, addr in saved.items():
+                setattr(_TABLE, name, addr)
+            for fn in functions.values():
+                _keepalive.pop(id(fn), None)
+
+
+def _table_global(module):
+    gv = module.globals.get(TABLE_SYMBOL)
+    if gv is None:
+        gv = ir.GlobalVariable(
+            module, ir.ArrayType(_i8p, len(ENTRY_POINTS)), TABLE_SYMBOL
+        )
+        gv.linkage = "external"
+    return gv
+
+
+def call(builder, name, args):
+    """Emit a call of driver entry point *name* through the table."""
+    restype, argtypes = ENTRY_POINTS[name]
+    index = list(ENTRY_POINTS).index(name)
+    slot = builder.gep(
+        _table_global(builder.module),
+        [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
+        inbounds=True,
+    )
+    fnty = ir.FunctionType(restype, argtypes)
+    fnptr = builder.bitcast(builder.load(slot), fnty.as_pointer())
+    return builder.call(fnptr, args)

@@ -1,0 +1,25 @@
+"""Raw device addresses in nopython code.
+
+Device memory usually reaches compiled code as an integer address (from
+``__cuda_array_interface__``, ``jax.Array.unsafe_buffer_pointer()``, a C
+caller). :func:`as_voidptr` turns one into a ``voidptr`` that
+``numba.carray``/``numba.farray`` can view as an array to launch with.
+"""
+
+from numba.core import types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+__all__ = ["as_voidptr"]
+
+
+@intrinsic
+def as_voidptr(typingctx, address):
+    """``as_voidptr(address)``: the integer *address* as a ``voidptr``."""
+    if not isinstance(address, types.Integer):
+        raise TypingError("as_voidptr() takes an integer address, got %s" % address)
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(address), codegen
