@@ -206,6 +206,11 @@ def _to_formal(context, builder, val, actual, formal):
         return val
     if actual == types.voidptr and isinstance(formal, types.CPointer):
         return builder.bitcast(val, context.get_value_type(formal))
+    if formal == types.float16:
+        # Numba's CPU target has no float16 values: convert to the bits of
+        # one, which the kernel ABI passes as 16-bit unsigned.
+        wide = context.cast(builder, val, actual, types.float64)
+        return builder.bitcast(builder.fptrunc(wide, ir.HalfType()), ir.IntType(16))
     return context.cast(builder, val, actual, formal)
 
 

@@ -69,8 +69,18 @@ def param_layout(names, argtypes, llvm_types, target_data):
 
 
 def flatten_values(context, builder, argtypes, values):
-    """Flatten argument values into the LLVM values of the kernel params."""
-    return context.get_arg_packer(list(argtypes)).as_arguments(builder, list(values))
+    """Flatten argument values into the LLVM values of the kernel params.
+
+    A float16 parameter arrives already as its 16 bits (the CPU target has
+    no float16 data model); everything else flattens by its CPU data model.
+    """
+    out = []
+    for ty, value in zip(argtypes, values):
+        if ty == types.float16:
+            out.append(value)
+        else:
+            out.extend(context.get_arg_packer([ty]).as_arguments(builder, [value]))
+    return out
 
 
 def emit_param_array(builder, flat_values, kernel_llvm_types, target_data):

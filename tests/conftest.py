@@ -1,0 +1,43 @@
+"""Test set-up: CPU tests compile kernels for a configured architecture when
+no GPU is present; GPU tests are marked ``gpu`` and skipped without one."""
+
+import os
+
+import numpy as np
+import pytest
+
+# numba-cuda 0.30.4 uses np.row_stack, which numpy 2.5 removed (the GPU
+# machine has numpy 2.5); restore it for the test run only.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+
+from numba import cuda  # noqa: E402
+
+import numba_cuda_launch  # noqa: E402
+
+HAVE_GPU = cuda.is_available()
+if not HAVE_GPU and numba_cuda_launch.get_compute_capability() is None:
+    numba_cuda_launch.set_compute_capability((9, 0))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAVE_GPU:
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def fake_driver():
+    from fakedriver import FakeDriver
+
+    with FakeDriver() as fake:
+        yield fake

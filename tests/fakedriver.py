@@ -1,0 +1,107 @@
+"""A recording fake CUDA driver for CPU tests.
+
+Bound into numba_cuda_launch's driver table with ``driver.use_functions``, it
+records every library load and launch: kernel name, grid, block, shared
+memory, stream and the bytes of each kernel parameter (read with the sizes
+of the kernel's parameter layout).
+"""
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+from numba_cuda_launch import driver
+
+_vp = ctypes.c_void_p
+_u32 = ctypes.c_uint
+_INIT = ctypes.CFUNCTYPE(ctypes.c_int, _u32)
+_LOAD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp, _vp, _vp, _u32, _vp, _vp, _u32)
+_GETK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp, ctypes.c_char_p)
+_UNLOAD = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp))
+_COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
+
+
+@dataclass
+class Launch:
+    kernel: str
+    grid: tuple
+    block: tuple
+    sharedmem: int
+    stream: int
+    params: list
+    cooperative: bool
+
+
+class FakeDriver:
+    """Records launches; ``launch_status`` sets what launches return."""
+
+    # Kernel handles outlive one fake: a compiled function keeps the handle
+    # it loaded for the rest of the process, as with the real driver.
+    _names = {}
+
+    def __init__(self, layouts=None, launch_status=0, load_status=0):
+        self.layouts = dict(layouts or {})  # entry name -> [param sizes]
+        self.launch_status = launch_status
+        self.load_status = load_status
+        self.loads = []
+        self.unloads = []
+        self.launches = []
+        self._lock = threading.Lock()
+        self._fns = dict(
+            cuInit=_INIT(lambda flags: 0),
+            cuLibraryLoadData=_LOAD(self._load),
+            cuLibraryGetKernel=_GETK(self._get_kernel),
+            cuLibraryUnload=_UNLOAD(self._unload),
+            cuLaunchKernel=_LAUNCH(self._launch),
+            cuLaunchCooperativeKernel=_COOP(self._launch_coop),
+        )
+
+    def register(self, handle):
+        """Know the parameter sizes of a numba_cuda_launch.KernelHandle."""
+        self.layouts[handle.entry_name] = [p.size for p in handle.params]
+
+    def _load(self, out, image, *rest):
+        if self.load_status:
+            return self.load_status
+        with self._lock:
+            self.loads.append(image)
+            out[0] = 0x1000 + len(self.loads)
+        return 0
+
+    def _get_kernel(self, out, lib, name):
+        with self._lock:
+            handle = 0x100000 + len(FakeDriver._names)
+            self._names[handle] = name.decode()
+            out[0] = handle
+        return 0
+
+    def _unload(self, lib):
+        with self._lock:
+            self.unloads.append(lib)
+        return 0
+
+    def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop):
+        name = self._names.get(f)
+        if name is None:
+            return 400  # CUDA_ERROR_INVALID_HANDLE
+        sizes = self.layouts.get(name, [])
+        data = [ctypes.string_at(params[i], size) for i, size in enumerate(sizes)]
+        with self._lock:
+            self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), shmem,
+                                        stream or 0, data, coop))
+        return self.launch_status
+
+    def _launch(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, False)
+
+    def _launch_coop(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params):
+        return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, True)
+
+    def __enter__(self):
+        self._ctx = driver.use_functions(**self._fns)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
