@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin, models, register_model
-from numba.core.typing.templates import AbstractTemplate, infer_global, signature
+from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
 from numba_cuda_launch import _compat
 from numba_cuda_launch._compat import CUDADispatcherType as CUDADispatcher
@@ -157,6 +157,32 @@ class KernelConfigureTemplate(AbstractTemplate):
         )
         check_config_types(disp_ty.dispatcher, index_types)
         return signature(LaunchConfig(disp_ty), disp_ty, index)
+
+
+@infer
+class KernelConfigureLiteralCheck(AbstractTemplate):
+    """Checks constant configurations (``kernel[-1, 32]``) against their
+    literal values; typing itself falls through to ``getitem`` above."""
+
+    key = "static_getitem"
+    metadata = {"target": "cpu"}
+
+    def generic(self, args, kws):
+        disp_ty, index = args
+        if not isinstance(disp_ty, CUDADispatcher):
+            return None
+        items = index if isinstance(index, tuple) else (index,)
+        name = _compat.dispatcher_name(disp_ty.dispatcher)
+        for what, item in zip(("griddim", "blockdim"), items):
+            values = item if isinstance(item, tuple) else (item,)
+            for v in values:
+                if isinstance(v, int) and v < 1:
+                    raise KernelTypingError(
+                        "kernel %r: %s must be positive, got %d" % (name, what, v))
+        if len(items) > 3 and isinstance(items[3], int) and items[3] < 0:
+            raise KernelTypingError(
+                "kernel %r: sharedmem must not be negative, got %d" % (name, items[3]))
+        return None
 
 
 def _to_u32(context, builder, ty, val):
