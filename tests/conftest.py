@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def fake_driver():
-    from fakedriver import FakeDriver
+    from numba_cuda_launch.testing import RecordingDriver
 
-    with FakeDriver() as fake:
+    with RecordingDriver() as fake:
         yield fake

@@ -106,13 +106,12 @@ def test_cache_true_across_processes(tmp_path):
     (tmp_path / "cached_launch.py").write_text(CACHE_MODULE)
     probe = """
         import cached_launch as m
-        from fakedriver import FakeDriver
-        with FakeDriver() as fake:
+        from numba_cuda_launch.testing import RecordingDriver
+        with RecordingDriver() as fake:
             status = m.go(16)
         print(status, len(fake.launches), sum(m.go.stats.cache_hits.values()))
     """
-    env_path = os.path.dirname(os.path.abspath(__file__))
-    code = "import sys; sys.path.insert(0, %r)\n" % env_path + textwrap.dedent(probe)
+    code = textwrap.dedent(probe)
     first = run_python(code, cwd=tmp_path).split()
     second = run_python(code, cwd=tmp_path).split()
     assert first == ["0", "1", "0"]

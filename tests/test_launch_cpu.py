@@ -16,7 +16,7 @@ from numba.cuda.cudadrv import driver as cudadrv
 from cuda.bindings import driver as binding
 
 import numba_cuda_launch as ncl
-from fakedriver import FakeDriver
+from numba_cuda_launch.testing import RecordingDriver
 
 rng = np.random.default_rng()
 
@@ -341,7 +341,7 @@ def launch_status_form(p):
 
 
 def test_failed_launch_raises_with_driver_error_name():
-    with FakeDriver(launch_status=701):
+    with RecordingDriver(launch_status=701):
         with pytest.raises(ncl.CudaLaunchError) as info:
             launch_raise(0x1000)
     err = info.value
@@ -350,9 +350,9 @@ def test_failed_launch_raises_with_driver_error_name():
 
 
 def test_status_form_returns_driver_status():
-    with FakeDriver(launch_status=1):
+    with RecordingDriver(launch_status=1):
         assert launch_status_form(0x1000) == 1
-    with FakeDriver() as fake:
+    with RecordingDriver() as fake:
         assert launch_status_form(0x1000) == 0
         assert len(fake.launches) == 1
 
@@ -367,7 +367,7 @@ def test_failed_image_load_is_reported_and_retried():
         x = numba.carray(ncl.as_voidptr(p), (4,), np.float32)
         return fresh_kernel[1, 1].launch_status(x)
 
-    with FakeDriver(load_status=200) as fake:
+    with RecordingDriver(load_status=200) as fake:
         assert go(0x10) == 200
         assert fake.launches == []
         fake.load_status = 0
@@ -397,7 +397,7 @@ def test_first_launch_race_publishes_one_handle():
         return s
 
     go.compile((nt.int64, nt.int64))
-    with FakeDriver() as fake:
+    with RecordingDriver() as fake:
         barrier = threading.Barrier(8)
         results = []
 

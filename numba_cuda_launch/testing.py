@@ -1,9 +1,14 @@
-"""A recording fake CUDA driver for CPU tests.
+"""A recording fake CUDA driver, for testing launch code without a GPU.
 
-Bound into numba_cuda_launch's driver table with ``driver.use_functions``, it
-records every library load and launch: kernel name, grid, block, shared
-memory, stream and the bytes of each kernel parameter (read with the sizes
-of the kernel's parameter layout).
+Used as a context manager, :class:`RecordingDriver` takes the place of the
+CUDA driver for launches from compiled code and records every image load and
+launch: kernel, grid, block, shared memory, stream and the bytes of each
+kernel parameter (read with the sizes from :func:`kernel_handle`'s layout)::
+
+    with RecordingDriver() as rec:
+        rec.register(numba_cuda_launch.kernel_handle(kernel, argtypes))
+        my_cfunc_or_njit(...)
+    print(rec.launches)
 """
 
 import ctypes
@@ -22,8 +27,13 @@ _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER
 _COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
 
 
+__all__ = ["RecordingDriver", "Launch"]
+
+
 @dataclass
 class Launch:
+    """One recorded launch."""
+
     kernel: str
     grid: tuple
     block: tuple
@@ -33,8 +43,14 @@ class Launch:
     cooperative: bool
 
 
-class FakeDriver:
-    """Records launches; ``launch_status`` sets what launches return."""
+class RecordingDriver:
+    """Records launches instead of running them.
+
+    ``launch_status``/``load_status`` set the ``CUresult`` launches and image
+    loads return (to test error handling). Not for concurrent use with real
+    launches: while active, every compiled launch in the process is routed
+    here.
+    """
 
     # Kernel handles outlive one fake: a compiled function keeps the handle
     # it loaded for the rest of the process, as with the real driver.
@@ -71,7 +87,7 @@ class FakeDriver:
 
     def _get_kernel(self, out, lib, name):
         with self._lock:
-            handle = 0x100000 + len(FakeDriver._names)
+            handle = 0x100000 + len(RecordingDriver._names)
             self._names[handle] = name.decode()
             out[0] = handle
         return 0

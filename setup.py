@@ -1,0 +1,36 @@
+"""Packaging for numba-cuda-launch (metadata here; version in one place)."""
+
+import os
+import re
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "numba_cuda_launch", "_version.py")) as f:
+    VERSION = re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
+with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+    LONG_DESCRIPTION = f.read()
+
+setup(
+    name="numba-cuda-launch",
+    version=VERSION,
+    description="Launch numba-cuda kernels from @cfunc and @njit code with "
+    "kernel[grid, block, stream, sharedmem](...)",
+    long_description=LONG_DESCRIPTION,
+    long_description_content_type="text/markdown",
+    license="BSD-2-Clause",
+    packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
+    python_requires=">=3.10",
+    install_requires=["numba>=0.60", "numba-cuda>=0.30", "numpy"],
+    extras_require={
+        "cu12": ["numba-cuda[cu12]>=0.30"],
+        "cu13": ["numba-cuda[cu13]>=0.30"],
+        "test": ["pytest", "pytest-xdist"],
+        "jax": ["jax>=0.6"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: BSD License",
+        "Environment :: GPU :: NVIDIA CUDA",
+    ],
+)
