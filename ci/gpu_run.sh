@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One GPU-machine run: install, GPU + CPU tests, the main example, the
+# benchmarks. Writes logs and results under $OUT (or ./gpu-out).
+# Wheels in .whl/ (e.g. numpy<2.5 for numba-cuda 0.30.4) are installed first.
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
+  || { echo "pip install -e . failed; using PYTHONPATH"; export PYTHONPATH="$PWD:${PYTHONPATH:-}"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 - <<'PY'
+import numpy, numba, llvmlite, sys
+from importlib.metadata import version
+print("python", sys.version.split()[0], "numpy", numpy.__version__, "numba", numba.__version__,
+      "llvmlite", llvmlite.__version__, "numba-cuda", version("numba-cuda"),
+      "cuda-bindings", version("cuda-bindings"))
+PY
+echo "== tests"
+python3 -m pytest -q -rs -p no:cacheprovider tests ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -40
+echo "== example"
+python3 examples/seed_cfunc.py 2>&1 | tee "$OUT/example.log"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  echo "== benchmarks"
+  python3 benchmarks/launch_overhead.py --json "$OUT/bench.json" --plot "$OUT/bench.png" \
+    2>&1 | tee "$OUT/bench.log"
+fi
