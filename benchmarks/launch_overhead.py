@@ -1,8 +1,12 @@
 """Launch cost from compiled code against C, numba-cuda, CuPy and ctypes.
 
 Every row is measured in this one process, on one stream, launches back to
-back: microseconds per launch = median over batches of (time to enqueue a
-batch of launches and synchronise) / batch size, after a warm-up.
+back, after a warm-up. For each batch the stream is idle first; the batch's
+launches are timed (host time per launch: the launch cost, the table's
+number), then the stream is synchronised (time per launch including the
+GPU draining the batch: the throughput, kept in the JSON). Medians over
+batches. Batches stay below the driver's launch-queue depth so that the
+host never waits for the GPU while enqueuing.
 
     python benchmarks/launch_overhead.py [--json out.json] [--plot out.png]
 """
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
@@ -27,19 +32,29 @@ from numba.core import types as nt  # noqa: E402
 
 import numba_cuda_launch as ncl  # noqa: E402
 
-BATCH = 2000
-BATCHES = 15
+BATCH = 256
+BATCHES = 40
 HERE = os.path.dirname(os.path.abspath(__file__))
+THROUGHPUT = {}  # (shape, row) -> us per launch including the drain
 
 
-def median_us(run_batch, batch=BATCH, batches=BATCHES):
+def median_us(run_batch, sync, batch=BATCH, batches=BATCHES, key=None):
+    """Median host microseconds per launch of *run_batch(n)*."""
     run_batch(batch)  # warm-up (compiles, loads images)
-    times = []
+    sync()
+    enqueue, total = [], []
     for _ in range(batches):
+        sync()
         t0 = time.perf_counter()
         run_batch(batch)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) / batch * 1e6
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        enqueue.append(t1 - t0)
+        total.append(t2 - t0)
+    if key is not None:
+        THROUGHPUT[key] = float(np.median(total)) / batch * 1e6
+    return float(np.median(enqueue)) / batch * 1e6
 
 
 # -- kernels of each argument shape -----------------------------------------
@@ -155,7 +170,7 @@ def build_c_baseline(tmp):
                             "-o", out], check=True)
             lib = ctypes.CDLL(out)
             lib.bench_launch.restype = ctypes.c_double
-            lib.bench_launch.argtypes = [ctypes.c_void_p] * 5 + [
+            lib.bench_launch.argtypes = [ctypes.c_void_p] * 4 + [
                 ctypes.c_uint, ctypes.c_uint, ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]
             return lib
     return None
@@ -170,7 +185,6 @@ SHAPES = [("none", 0, "no arguments"), ("scalar3", 3, "3 pointer/scalar args"),
 def run(args):
     libcuda = ctypes.CDLL("libcuda.so.1")
     c_launch = ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value
-    c_sync = ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value
     libcuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
         ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
     tmp = tempfile.mkdtemp()
@@ -186,14 +200,18 @@ def run(args):
         cupy = None
 
     rows = []
+    sync = stream.synchronize
     for kind, count, label in SHAPES:
         kernel, argtypes = make_kernel(kind, count)
         row = {"shape": label}
+
+        def measure(name, run_batch, batch=BATCH):
+            row[name] = median_us(run_batch, sync, batch=batch, key=(label, name))
+
         loop = njit_loop(kernel, argtypes)
-        row["this project: @njit loop"] = median_us(lambda n: (loop(dptr, raw, n), stream.synchronize()))
+        measure("this project: @njit loop", lambda n: loop(dptr, raw, n))
         call_cfunc = cfunc_caller(cfunc_once(kernel, argtypes))
-        row["this project: @cfunc per launch"] = median_us(
-            lambda n: (call_cfunc(dptr, raw, n), stream.synchronize()))
+        measure("this project: @cfunc per launch", lambda n: call_cfunc(dptr, raw, n))
 
         handle = ncl.kernel_handle(kernel, argtypes)
         values = flat_param_values(handle, dptr)
@@ -205,15 +223,14 @@ def run(args):
             status = ctypes.c_int()
 
             def c_batch(n):
-                clib.bench_launch(c_launch, c_sync, kh, raw, params, 2, 256, n, ctypes.byref(status))
+                clib.bench_launch(c_launch, kh, raw, params, 2, 256, n, ctypes.byref(status))
                 assert status.value == 0
-            row["C cuLaunchKernel loop"] = median_us(c_batch)
+            measure("C cuLaunchKernel loop", c_batch)
 
         def ctypes_batch(n):
             for _ in range(n):
                 libcuda.cuLaunchKernel(kh, 2, 1, 1, 256, 1, 1, 0, raw, params, None)
-            stream.synchronize()
-        row["Python ctypes cuLaunchKernel"] = median_us(ctypes_batch, batch=BATCH // 4)
+        measure("Python ctypes cuLaunchKernel", ctypes_batch)
 
         if kind == "none":
             py_args = ()
@@ -227,8 +244,7 @@ def run(args):
             def nc_batch(n):
                 for _ in range(n):
                     cfg(*py_args)
-                stream.synchronize()
-            row["numba-cuda Python launch"] = median_us(nc_batch, batch=BATCH // 10)
+            measure("numba-cuda Python launch", nc_batch, batch=BATCH // 4)
         if cupy is not None and kind in ("none", "scalar3"):
             src = ('extern "C" __global__ void k(float* x, const float* y, long long n)'
                    '{ long long i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = y[i] + 1; }'
@@ -236,14 +252,15 @@ def run(args):
             rk = cupy.RawKernel(src, "k")
             cx = cupy.zeros(512, cupy.float32)
             cargs = (cx, cx, cupy.int64(512)) if kind == "scalar3" else ()
-            cs = cupy.cuda.ExternalStream(raw)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                cs = cupy.cuda.ExternalStream(raw)
 
             def cupy_batch(n):
                 with cs:
                     for _ in range(n):
                         rk((2,), (256,), cargs)
-                stream.synchronize()
-            row["CuPy RawKernel"] = median_us(cupy_batch, batch=BATCH // 4)
+            measure("CuPy RawKernel", cupy_batch)
         rows.append(row)
         print(format_row(row), flush=True)
     return rows
@@ -384,7 +401,10 @@ def main():
     print("memory:", mem)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"info": info, "rows": rows, "targets": checks, "compile": cost,
+            throughput = [{"shape": shape, "row": name, "us_per_launch_incl_drain": us}
+                          for (shape, name), us in THROUGHPUT.items()]
+            json.dump({"info": info, "rows": rows, "throughput": throughput,
+                       "targets": checks, "compile": cost,
                        "memory": mem}, f, indent=1)
     if args.plot:
         plot(rows, args.plot)

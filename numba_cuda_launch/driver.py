@@ -56,11 +56,16 @@ ENTRY_POINTS = {
         (_i8p,) + (_i32,) * 7 + (_i8p, _i8p.as_pointer()),
     ),
     "cuGetErrorName": (_i32, (_i32, _i8p.as_pointer())),
+    "cuCtxGetCurrent": (_i32, (_i8p.as_pointer(),)),
+    "cuCtxSetCurrent": (_i32, (_i8p,)),
+    "cuDeviceGet": (_i32, (_i32.as_pointer(), _i32)),
+    "cuDevicePrimaryCtxRetain": (_i32, (_i8p.as_pointer(), _i32)),
 }
 
 TABLE_SYMBOL = "numba_cuda_launch_driver_table"
 
 CUDA_ERROR_NO_DEVICE = 100
+CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 class _Table(ctypes.Structure):

@@ -25,6 +25,7 @@ _i8 = ir.IntType(8)
 _i8p = _i8.as_pointer()
 _i32 = ir.IntType(32)
 _LOADER = "numba_cuda_launch_load_kernel"
+_ENSURE_CONTEXT = "numba_cuda_launch_ensure_context"
 
 
 @dataclass(frozen=True)
@@ -67,33 +68,62 @@ def _slot(module, name):
     return gv
 
 
+def _new_cold_function(module, name, argtypes):
+    fn = ir.Function(module, ir.FunctionType(_i32, argtypes), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+def _return_if_failed(builder, status, cleanup=None):
+    failed = builder.icmp_signed("!=", status, ir.Constant(_i32, 0))
+    with builder.if_then(failed, likely=False):
+        if cleanup is not None:
+            cleanup()
+        builder.ret(status)
+
+
+def ensure_context_function(module):
+    """``i32 ensure_context()``: with no context current on this thread, make
+    device 0's primary context current (what the CUDA runtime API does, and
+    the context numba-cuda and JAX use); 0 on success. A thread that already
+    has a context keeps it."""
+    fn = module.globals.get(_ENSURE_CONTEXT)
+    if fn is not None:
+        return fn
+    fn, builder = _new_cold_function(module, _ENSURE_CONTEXT, ())
+    ctx = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
+    _return_if_failed(builder, driver.call(builder, "cuCtxGetCurrent", [ctx]))
+    with builder.if_then(cgutils.is_not_null(builder, builder.load(ctx)), likely=True):
+        builder.ret(ir.Constant(_i32, 0))
+    dev = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    _return_if_failed(builder, driver.call(builder, "cuDeviceGet", [dev, ir.Constant(_i32, 0)]))
+    _return_if_failed(builder, driver.call(
+        builder, "cuDevicePrimaryCtxRetain", [ctx, builder.load(dev)]))
+    builder.ret(driver.call(builder, "cuCtxSetCurrent", [builder.load(ctx)]))
+    return fn
+
+
 def _loader(module):
     """``i32 load(CUkernel* slot, image, name)``: load once, publish by CAS."""
     fn = module.globals.get(_LOADER)
     if fn is not None:
         return fn
-    fnty = ir.FunctionType(_i32, (_i8p.as_pointer(), _i8p, _i8p))
-    fn = ir.Function(module, fnty, _LOADER)
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    fn.attributes.add("cold")
+    fn, builder = _new_cold_function(module, _LOADER, (_i8p.as_pointer(), _i8p, _i8p))
     slot, image, name = fn.args
-    builder = ir.IRBuilder(fn.append_basic_block("entry"))
     null = ir.Constant(_i8p, None)
     zero = ir.Constant(_i32, 0)
 
     def return_if_failed(status, cleanup=None):
-        failed = builder.icmp_signed("!=", status, zero)
-        with builder.if_then(failed, likely=False):
-            if cleanup is not None:
-                cleanup()
-            builder.ret(status)
+        _return_if_failed(builder, status, cleanup)
 
     lib = cgutils.alloca_once_value(builder, null)
     kern = cgutils.alloca_once_value(builder, null)
     # cuInit is cheap once initialised, and makes the first launch work from
     # C callers that never initialised the driver themselves.
     return_if_failed(driver.call(builder, "cuInit", [zero]))
+    return_if_failed(builder.call(ensure_context_function(module), []))
     return_if_failed(driver.call(builder, "cuLibraryLoadData", [
         lib, image, null, null, zero, null, null, zero]))
 

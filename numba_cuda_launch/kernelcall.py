@@ -28,7 +28,7 @@ from numba.extending import lower_builtin
 from numba_cuda_launch import _compat, driver
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import CudaLaunchError, KernelTypingError
-from numba_cuda_launch.image import emit_get_kernel, image_for_kernel
+from numba_cuda_launch.image import emit_get_kernel, ensure_context_function, image_for_kernel
 from numba_cuda_launch.launchconfig import LaunchConfig
 from numba_cuda_launch.params import emit_param_array, flatten_values
 
@@ -233,12 +233,24 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals):
         dims = [builder.extract_value(cfg.grid, i) for i in range(3)]
         dims += [builder.extract_value(cfg.block, i) for i in range(3)]
         common = [handle] + dims + [cfg.sharedmem, cfg.stream, params]
-        if _compat.kernel_is_cooperative(kernel):
-            status = driver.call(builder, "cuLaunchCooperativeKernel", common)
-        else:
+
+        def launch():
+            if _compat.kernel_is_cooperative(kernel):
+                return driver.call(builder, "cuLaunchCooperativeKernel", common)
             null = ir.Constant(ir.IntType(8).as_pointer().as_pointer(), None)
-            status = driver.call(builder, "cuLaunchKernel", common + [null])
-        builder.store(status, status_ptr)
+            return driver.call(builder, "cuLaunchKernel", common + [null])
+
+        builder.store(launch(), status_ptr)
+        # A thread with no current context (a fresh thread of the caller's)
+        # gets device 0's primary context, as with the CUDA runtime API.
+        no_context = builder.icmp_signed(
+            "==", builder.load(status_ptr),
+            ir.Constant(ir.IntType(32), driver.CUDA_ERROR_INVALID_CONTEXT))
+        with builder.if_then(no_context, likely=False):
+            bound = builder.call(ensure_context_function(builder.module), [])
+            bound_ok = builder.icmp_signed("==", bound, ir.Constant(ir.IntType(32), 0))
+            with builder.if_then(bound_ok):
+                builder.store(launch(), status_ptr)
     return builder.load(status_ptr)
 
 

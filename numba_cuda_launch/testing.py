@@ -24,6 +24,11 @@ _LOAD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp, _vp, _vp, _u32,
 _GETK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp, ctypes.c_char_p)
 _UNLOAD = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
 _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp))
+_GETCTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp))
+_SETCTX = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
+_DEVGET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int)
+_RETAIN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), ctypes.c_int)
+_PRIMARY_CONTEXT = 0xC0
 _COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
 
 
@@ -56,13 +61,16 @@ class RecordingDriver:
     # it loaded for the rest of the process, as with the real driver.
     _names = {}
 
-    def __init__(self, layouts=None, launch_status=0, load_status=0):
+    def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True):
         self.layouts = dict(layouts or {})  # entry name -> [param sizes]
         self.launch_status = launch_status
         self.load_status = load_status
         self.loads = []
         self.unloads = []
         self.launches = []
+        self.contexts_made_current = 0
+        self._has_context = has_context
+        self._thread = threading.local()
         self._lock = threading.Lock()
         self._fns = dict(
             cuInit=_INIT(lambda flags: 0),
@@ -71,11 +79,36 @@ class RecordingDriver:
             cuLibraryUnload=_UNLOAD(self._unload),
             cuLaunchKernel=_LAUNCH(self._launch),
             cuLaunchCooperativeKernel=_COOP(self._launch_coop),
+            cuCtxGetCurrent=_GETCTX(self._get_context),
+            cuCtxSetCurrent=_SETCTX(self._set_context),
+            cuDeviceGet=_DEVGET(self._device_get),
+            cuDevicePrimaryCtxRetain=_RETAIN(self._retain),
         )
 
     def register(self, handle):
         """Know the parameter sizes of a numba_cuda_launch.KernelHandle."""
         self.layouts[handle.entry_name] = [p.size for p in handle.params]
+
+    def _current(self):
+        return getattr(self._thread, "ctx", _PRIMARY_CONTEXT if self._has_context else None)
+
+    def _get_context(self, out):
+        out[0] = self._current()
+        return 0
+
+    def _set_context(self, ctx):
+        self._thread.ctx = ctx
+        with self._lock:
+            self.contexts_made_current += 1
+        return 0
+
+    def _device_get(self, out, ordinal):
+        out[0] = ordinal
+        return 0
+
+    def _retain(self, out, dev):
+        out[0] = _PRIMARY_CONTEXT + dev
+        return 0
 
     def _load(self, out, image, *rest):
         if self.load_status:
@@ -98,6 +131,8 @@ class RecordingDriver:
         return 0
 
     def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop):
+        if not self._current():
+            return 201  # CUDA_ERROR_INVALID_CONTEXT
         name = self._names.get(f)
         if name is None:
             return 400  # CUDA_ERROR_INVALID_HANDLE

@@ -417,6 +417,19 @@ def test_first_launch_race_publishes_one_handle():
     assert len({l.kernel for l in fake.launches}) == 1
 
 
+def test_thread_without_context_gets_primary_context():
+    @njit
+    def go(p):
+        x = numba.carray(ncl.as_voidptr(p), (4,), np.float32)
+        return add_kernel[1, 32].launch_status(x, x, x)
+
+    with RecordingDriver(has_context=False) as fake:
+        statuses = [go(0x10), go(0x10)]
+    assert statuses == [0, 0]
+    assert fake.contexts_made_current == 1  # bound once, then current
+    assert len(fake.launches) == 2
+
+
 # -- special kernels -----------------------------------------------------------
 
 def test_cooperative_kernel_uses_cooperative_launch(fake_driver):
