@@ -467,3 +467,20 @@ def test_kernel_handle_launch_from_c_abi():
     cuda.synchronize()
     np.testing.assert_array_equal(d_out.copy_to_host(), x + 1)
     del drv
+
+
+@pytest.mark.skipif(not cuda.is_available() or len(cuda.gpus) < 2, reason="needs 2 GPUs")
+def test_second_device_context():
+    # One compiled function; each launch runs in the context current on the
+    # calling thread, so the same image serves both devices.
+    n = 2048
+    results = []
+    for dev in (0, 1):
+        with cuda.gpus[dev]:
+            x = rng.standard_normal(n).astype(np.float32)
+            dx, do = cuda.to_device(x), poisoned(n)
+            launch_axpy_1d(np.float32(3), ptr(dx), ptr(dx), ptr(do), n)
+            cuda.synchronize()
+            results.append((do.copy_to_host(), (np.float64(3) * x + x).astype(np.float32)))
+    for got, expect in results:
+        np.testing.assert_allclose(got, expect, rtol=1e-6, atol=1e-7)
