@@ -12,6 +12,7 @@ Where things live:
 * :mod:`.image` -- the kernel image a function carries and its first load;
 * :mod:`.driver` -- the driver table compiled code calls through;
 * :mod:`.stream` -- numba-cuda stream objects as nopython arguments;
+* :mod:`.halfmodel` -- float16 storage (pointers, arrays) in CPU code;
 * :mod:`.handle` -- the public handle-and-layout API for C callers;
 * :mod:`._compat` -- every use of numba-cuda internals.
 """
@@ -31,7 +32,7 @@ from numba_cuda_launch.errors import (  # noqa: E402
     KernelTypingError,
     error_name,
 )
-from numba_cuda_launch import stream, launchconfig, kernelcall  # noqa: E402,F401
+from numba_cuda_launch import halfmodel, stream, launchconfig, kernelcall  # noqa: E402,F401
 from numba_cuda_launch.handle import KernelHandle, kernel_handle  # noqa: E402
 from numba_cuda_launch.driver import driver_problem  # noqa: E402
 from numba_cuda_launch.pointer import as_voidptr  # noqa: E402

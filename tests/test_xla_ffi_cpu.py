@@ -1,0 +1,94 @@
+"""The XLA FFI call-frame accessors against real XLA on JAX's CPU platform:
+a @cfunc handler decodes buffers and attributes and computes on the host."""
+
+import numba
+import numpy as np
+import pytest
+from numba.core import types as nt
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+from numba_cuda_launch import xla_ffi as ffi  # noqa: E402
+
+MAJOR, MINOR = ffi.api_version()
+rng = np.random.default_rng()
+
+
+@numba.cfunc(nt.voidptr(nt.voidptr))
+def affine_handler(frame):
+    if ffi.is_metadata_query(frame):
+        return ffi.answer_metadata_query(frame, 0, MAJOR, MINOR)
+    if ffi.num_args(frame) != 1 or ffi.num_rets(frame) != 2:
+        return ffi.error(frame, ffi.c_string("affine: wrong arity"))
+    xb = ffi.arg_buffer(frame, 0)
+    if ffi.buffer_dtype(xb) != 11 or ffi.buffer_rank(xb) != 2:
+        return ffi.error(frame, ffi.c_string("affine: expected a 2-D float32 input"))
+    x = ffi.buffer_as_array(xb, 2, np.float32)
+    y = ffi.buffer_as_array(ffi.ret_buffer(frame, 0), 2, np.float32)
+    info = ffi.buffer_as_array(ffi.ret_buffer(frame, 1), 1, np.int64)
+    scale = ffi.attr_float(frame, "scale")
+    offset = ffi.attr_int(frame, "offset")
+    weights = ffi.attr_array_data(frame, "weights", np.float64)
+    if ffi.attr_int(frame, "fail", 0) != 0:
+        return ffi.launch_error(frame, 1, "affine (asked to fail)")
+    for i in range(x.shape[0]):
+        w = weights[i % weights.size] if weights.size else 1.0
+        for j in range(x.shape[1]):
+            y[i, j] = x[i, j] * scale * w + offset
+    info[0] = x.shape[0]
+    info[1] = x.shape[1]
+    info[2] = ffi.attr_string_len(frame, "tag")
+    info[3] = ffi.attr_index(frame, "missing")
+    info[4] = ffi.execution_stage(frame)
+    return ffi.ok()
+
+
+jax.ffi.register_ffi_target("ncl_test_affine", jax.ffi.pycapsule(affine_handler.ctypes),
+                            platform="cpu", api_version=1)
+
+
+def call_affine(x, **attrs):
+    out = (jax.ShapeDtypeStruct(x.shape, jnp.float32), jax.ShapeDtypeStruct((5,), jnp.int64))
+    return jax.ffi.ffi_call("ncl_test_affine", out)(x, **attrs)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def x64():
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", False)
+
+
+def test_buffers_and_attributes_from_real_xla():
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    scale, offset = np.float32(rng.standard_normal()), int(rng.integers(-9, 9))
+    weights = rng.standard_normal(3)
+    y, info = jax.jit(lambda x: call_affine(
+        x, scale=scale, offset=np.int64(offset), weights=weights, tag="hello"))(x)
+    w = weights[np.arange(7) % 3][:, None]
+    np.testing.assert_allclose(np.asarray(y), x * np.float64(scale) * w + offset, rtol=1e-6)
+    assert list(np.asarray(info)) == [7, 5, 5, -1, ffi.STAGE_EXECUTE]
+
+
+def test_handler_error_becomes_python_exception():
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(call_affine(x, scale=np.float32(1), offset=np.int64(0),
+                                          weights=np.ones(1), tag="t", fail=np.int32(1)))
+    assert "affine (asked to fail) failed:" in str(info.value)
+    assert "(1)" in str(info.value)
+
+
+def test_handler_checks_inputs():
+    x = np.ones((4,), np.float32)
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.ffi.ffi_call(
+            "ncl_test_affine", (jax.ShapeDtypeStruct(x.shape, jnp.float32),
+                                jax.ShapeDtypeStruct((5,), jnp.int64)))(
+            x, scale=np.float32(1), offset=np.int64(0), weights=np.ones(1), tag="t"))
+    assert "expected a 2-D float32 input" in str(info.value)
+
+
+def test_api_version_read_from_jaxlib():
+    assert MAJOR == 0 and MINOR >= 1
