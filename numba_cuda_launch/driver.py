@@ -60,6 +60,7 @@ ENTRY_POINTS = {
     "cuCtxSetCurrent": (_i32, (_i8p,)),
     "cuDeviceGet": (_i32, (_i32.as_pointer(), _i32)),
     "cuDevicePrimaryCtxRetain": (_i32, (_i8p.as_pointer(), _i32)),
+    "cuKernelGetFunction": (_i32, (_i8p.as_pointer(), _i8p)),
 }
 
 TABLE_SYMBOL = "numba_cuda_launch_driver_table"

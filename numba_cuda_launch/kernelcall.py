@@ -8,6 +8,10 @@ arguments in numba-cuda's kernel ABI and calls ``cuLaunchKernel`` (or
   the launch fails (in a ``@cfunc`` that is reported as unraisable);
 * ``cfg.launch_status(args...)`` returns the driver's ``CUresult`` (``int32``,
   0 on success) and never raises: the form for XLA handlers and C callers.
+
+``cfg.preload(args...)`` loads the image of the overload those arguments
+select into the current context without launching (``CUresult``): for code
+that must not load modules later, such as CUDA graph capture.
 """
 
 import functools
@@ -214,6 +218,26 @@ def _to_formal(context, builder, val, actual, formal):
     return context.cast(builder, val, actual, formal)
 
 
+def emit_preload(context, builder, cfg_ty, argtypes):
+    """Emit loading the selected overload's image into the current context
+    (``cuKernelGetFunction`` forces the per-context load); returns the
+    ``CUresult``."""
+    kernel = select_kernel(cfg_ty.dispatcher, argtypes).kernel
+    i32 = ir.IntType(32)
+    status_ptr = cgutils.alloca_once(builder, i32, name="preload_status")
+    builder.store(ir.Constant(i32, 0), status_ptr)
+    handle = emit_get_kernel(builder, image_for_kernel(kernel), status_ptr)
+    loaded = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(i32, 0))
+    with builder.if_then(loaded, likely=True):
+        bound = builder.call(ensure_context_function(builder.module), [])
+        builder.store(bound, status_ptr)
+        with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(i32, 0))):
+            func = cgutils.alloca_once(builder, ir.IntType(8).as_pointer())
+            builder.store(driver.call(builder, "cuKernelGetFunction", [func, handle]),
+                          status_ptr)
+    return builder.load(status_ptr)
+
+
 def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals):
     """Emit the launch of a configured kernel; returns the ``CUresult``."""
     selection = select_kernel(cfg_ty.dispatcher, argtypes)
@@ -292,7 +316,18 @@ class LaunchConfigAttributes(AttributeTemplate):
         return launch_signature(cfg_ty, args, kws, return_type=types.int32)
 
 
+    @bound_function("LaunchConfig.preload")
+    def resolve_preload(self, cfg_ty, args, kws):
+        return launch_signature(cfg_ty, args, kws, return_type=types.int32)
+
+
 @lower_builtin("LaunchConfig.launch_status", LaunchConfig, types.VarArg(types.Any))
 def lower_launch_status(context, builder, sig, args):
     """``cfg.launch_status(args...)``: launch, returning the CUresult."""
     return emit_launch(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])
+
+
+@lower_builtin("LaunchConfig.preload", LaunchConfig, types.VarArg(types.Any))
+def lower_preload(context, builder, sig, args):
+    """``cfg.preload(args...)``: load the image into the current context."""
+    return emit_preload(context, builder, sig.args[0], sig.args[1:])

@@ -28,6 +28,7 @@ _GETCTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp))
 _SETCTX = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
 _DEVGET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int)
 _RETAIN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), ctypes.c_int)
+_GETFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp)
 _PRIMARY_CONTEXT = 0xC0
 _COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
 
@@ -69,6 +70,7 @@ class RecordingDriver:
         self.unloads = []
         self.launches = []
         self.contexts_made_current = 0
+        self.functions = []  # (context, kernel) loaded by cfg.preload
         self._has_context = has_context
         self._thread = threading.local()
         self._lock = threading.Lock()
@@ -83,6 +85,7 @@ class RecordingDriver:
             cuCtxSetCurrent=_SETCTX(self._set_context),
             cuDeviceGet=_DEVGET(self._device_get),
             cuDevicePrimaryCtxRetain=_RETAIN(self._retain),
+            cuKernelGetFunction=_GETFUNC(self._get_function),
         )
 
     def register(self, handle):
@@ -100,6 +103,14 @@ class RecordingDriver:
         self._thread.ctx = ctx
         with self._lock:
             self.contexts_made_current += 1
+        return 0
+
+    def _get_function(self, out, kernel):
+        if kernel not in self._names:
+            return 400  # CUDA_ERROR_INVALID_HANDLE
+        with self._lock:
+            self.functions.append((self._current(), self._names[kernel]))
+        out[0] = kernel
         return 0
 
     def _device_get(self, out, ordinal):

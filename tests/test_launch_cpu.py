@@ -430,6 +430,24 @@ def test_thread_without_context_gets_primary_context():
     assert len(fake.launches) == 2
 
 
+def test_preload_loads_without_launching():
+    @cuda.jit
+    def preloaded(x):
+        pass
+
+    @njit
+    def go(p):
+        x = numba.carray(ncl.as_voidptr(p), (4,), np.float32)
+        return preloaded[1, 1].preload(x)
+
+    with RecordingDriver() as fake:
+        assert go(0x10) == 0
+        assert go(0x10) == 0
+    assert fake.launches == [] and len(fake.loads) == 1
+    assert [name for _, name in fake.functions] == [preloaded.overloads[
+        (nt.float32[::1],)].entry_name] * 2
+
+
 # -- special kernels -----------------------------------------------------------
 
 def test_cooperative_kernel_uses_cooperative_launch(fake_driver):
