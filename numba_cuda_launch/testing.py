@@ -29,6 +29,7 @@ _SETCTX = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
 _DEVGET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int)
 _RETAIN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), ctypes.c_int)
 _GETFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp)
+_ERRNAME = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(_vp))
 _PRIMARY_CONTEXT = 0xC0
 _COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
 
@@ -86,6 +87,7 @@ class RecordingDriver:
             cuDeviceGet=_DEVGET(self._device_get),
             cuDevicePrimaryCtxRetain=_RETAIN(self._retain),
             cuKernelGetFunction=_GETFUNC(self._get_function),
+            cuGetErrorName=_ERRNAME(self._error_name),
         )
 
     def register(self, handle):
@@ -103,6 +105,18 @@ class RecordingDriver:
         self._thread.ctx = ctx
         with self._lock:
             self.contexts_made_current += 1
+        return 0
+
+    _error_names = {}  # CUresult -> NUL-terminated name, kept for the process
+
+    def _error_name(self, status, out):
+        from numba_cuda_launch.errors import error_name
+
+        buf = self._error_names.get(status)
+        if buf is None:
+            buf = self._error_names[status] = ctypes.create_string_buffer(
+                error_name(status).encode())
+        out[0] = ctypes.addressof(buf)
         return 0
 
     def _get_function(self, out, kernel):
