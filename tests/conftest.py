@@ -12,6 +12,8 @@ if not hasattr(np, "row_stack"):
     np.row_stack = np.vstack
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+# JAX shares the GPU with numba-cuda in the tests: allocate on demand.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from numba import cuda  # noqa: E402
 

@@ -1,0 +1,244 @@
+"""Numba kernels inside jax.jit on a GPU, against NumPy on fresh random data."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba import cuda
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+from numba_cuda_launch.jax import jax_kernel  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not any(d.platform == "gpu" for d in jax.devices()) if cuda.is_available() else True,
+    reason="JAX has no GPU here")]
+rng = np.random.default_rng()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@cuda.jit
+def twice_plus(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + x[i] + y[i]
+
+
+def grid_for(x, *rest, **kw):
+    return (x.shape[0] + 255) // 256, 256
+
+
+TWICE_PLUS = jax_kernel(twice_plus, lambda x, y: x, grid_for)
+
+
+def random(shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(-1000, 1000, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.complex64])
+def test_dtypes(dtype):
+    x, y = random(5000, dtype), random(5000, dtype)
+    out = jax.jit(TWICE_PLUS)(x, y)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(out), x + x + y)
+
+
+@cuda.jit
+def sum_diff(x, y, s, d):
+    i, j = cuda.grid(2)
+    if i < x.shape[0] and j < x.shape[1]:
+        s[i, j] = x[i, j] + y[i, j]
+        d[i, j] = x[i, j] - y[i, j]
+
+
+def test_multiple_outputs_2d():
+    k = jax_kernel(sum_diff, lambda x, y: (x, x),
+                   lambda x, y: (((x.shape[0] + 15) // 16, (x.shape[1] + 15) // 16), (16, 16)))
+    x, y = random((100, 70), np.float64), random((100, 70), np.float64)
+    s, d = jax.jit(k)(x, y)
+    np.testing.assert_array_equal(np.asarray(s), x + y)
+    np.testing.assert_array_equal(np.asarray(d), x - y)
+
+
+@cuda.jit
+def axpb(x, out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + b
+
+
+AXPB = jax_kernel(axpb, lambda x, a, b: x, lambda x, a, b: grid_for(x),
+                  scalars={"a": np.float32, "b": np.int32})
+
+
+def test_scalar_attributes():
+    x = random(3000, np.float32)
+    a, b = np.float32(rng.standard_normal()), int(rng.integers(-50, 50))
+    out = jax.jit(lambda x: AXPB(x, a=a, b=b))(x)
+    np.testing.assert_allclose(np.asarray(out), a * x.astype(np.float64) + b, rtol=1e-6, atol=1e-5)
+
+
+@cuda.jit
+def add_one_inplace(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + 1
+
+
+def test_input_output_alias():
+    k = jax_kernel(add_one_inplace, lambda x: x, grid_for, input_output_aliases={0: 0})
+    x = random(4096, np.float32)
+
+    @jax.jit
+    def f(x):
+        y = x * 2
+        return k(y)
+
+    np.testing.assert_array_equal(np.asarray(f(x)), x * 2 + 1)
+
+
+def test_vmap_sequential_and_batch_aware():
+    xs, ys = random((6, 500), np.float32), random((6, 500), np.float32)
+    out = jax.jit(jax.vmap(TWICE_PLUS))(xs, ys)
+    np.testing.assert_array_equal(np.asarray(out), xs + xs + ys)
+
+    @cuda.jit
+    def twice_plus_batched(x, y, out):  # x: (batch, n)
+        i, j = cuda.grid(2)
+        if i < out.shape[0] and j < out.shape[1]:
+            out[i, j] = x[i, j] + x[i, j] + y[i, j]
+
+    def launch(x, y):
+        if len(x.shape) == 1:
+            return ((1, (x.shape[0] + 127) // 128), (1, 128))
+        return ((x.shape[0], (x.shape[1] + 127) // 128), (1, 128))
+
+    batched = jax_kernel(twice_plus_batched, lambda x, y: x, launch,
+                         vmap_method="broadcast_all")
+    out = jax.jit(jax.vmap(batched))(xs, ys)
+    np.testing.assert_array_equal(np.asarray(out), xs + xs + ys)
+
+
+@cuda.jit
+def cube_kernel(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * x[i] * x[i]
+
+
+@cuda.jit
+def cube_grad_kernel(x, g, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 3 * x[i] * x[i] * g[i]
+
+
+CUBE = jax_kernel(cube_kernel, lambda x: x, grid_for)
+CUBE_GRAD = jax_kernel(cube_grad_kernel, lambda x, g: x, grid_for)
+
+
+@jax.custom_vjp
+def cube(x):
+    return CUBE(x)
+
+
+cube.defvjp(lambda x: (CUBE(x), x), lambda x, g: (CUBE_GRAD(x, g),))
+
+
+def test_custom_vjp_gradient_matches_finite_differences():
+    x = (rng.standard_normal(257) * 0.8).astype(np.float32)
+    grad = np.asarray(jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(cube(x)))))(x))
+
+    def loss(v):  # the same function, in float64 NumPy
+        return np.sum(np.sin(v.astype(np.float64) ** 3))
+
+    eps = 1e-6
+    for i in rng.choice(257, 16, replace=False):
+        e = np.zeros(257)
+        e[i] = eps
+        fd = (loss(x + e) - loss(x - e)) / (2 * eps)
+        assert abs(grad[i] - fd) <= 1e-3 * max(1.0, abs(fd)), (i, grad[i], fd)
+
+
+def test_failed_launch_is_python_exception():
+    k = jax_kernel(twice_plus, lambda x, y: x, lambda x, y: (1, 4096))  # block too large
+    x = random(100, np.float32)
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.jit(k)(x, x))
+    assert "CUDA_ERROR_INVALID_VALUE" in str(info.value) and "twice_plus" in str(info.value)
+    # the device keeps working
+    np.testing.assert_array_equal(np.asarray(jax.jit(TWICE_PLUS)(x, x)), 3 * x)
+
+
+COMMAND_BUFFER_PROGRAM = """
+import numpy as np, jax, jax.numpy as jnp
+from numba import cuda
+from numba_cuda_launch.jax import jax_kernel
+
+@cuda.jit
+def axpy(x, y, out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+k = jax_kernel(axpy, lambda x, y, a: x, lambda x, y, a: ((x.shape[0] + 255) // 256, 256),
+               scalars={"a": np.float32})
+
+@jax.jit
+def chain(x, y):
+    for step in range(20):
+        x = jnp.sin(k(x, y, a=np.float32(0.5)))
+    return x
+
+x = np.random.default_rng().standard_normal(10000).astype(np.float32)
+y = np.random.default_rng().standard_normal(10000).astype(np.float32)
+expect = x.astype(np.float64)
+for step in range(20):
+    expect = np.sin(0.5 * expect + y)
+for rep in range(3):  # first run instantiates; later runs replay the graph
+    got = np.asarray(chain(x, y))
+    np.testing.assert_allclose(got, expect, rtol=2e-5, atol=2e-5)
+hlo = chain.lower(x, y).compile().as_text()
+print("OK", "command_buffer" in hlo or "CommandBuffer" in hlo)
+"""
+
+
+def test_command_buffers_enabled():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL "
+                         "--xla_gpu_graph_min_graph_size=1",
+               XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    prelude = "import numpy as np\nif not hasattr(np, 'row_stack'): np.row_stack = np.vstack\n"
+    out = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(COMMAND_BUFFER_PROGRAM)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("OK"), out.stdout
+
+
+@pytest.mark.skipif(len([d for d in jax.devices() if d.platform == "gpu"]) < 2,
+                    reason="needs 2 GPUs")
+def test_shard_map_over_two_gpus():
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    try:
+        from jax import shard_map
+    except ImportError:
+        from jax.experimental.shard_map import shard_map
+    devices = np.array(jax.devices()[:2])
+    mesh = Mesh(devices, ("d",))
+    x, y = random(2 * 4096, np.float32), random(2 * 4096, np.float32)
+    f = jax.jit(shard_map(TWICE_PLUS, mesh=mesh, in_specs=(P("d"), P("d")), out_specs=P("d")))
+    xs = jax.device_put(x, NamedSharding(mesh, P("d")))
+    ys = jax.device_put(y, NamedSharding(mesh, P("d")))
+    out = f(xs, ys)
+    assert {s.device for s in out.addressable_shards} == set(devices)
+    np.testing.assert_array_equal(np.asarray(out), x + x + y)
