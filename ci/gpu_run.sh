@@ -29,3 +29,9 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   python3 benchmarks/launch_overhead.py --json "$OUT/bench.json" --plot "$OUT/bench.png" \
     2>&1 | tee "$OUT/bench.log"
 fi
+if [ -z "${SKIP_BENCH:-}" ]; then
+  echo "== JAX examples and benchmark"
+  python3 examples/jax_saxpy.py 2>&1 | tee "$OUT/jax_example.log"
+  python3 examples/jax_legacy_custom_call.py 2>&1 | tail -3 | tee "$OUT/jax_legacy.log"
+  python3 benchmarks/jax_overhead.py --json "$OUT/jax_bench.json" 2>&1 | tee "$OUT/jax_bench.log"
+fi
