@@ -21,7 +21,7 @@ print("python", sys.version.split()[0], "numpy", numpy.__version__, "numba", num
       "cuda-bindings", version("cuda-bindings"))
 PY
 echo "== tests"
-python3 -m pytest -q -rs -p no:cacheprovider tests ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -40
+python3 -m pytest -q -rfEs -p no:cacheprovider tests ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -40
 echo "== example"
 python3 examples/seed_cfunc.py 2>&1 | tee "$OUT/example.log"
 if [ -z "${SKIP_BENCH:-}" ]; then

@@ -13,6 +13,7 @@ from numba_cuda_launch import xla_ffi as ffi  # noqa: E402
 
 MAJOR, MINOR = ffi.api_version()
 rng = np.random.default_rng()
+CPU = jax.devices("cpu")[0]  # the handler is registered for XLA:CPU only
 
 
 @numba.cfunc(nt.voidptr(nt.voidptr))
@@ -49,6 +50,7 @@ jax.ffi.register_ffi_target("ncl_test_affine", jax.ffi.pycapsule(affine_handler.
 
 
 def call_affine(x, **attrs):
+    x = jax.device_put(x, CPU)
     out = (jax.ShapeDtypeStruct(x.shape, jnp.float32), jax.ShapeDtypeStruct((5,), jnp.int64))
     return jax.ffi.ffi_call("ncl_test_affine", out)(x, **attrs)
 
@@ -81,7 +83,7 @@ def test_handler_error_becomes_python_exception():
 
 
 def test_handler_checks_inputs():
-    x = np.ones((4,), np.float32)
+    x = jax.device_put(np.ones((4,), np.float32), CPU)
     with pytest.raises(Exception) as info:
         jax.block_until_ready(jax.ffi.ffi_call(
             "ncl_test_affine", (jax.ShapeDtypeStruct(x.shape, jnp.float32),
