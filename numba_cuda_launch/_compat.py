@@ -151,7 +151,7 @@ def unsupported_kernel_features(kernel):
             "its code depends on the launch configuration (a launch-config-"
             "sensitive kernel), which compiled code only knows at run time"
         )
-    if kernel._codelibrary._setup_functions:
+    if any(not _harmless_setup(f) for f in kernel._codelibrary._setup_functions):
         reasons.append(
             "it links code with module setup callbacks, which only "
             "numba-cuda's own module loader runs"
@@ -162,6 +162,13 @@ def unsupported_kernel_features(kernel):
             "only numba-cuda's Python launch applies"
         )
     return reasons
+
+
+def _harmless_setup(fn):
+    """numba-cuda's own float16 setup callback only warns when nvJitLink is
+    missing; it does not touch the module."""
+    return (getattr(fn, "__name__", "") == "lto_warning_callback"
+            and getattr(fn, "__module__", "").startswith("numba.cuda"))
 
 
 def _deviceless():

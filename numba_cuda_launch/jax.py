@@ -41,6 +41,10 @@ def _dim3(value, what):
     return items + (1,) * (3 - len(items))
 
 
+def _is_jitted(fn):
+    return isinstance(fn, numba.core.dispatcher.Dispatcher)
+
+
 def _spec(x):
     return jax.ShapeDtypeStruct(tuple(x.shape), np.dtype(x.dtype))
 
@@ -63,6 +67,13 @@ class JaxKernel:
         self.command_buffer = command_buffer
         self.name = name or "numba_cuda_launch_%s" % self.kernel_name
         self._targets = {}
+        self.batch_aware = vmap_method in ("expand_dims", "broadcast_all")
+        if self.batch_aware and not _is_jitted(launch):
+            raise ValueError(
+                "kernel %r: with vmap_method=%r the kernel sees batched arrays whose "
+                "shapes are only known when XLA runs it; give `launch` as an @njit "
+                "function of the input shapes (and scalars), evaluated at run time"
+                % (self.kernel_name, vmap_method))
 
     # -- trace time -----------------------------------------------------------
 
@@ -114,8 +125,8 @@ class JaxKernel:
                                            list(in_specs[i].shape), o, out_specs[o].dtype,
                                            list(out_specs[o].shape)))
 
-    def _argtypes(self, in_specs, out_specs):
-        arrays = [nt.Array(numba.from_dtype(s.dtype), len(s.shape), "C")
+    def _argtypes(self, in_specs, out_specs, extra_dims=0):
+        arrays = [nt.Array(numba.from_dtype(s.dtype), len(s.shape) + extra_dims, "C")
                   for s in list(in_specs) + list(out_specs)]
         return tuple(arrays) + tuple(numba.from_dtype(np.dtype(t)) for t in self.scalars.values())
 
@@ -130,15 +141,20 @@ class JaxKernel:
         with _lock:
             compiled = self._targets.get(key)
             if compiled is None:
-                argtypes = self._argtypes(in_specs, out_specs)
-                try:
-                    select_kernel(self.kernel, argtypes)
-                except KernelTypingError as exc:
-                    raise TypeError(
-                        "%s\n(the kernel is called with the inputs, then the outputs, "
-                        "then the scalars)" % exc) from None
-                handler = _make_handler(self.kernel, len(in_specs), argtypes,
-                                        list(self.scalars.items()), self.command_buffer)
+                variants = [self._argtypes(in_specs, out_specs, extra)
+                            for extra in ((0, 1) if self.batch_aware else (0,))]
+                for argtypes in variants:
+                    try:
+                        select_kernel(self.kernel, argtypes)
+                    except KernelTypingError as exc:
+                        raise TypeError(
+                            "%s\n(the kernel is called with the inputs, then the outputs, "
+                            "then the scalars%s)" % (exc, ", with a leading batch dimension"
+                                                     if argtypes is not variants[0] else "")
+                        ) from None
+                handler = _make_handler(self.kernel, len(in_specs), variants,
+                                        list(self.scalars.items()), self.command_buffer,
+                                        self.launch if _is_jitted(self.launch) else None)
                 compiled = self._targets[key] = ["%s_%d" % (self.name, next(_counter)),
                                                  handler, False]
         return compiled
@@ -161,14 +177,15 @@ class JaxKernel:
         in_specs = [_spec(a) for a in arrays]
         out_specs, single = self._outputs(in_specs, scalar_values)
         self._check(in_specs, out_specs, scalar_values)
-        if callable(self.launch):
-            grid, block = self.launch(*in_specs, **scalar_values)
-        else:
-            grid, block = self.launch
-        grid, block = _dim3(grid, "grid"), _dim3(block, "block")
-        attrs = {"ncl_grid_%s" % a: np.int64(v) for a, v in zip("xyz", grid)}
-        attrs.update({"ncl_block_%s" % a: np.int64(v) for a, v in zip("xyz", block)})
-        attrs["ncl_sharedmem"] = np.int64(self.sharedmem)
+        attrs = {"ncl_sharedmem": np.int64(self.sharedmem)}
+        if not _is_jitted(self.launch):
+            if callable(self.launch):
+                grid, block = self.launch(*in_specs, **scalar_values)
+            else:
+                grid, block = self.launch
+            grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+            attrs.update({"ncl_grid_%s" % a: np.int64(v) for a, v in zip("xyz", grid)})
+            attrs.update({"ncl_block_%s" % a: np.int64(v) for a, v in zip("xyz", block)})
         for name, ty in self.scalars.items():
             attrs["ncl_s_" + name] = np.asarray(scalar_values[name], dtype=ty)[()]
         call = jax.ffi.ffi_call(
@@ -195,7 +212,10 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
         the scalars returning one of those.
     launch:
         ``(grid, block)``, or a function of the inputs' structs and the
-        scalars returning it (integers or 1-3 integer tuples).
+        scalars returning it (integers or 1-3 integer tuples), evaluated at
+        trace time; or an ``@njit`` function of the input shapes (tuples)
+        and the scalars (positionally), evaluated by the handler at run time
+        with the shapes XLA passes (needed for batch-aware ``vmap``).
     scalars:
         ``{name: dtype}`` of static scalar parameters, passed by keyword at
         call time and to the kernel after the outputs, as XLA attributes.
@@ -207,7 +227,8 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
     vmap_method:
         how ``jax.vmap`` handles the call (``jax.ffi.ffi_call``'s argument):
         ``"sequential"`` loops; ``"expand_dims"`` / ``"broadcast_all"`` give
-        the kernel the batch as a leading dimension (a batch-aware kernel).
+        the kernel the batch as a leading dimension (a batch-aware kernel,
+        compiled for both ranks; needs an ``@njit`` launch rule).
     command_buffer:
         declare the handler safe for XLA command buffers (CUDA graphs): the
         kernel image is loaded in the handler's initialize stage, before any
@@ -217,35 +238,59 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
                      input_output_aliases, vmap_method, command_buffer, name)
 
 
-def _make_handler(kernel, n_in, argtypes, scalars, command_buffer):
-    """Generate and compile the FFI handler cfunc for one signature."""
-    arrays = [t for t in argtypes if isinstance(t, nt.Array)]
+def _make_handler(kernel, n_in, variants, scalars, command_buffer, launch_rule):
+    """Generate and compile the FFI handler cfunc for one signature; one
+    branch per rank variant (a batch-aware kernel also takes a leading batch
+    dimension), chosen by the rank of the first buffer."""
     lines = [
         "def handler(frame):",
         "    if ffi.is_metadata_query(frame):",
         "        return ffi.answer_metadata_query(frame, TRAITS, MAJOR, MINOR)",
+        "    rank = ffi.buffer_rank(%s)" % ("ffi.arg_buffer(frame, 0)" if n_in
+                                        else "ffi.ret_buffer(frame, 0)"),
     ]
-    names = []
-    for i, ty in enumerate(arrays):
-        buf = "ffi.arg_buffer(frame, %d)" % i if i < n_in else \
-            "ffi.ret_buffer(frame, %d)" % (i - n_in)
-        lines.append("    a%d = ffi.buffer_as_array(%s, %d, DT%d)" % (i, buf, ty.ndim, i))
-        names.append("a%d" % i)
-    for j, (name, dtype) in enumerate(scalars):
-        getter = "attr_float" if np.dtype(dtype).kind in "fc" else "attr_int"
-        lines.append("    s%d = ST%d(ffi.%s(frame, 'ncl_s_%s'))" % (j, j, getter, name))
-        names.append("s%d" % j)
-    args = ", ".join(names)
+    dtypes = {}
+    for v, argtypes in enumerate(variants):
+        arrays = [t for t in argtypes if isinstance(t, nt.Array)]
+        lines.append("    %s rank == %d:" % ("if" if v == 0 else "elif", arrays[0].ndim))
+        names = []
+        for i, ty in enumerate(arrays):
+            buf = "ffi.arg_buffer(frame, %d)" % i if i < n_in else \
+                "ffi.ret_buffer(frame, %d)" % (i - n_in)
+            lines.append("        a%d = ffi.buffer_as_array(%s, %d, DT%d)" % (i, buf, ty.ndim, i))
+            dtypes["DT%d" % i] = np.dtype(str(ty.dtype)).type
+            names.append("a%d" % i)
+        scalar_names = []
+        for j, (name, dtype) in enumerate(scalars):
+            getter = "attr_float" if np.dtype(dtype).kind in "fc" else "attr_int"
+            lines.append("        s%d = ST%d(ffi.%s(frame, 'ncl_s_%s'))" % (j, j, getter, name))
+            scalar_names.append("s%d" % j)
+        args = ", ".join(names + scalar_names)
+        if launch_rule is not None:
+            shapes = ", ".join("a%d.shape" % i for i in range(n_in))
+            config = "LAUNCH(%s)" % ", ".join(x for x in (shapes, ", ".join(scalar_names)) if x)
+            get_config = ["            grid, block = %s" % config]
+        else:
+            get_config = [
+                "            grid = (ffi.attr_int(frame, 'ncl_grid_x'), "
+                "ffi.attr_int(frame, 'ncl_grid_y'), ffi.attr_int(frame, 'ncl_grid_z'))",
+                "            block = (ffi.attr_int(frame, 'ncl_block_x'), "
+                "ffi.attr_int(frame, 'ncl_block_y'), ffi.attr_int(frame, 'ncl_block_z'))",
+            ]
+        lines += [
+            "        if ffi.execution_stage(frame) != ffi.STAGE_EXECUTE:",
+            "            status = kernel[1, 1].preload(%s)" % args,
+            "        else:",
+        ] + get_config + [
+            "            shmem = ffi.attr_int(frame, 'ncl_sharedmem')",
+            "            status = kernel[grid, block, ffi.stream(frame), shmem]"
+            ".launch_status(%s)" % args,
+        ]
     lines += [
-        "    if ffi.execution_stage(frame) != ffi.STAGE_EXECUTE:",
-        "        status = kernel[1, 1].preload(%s)" % args,
         "    else:",
-        "        grid = (ffi.attr_int(frame, 'ncl_grid_x'), ffi.attr_int(frame, 'ncl_grid_y'),"
-        " ffi.attr_int(frame, 'ncl_grid_z'))",
-        "        block = (ffi.attr_int(frame, 'ncl_block_x'), ffi.attr_int(frame, 'ncl_block_y'),"
-        " ffi.attr_int(frame, 'ncl_block_z'))",
-        "        shmem = ffi.attr_int(frame, 'ncl_sharedmem')",
-        "        status = kernel[grid, block, ffi.stream(frame), shmem].launch_status(%s)" % args,
+        "        return ffi.error(frame, ffi.c_string(%r))"
+        % ("numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank"
+           % _compat.dispatcher_name(kernel)),
         "    if status != 0:",
         "        return ffi.launch_error(frame, status, %r)"
         % ("numba_cuda_launch: CUDA kernel '%s'" % _compat.dispatcher_name(kernel)),
@@ -253,9 +298,9 @@ def _make_handler(kernel, n_in, argtypes, scalars, command_buffer):
     ]
     major, minor = xla_ffi.api_version()
     ns = {"ffi": xla_ffi, "kernel": kernel, "np": np, "MAJOR": major, "MINOR": minor,
+          "LAUNCH": launch_rule,
           "TRAITS": xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0}
-    for i, ty in enumerate(arrays):
-        ns["DT%d" % i] = np.dtype(str(ty.dtype)).type
+    ns.update(dtypes)
     for j, (_, dtype) in enumerate(scalars):
         ns["ST%d" % j] = np.dtype(dtype).type
     exec("\n".join(lines), ns)

@@ -122,6 +122,48 @@ def test_attribute_accessors_on_memory_frame():
     assert fn(frame.address) == -7 * 1000000 + 6 * 1000 + 5 * 10 + 4
 
 
+@cuda.jit
+def rows_twice(x, out):  # batch-aware: 1-D, or 2-D with a leading batch
+    if x.ndim == 1:
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            out[i] = 2 * x[i]
+    else:
+        b, i = cuda.grid(2)
+        if b < x.shape[0] and i < x.shape[1]:
+            out[b, i] = 2 * x[b, i]
+
+
+def test_batch_aware_handler_takes_both_ranks():
+    import numba
+
+    @numba.njit
+    def launch(shape):
+        if len(shape) == 1:
+            return (1, (shape[0] + 63) // 64), (1, 64)
+        return (shape[0], (shape[1] + 63) // 64), (1, 64)
+
+    k = jax_kernel(rows_twice, lambda x: x, launch, vmap_method="broadcast_all")
+    spec = jax.ShapeDtypeStruct((100,), np.float32)
+    handler = k.handler([spec], [spec])
+    with RecordingDriver() as rec:
+        xla = FakeXla()
+        assert call(handler, Frame(xla, args=[(0x10, (100,), np.float32)],
+                                   rets=[(0x20, (100,), np.float32)])) is None
+        assert call(handler, Frame(xla, args=[(0x10, (7, 100), np.float32)],
+                                   rets=[(0x20, (7, 100), np.float32)])) is None
+        err = call(handler, Frame(xla, args=[(0x10, (2, 7, 100), np.float32)],
+                                  rets=[(0x20, (2, 7, 100), np.float32)]))
+    assert [(l.grid, l.block) for l in rec.launches] == [((1, 2, 1), (1, 64, 1)),
+                                                         ((7, 2, 1), (1, 64, 1))]
+    assert err and "unexpected rank" in xla.errors[-1][0]
+
+
+def test_batch_aware_needs_runtime_launch_rule():
+    with pytest.raises(ValueError, match="@njit function of the input shapes"):
+        jax_kernel(rows_twice, lambda x: x, lambda x: (1, 64), vmap_method="expand_dims")
+
+
 # -- trace-time errors ---------------------------------------------------------
 
 def test_wrong_number_of_arrays():

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -18,6 +19,17 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not any(d.platform == "gpu" for d in jax.devices()) if cuda.is_available() else True,
     reason="JAX has no GPU here")]
 rng = np.random.default_rng()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def x64():
+    # float64 and complex inputs must not be narrowed by JAX.
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", old)
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -112,15 +124,21 @@ def test_vmap_sequential_and_batch_aware():
     np.testing.assert_array_equal(np.asarray(out), xs + xs + ys)
 
     @cuda.jit
-    def twice_plus_batched(x, y, out):  # x: (batch, n)
-        i, j = cuda.grid(2)
-        if i < out.shape[0] and j < out.shape[1]:
-            out[i, j] = x[i, j] + x[i, j] + y[i, j]
+    def twice_plus_batched(x, y, out):  # (n,), or (batch, n) under vmap
+        if x.ndim == 1:
+            j = cuda.grid(1)
+            if j < out.shape[0]:
+                out[j] = x[j] + x[j] + y[j]
+        else:
+            i, j = cuda.grid(2)
+            if i < out.shape[0] and j < out.shape[1]:
+                out[i, j] = x[i, j] + x[i, j] + y[i, j]
 
-    def launch(x, y):
-        if len(x.shape) == 1:
-            return ((1, (x.shape[0] + 127) // 128), (1, 128))
-        return ((x.shape[0], (x.shape[1] + 127) // 128), (1, 128))
+    @numba.njit
+    def launch(xshape, yshape):  # run by the handler with the shapes XLA passes
+        if len(xshape) == 1:
+            return (1, (xshape[0] + 127) // 128), (1, 128)
+        return (xshape[0], (xshape[1] + 127) // 128), (1, 128)
 
     batched = jax_kernel(twice_plus_batched, lambda x, y: x, launch,
                          vmap_method="broadcast_all")

@@ -63,12 +63,13 @@ def x64():
 
 
 def test_buffers_and_attributes_from_real_xla():
-    x = rng.standard_normal((7, 5)).astype(np.float32)
+    x = jax.device_put(rng.standard_normal((7, 5)).astype(np.float32), CPU)
     scale, offset = np.float32(rng.standard_normal()), int(rng.integers(-9, 9))
     weights = rng.standard_normal(3)
     y, info = jax.jit(lambda x: call_affine(
         x, scale=scale, offset=np.int64(offset), weights=weights, tag="hello"))(x)
     w = weights[np.arange(7) % 3][:, None]
+    x = np.asarray(x)
     np.testing.assert_allclose(np.asarray(y), x * np.float64(scale) * w + offset, rtol=1e-6)
     assert list(np.asarray(info)) == [7, 5, 5, -1, ffi.STAGE_EXECUTE]
 
