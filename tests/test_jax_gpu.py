@@ -137,7 +137,7 @@ def test_vmap_sequential_and_batch_aware():
     @numba.njit
     def launch(xshape, yshape):  # run by the handler with the shapes XLA passes
         if len(xshape) == 1:
-            return (1, (xshape[0] + 127) // 128), (1, 128)
+            return ((xshape[0] + 127) // 128, 1), (128, 1)
         return (xshape[0], (xshape[1] + 127) // 128), (1, 128)
 
     batched = jax_kernel(twice_plus_batched, lambda x, y: x, launch,
