@@ -3,12 +3,29 @@ kernel, callable from C (here through ctypes, as XLA's legacy custom calls
 and other C callers would call it).
 
 With a GPU: launches on a stream with device buffers and checks the result.
-Without one: compiles everything for compute capability 9.0 and runs the
-cfunc against numba_cuda_launch's recording driver, printing the launch it
-would make (kernel, grid, block, stream, parameters).
+Without one (no CUDA driver): runs the same cfunc under numba-cuda's CUDA
+simulator on host memory, and checks the result the same way. With
+``--record`` and no GPU: compiles the real kernel image for compute
+capability 9.0 and prints the driver launch the cfunc makes, recorded by
+numba_cuda_launch's recording driver.
 """
 
 import ctypes
+import os
+import sys
+
+
+def _have_cuda_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+RECORD = "--record" in sys.argv
+if not _have_cuda_driver() and not RECORD:
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numba
 import numba.types as nt
@@ -17,14 +34,15 @@ from numba import cuda
 
 import numba_cuda_launch  # noqa: F401  (enables kernel[...] in CPU code)
 
-HAVE_GPU = cuda.is_available()
-if not HAVE_GPU:
+SIMULATED = bool(cuda.config.ENABLE_CUDASIM) if hasattr(cuda, "config") else False
+HAVE_GPU = cuda.is_available() and not SIMULATED
+if not HAVE_GPU and not SIMULATED:
     numba_cuda_launch.set_compute_capability((9, 0))
 
 
 @cuda.jit(nt.void(nt.CPointer(nt.float32), nt.CPointer(nt.float32)))
 def kernel_gpu(input, output):
-    i = numba.cuda.grid(1)
+    i = cuda.grid(1)
     output[i] = input[i] + 1
 
 
@@ -53,6 +71,17 @@ def main():
     n = 128 * 1000
     opaque = n.to_bytes(8, "little")
     print("compiled cfunc kernel_launcher at 0x%x" % kernel_launcher.address)
+    if SIMULATED:
+        n = 128 * 4  # the simulator runs every thread in Python: keep it small
+        opaque = n.to_bytes(8, "little")
+        x = np.random.default_rng().standard_normal(n).astype(np.float32)
+        out = np.full(n, np.nan, np.float32)
+        buffers = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+        launch(0, ctypes.addressof(buffers), opaque, len(opaque))
+        ok = np.array_equal(out, x + 1)
+        print("no GPU here: ran kernel_gpu under numba-cuda's CUDA simulator "
+              "(NUMBA_ENABLE_CUDASIM=1) on host memory: output %s" % ("correct" if ok else "WRONG"))
+        raise SystemExit(0 if ok else 1)
     if HAVE_GPU:
         x = np.random.default_rng().standard_normal(n).astype(np.float32)
         d_in = cuda.to_device(x)

@@ -14,13 +14,15 @@ Where things live:
 * :mod:`.stream` -- numba-cuda stream objects as nopython arguments;
 * :mod:`.halfmodel` -- float16 storage (pointers, arrays) in CPU code;
 * :mod:`.handle` -- the public handle-and-layout API for C callers;
+* :mod:`.simulator` -- launches under numba-cuda's CUDA simulator;
 * :mod:`._compat` -- every use of numba-cuda internals.
 """
 
 from numba_cuda_launch import _compat
 
 _compat.check_versions()
-_compat.install_deviceless_compilation()
+if not _compat.simulator_enabled():
+    _compat.install_deviceless_compilation()
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch.config import (  # noqa: E402
@@ -36,6 +38,9 @@ from numba_cuda_launch import halfmodel, stream, launchconfig, kernelcall  # noq
 from numba_cuda_launch.handle import KernelHandle, kernel_handle  # noqa: E402
 from numba_cuda_launch.driver import driver_problem  # noqa: E402
 from numba_cuda_launch.pointer import as_voidptr  # noqa: E402
+
+if _compat.simulator_enabled():
+    from numba_cuda_launch import simulator  # noqa: E402,F401
 
 __all__ = [
     "__version__",

@@ -45,7 +45,7 @@ def _vtuple(text):
 def check_versions():
     """Refuse numba's built-in CUDA target and numba-cuda releases older than
     the supported range; warn for releases newer than the newest tested."""
-    if getattr(cuda, "implementation", None) != "NVIDIA":
+    if not simulator_enabled() and getattr(cuda, "implementation", None) != "NVIDIA":
         raise ImportError(
             "numba_cuda_launch needs the numba-cuda package (NVIDIA's CUDA "
             "target for Numba); numba's built-in numba.cuda is deprecated and "
@@ -80,38 +80,66 @@ def _dispatcher_class():
     return CUDADispatcher
 
 
+def simulator_enabled():
+    """True when numba-cuda's CUDA simulator replaces the CUDA target."""
+    return bool(getattr(cuda, "config", None) and cuda.config.ENABLE_CUDASIM)
+
+
+def is_simulated(obj):
+    """True for a kernel of numba-cuda's CUDA simulator."""
+    if not simulator_enabled():
+        return False
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    return isinstance(obj, FakeCUDAKernel)
+
+
 def is_kernel_dispatcher(obj):
     """True for a ``@cuda.jit`` dispatcher (kernel or device function)."""
-    return isinstance(obj, _dispatcher_class())
+    return is_simulated(obj) or isinstance(obj, _dispatcher_class())
+
+
+def _py_func(dispatcher):
+    return dispatcher.fn if is_simulated(dispatcher) else dispatcher.py_func
 
 
 def is_device_function(dispatcher):
+    if is_simulated(dispatcher):
+        return bool(dispatcher._device)
     return bool(dispatcher.targetoptions.get("device"))
 
 
 def dispatcher_name(dispatcher):
-    return dispatcher.py_func.__name__
+    return _py_func(dispatcher).__name__
 
 
 def dispatcher_param_names(dispatcher):
     import inspect
 
-    return list(inspect.signature(dispatcher.py_func).parameters)
+    return list(inspect.signature(_py_func(dispatcher)).parameters)
 
 
 def compiled_kernels(dispatcher):
-    """The kernels compiled so far: {argument types: kernel}."""
+    """The kernels compiled so far: {argument types: kernel}. A simulated
+    kernel has the signatures it was declared with (see .simulator)."""
+    if is_simulated(dispatcher):
+        return {sig: dispatcher for sig in getattr(dispatcher, "_ncl_signatures", ())}
     return dict(dispatcher.overloads)
 
 
 def can_compile(dispatcher):
     """False for eagerly compiled kernels (``@cuda.jit(signature)``)."""
+    if is_simulated(dispatcher):
+        return not getattr(dispatcher, "_ncl_signatures", ())
     return bool(dispatcher._can_compile)
 
 
 def compile_kernel(dispatcher, argtypes):
     """Compile (or fetch from the dispatcher's caches) the kernel for
-    *argtypes*, exactly as a Python launch with those types would."""
+    *argtypes*, exactly as a Python launch with those types would. The
+    simulator compiles nothing: its kernel runs as Python."""
+    if is_simulated(dispatcher):
+        return dispatcher
     return dispatcher.compile(tuple(argtypes))
 
 
@@ -140,6 +168,8 @@ def kernel_is_cooperative(kernel):
 def unsupported_kernel_features(kernel):
     """Reasons this kernel cannot be launched from compiled code, if any."""
     reasons = []
+    if is_simulated(kernel):
+        return reasons
     if kernel.debug:
         reasons.append(
             "it was compiled with debug=True, whose device-side exceptions "

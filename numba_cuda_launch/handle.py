@@ -87,6 +87,9 @@ def kernel_handle(dispatcher, argtypes):
         argtypes, _ = sigutils.normalize_signature(argtypes)
     if not _compat.is_kernel_dispatcher(dispatcher):
         raise TypeError("kernel_handle() needs a @cuda.jit kernel, got %r" % (dispatcher,))
+    if _compat.is_simulated(dispatcher):
+        raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
+                           "kernels run as Python and have no image or driver handle")
     selection = select_kernel(dispatcher, tuple(argtypes))
     kernel = selection.kernel
     image = image_for_kernel(kernel)

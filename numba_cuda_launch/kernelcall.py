@@ -224,6 +224,8 @@ def emit_preload(context, builder, cfg_ty, argtypes):
     ``CUresult``."""
     kernel = select_kernel(cfg_ty.dispatcher, argtypes).kernel
     i32 = ir.IntType(32)
+    if _compat.is_simulated(kernel):
+        return ir.Constant(i32, 0)  # nothing to load
     status_ptr = cgutils.alloca_once(builder, i32, name="preload_status")
     builder.store(ir.Constant(i32, 0), status_ptr)
     handle = emit_get_kernel(builder, image_for_kernel(kernel), status_ptr)
@@ -238,12 +240,22 @@ def emit_preload(context, builder, cfg_ty, argtypes):
     return builder.load(status_ptr)
 
 
-def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals):
-    """Emit the launch of a configured kernel; returns the ``CUresult``."""
+def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True):
+    """Emit the launch of a configured kernel; returns the ``CUresult``.
+
+    Under the CUDA simulator the kernel runs in Python; an exception it
+    raises propagates unless *catch* (then the status is
+    ``CUDA_ERROR_LAUNCH_FAILED``)."""
     selection = select_kernel(cfg_ty.dispatcher, argtypes)
     kernel = selection.kernel
     values = [_to_formal(context, builder, v, a, f)
               for v, a, f in zip(argvals, argtypes, selection.argtypes)]
+    if _compat.is_simulated(kernel):
+        from numba_cuda_launch.simulator import emit_simulated_launch
+
+        cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
+        return emit_simulated_launch(context, builder, cfg, kernel, selection.argtypes,
+                                     values, catch)
     flat = flatten_values(context, builder, selection.argtypes, values)
     params = emit_param_array(
         builder, flat, _compat.kernel_param_llvm_types(kernel), context.target_data)
@@ -282,7 +294,8 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals):
 def lower_launch(context, builder, sig, args):
     """``cfg(args...)``: launch, raising CudaLaunchError on failure."""
     cfg_ty = sig.args[0]
-    status = emit_launch(context, builder, cfg_ty, args[0], sig.args[1:], args[1:])
+    status = emit_launch(context, builder, cfg_ty, args[0], sig.args[1:], args[1:],
+                         catch=False)
     failed = builder.icmp_signed("!=", status, ir.Constant(status.type, 0))
     with cgutils.if_unlikely(builder, failed):
         raiser = _launch_error_raiser(cfg_ty.kernel_name)

@@ -83,6 +83,17 @@ if CUDADispatcher not in default_manager._handlers:
     register_model(CUDADispatcher)(models.OpaqueModel)
 
 
+#: Types of kernels ``kernel[...]`` configures (the simulator adds its own).
+KERNEL_TYPES = (CUDADispatcher,)
+
+
+def add_kernel_type(ty):
+    """Let ``kernel[...]`` configure kernels of type class *ty* too."""
+    global KERNEL_TYPES
+    KERNEL_TYPES = KERNEL_TYPES + (ty,)
+    lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
+
+
 def _check_dim(kernel, what, ty):
     """Typing check of a griddim/blockdim item: an integer or a tuple of 1-3
     integers, positive where known at compile time."""
@@ -150,7 +161,7 @@ class KernelConfigureTemplate(AbstractTemplate):
         if len(args) != 2 or kws:
             return None
         disp_ty, index = args
-        if not isinstance(disp_ty, CUDADispatcher):
+        if not isinstance(disp_ty, KERNEL_TYPES):
             return None
         index_types = (
             list(index) if isinstance(index, types.BaseTuple) else [index]
@@ -169,7 +180,7 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
 
     def generic(self, args, kws):
         disp_ty, index = args
-        if not isinstance(disp_ty, CUDADispatcher):
+        if not isinstance(disp_ty, KERNEL_TYPES):
             return None
         items = index if isinstance(index, tuple) else (index,)
         name = _compat.dispatcher_name(disp_ty.dispatcher)

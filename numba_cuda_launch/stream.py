@@ -41,7 +41,11 @@ make_attribute_wrapper(CUDAStream, "handle", "handle")
 
 
 def _register_typeof():
-    from numba.cuda.cudadrv.driver import Stream
+    from numba.cuda.cudadrv import driver
+
+    Stream = getattr(driver, "Stream", None)
+    if Stream is None:  # the CUDA simulator has no driver streams
+        return
 
     @typeof_impl.register(Stream)
     def _typeof_stream(val, c):

@@ -17,10 +17,15 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from numba import cuda  # noqa: E402
 
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+# tests/sim runs only under the simulator (tests/test_simulator.py starts it),
+# and the rest only without it.
+collect_ignore = [] if SIMULATED else ["sim"]
+
 import numba_cuda_launch  # noqa: E402
 
-HAVE_GPU = cuda.is_available()
-if not HAVE_GPU and numba_cuda_launch.get_compute_capability() is None:
+HAVE_GPU = cuda.is_available() and not SIMULATED
+if not HAVE_GPU and not SIMULATED and numba_cuda_launch.get_compute_capability() is None:
     numba_cuda_launch.set_compute_capability((9, 0))
 
 

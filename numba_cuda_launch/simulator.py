@@ -1,0 +1,168 @@
+"""Launches from compiled code under numba-cuda's CUDA simulator.
+
+With ``NUMBA_ENABLE_CUDASIM=1`` a ``@cuda.jit`` kernel is a Python object
+(``FakeCUDAKernel``) that runs its threads in the interpreter. Here it gets a
+CPU type, so ``kernel[grid, block, stream, sharedmem](args...)`` still types
+in ``@cfunc``/``@njit`` code, with the same argument checks and errors; the
+launch calls back into Python (taking the GIL) and runs the kernel on host
+memory: arrays as NumPy views of the same memory, pointers as ctypes
+pointers, scalars as they are. The simulator's kernel object is not
+thread-safe (configuring it mutates it, and it runs one kernel at a time), so
+simulated launches are serialised by a lock.
+
+Kernels declared with signatures (``cuda.jit(sig)``) keep them here so that
+overloads are chosen and ``voidptr`` arguments typed as on a GPU.
+"""
+
+import ctypes
+import functools
+import threading
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import cuda
+from numba.core import sigutils, types
+from numba.core.datamodel import models
+from numba.core.imputils import lower_constant
+from numba.extending import register_model, typeof_impl
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+from numba_cuda_launch import launchconfig
+
+__all__ = ["SimulatedKernel", "emit_simulated_launch", "CUDA_ERROR_LAUNCH_FAILED"]
+
+CUDA_ERROR_LAUNCH_FAILED = 719
+_lock = threading.RLock()
+
+
+class SimulatedKernel(types.Type):
+    """The CPU type of a simulator kernel; like numba-cuda's dispatcher type
+    it holds the kernel (``.dispatcher``)."""
+
+    def __init__(self, kernel):
+        self.dispatcher = kernel
+        super().__init__(name="SimulatedKernel(%s)" % kernel.fn.__name__)
+
+    @property
+    def key(self):
+        return self.dispatcher
+
+
+register_model(SimulatedKernel)(models.OpaqueModel)
+
+
+@typeof_impl.register(FakeCUDAKernel)
+def _typeof_sim_kernel(val, c):
+    return SimulatedKernel(val)
+
+
+@lower_constant(SimulatedKernel)
+def _sim_kernel_constant(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+launchconfig.add_kernel_type(SimulatedKernel)
+
+
+def _install_signature_recording():
+    """Wrap ``numba.cuda.jit`` so simulator kernels remember the signatures
+    they were declared with (the simulator itself drops them)."""
+    original = cuda.jit
+    if getattr(original, "_ncl_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def jit(func_or_sig=None, *args, **kwargs):
+        result = original(func_or_sig, *args, **kwargs)
+        if isinstance(result, FakeCUDAKernel) or func_or_sig is None or callable(func_or_sig) \
+                and not isinstance(func_or_sig, (str, list, tuple)) \
+                and not sigutils.is_signature(func_or_sig):
+            return result
+        sigs = func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
+        argtypes = [tuple(sigutils.normalize_signature(s)[0]) for s in sigs]
+
+        def decorate(fn):
+            kernel = result(fn)
+            if isinstance(kernel, FakeCUDAKernel) and not kernel._device:
+                kernel._ncl_signatures = argtypes
+            return kernel
+        return decorate
+
+    jit._ncl_wrapped = True
+    cuda.jit = jit
+
+
+_install_signature_recording()
+
+
+def _ctype_of(ty):
+    if ty == types.voidptr or not isinstance(ty, types.CPointer):
+        return None
+    from numba.core.typing.ctypes_utils import _FROM_CTYPES
+
+    for ctype, nbtype in _FROM_CTYPES.items():
+        if nbtype == ty.dtype:
+            return ctypes.POINTER(ctype)
+    return ctypes.c_void_p
+
+
+def _as_kernel_arg(value, pointer_type):
+    if pointer_type is not None:
+        return ctypes.cast(ctypes.c_void_p(value), pointer_type)
+    if isinstance(value, np.ndarray):
+        # Already "device" memory for the simulator: run on it in place
+        # (the simulator would otherwise copy it, and refuse strided views).
+        return FakeCUDAArray(value)
+    if isinstance(value, tuple):
+        return tuple(_as_kernel_arg(v, None) for v in value)
+    return value
+
+
+def _simulate(kernel, grid, block, sharedmem, args, pointer_types, catch):
+    """Run a simulator kernel (called from compiled code, GIL held)."""
+    args = tuple(_as_kernel_arg(a, pt) for a, pt in zip(args, pointer_types))
+    with _lock:
+        try:
+            kernel[grid, block, 0, sharedmem](*args)
+        except Exception:
+            if not catch:
+                raise
+            import traceback
+
+            traceback.print_exc()
+            return CUDA_ERROR_LAUNCH_FAILED
+    return 0
+
+
+@functools.lru_cache(maxsize=None)
+def _helper(kernel, argtypes, catch):
+    """An @njit function running the simulated launch in object mode."""
+    names = ["a%d" % i for i in range(len(argtypes))]
+    pointer_types = tuple(_ctype_of(t) for t in argtypes)
+    tup = "(%s)" % "".join(n + ", " for n in names)
+    src = (
+        "def launch(g0, g1, g2, b0, b1, b2, shmem%s):\n"
+        "    with numba.objmode(status='int32'):\n"
+        "        status = SIMULATE(KERNEL, (g0, g1, g2), (b0, b1, b2), shmem, %s, PTRS, CATCH)\n"
+        "    return status\n" % ("".join(", " + n for n in names), tup))
+    ns = {"numba": numba, "SIMULATE": _simulate, "KERNEL": kernel,
+          "PTRS": pointer_types, "CATCH": catch}
+    exec(src, ns)
+    return numba.njit(ns["launch"])
+
+
+def emit_simulated_launch(context, builder, cfg, kernel, formal_types, values, catch):
+    """Emit a call of the object-mode helper; returns the status (int32).
+    Without *catch*, the kernel's exception propagates to the caller."""
+    hosted = tuple(types.uintp if isinstance(t, types.CPointer) else t for t in formal_types)
+    vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer) else v
+            for v, t in zip(values, formal_types)]
+    helper = _helper(kernel, tuple(formal_types), catch)
+    dims = [builder.extract_value(cfg.grid, i) for i in range(3)]
+    dims += [builder.extract_value(cfg.block, i) for i in range(3)]
+    argtys = (types.uint32,) * 7 + hosted
+    fnty = context.typing_context.resolve_value_type(helper)
+    sig = fnty.get_call_type(context.typing_context, argtys, {})
+    return context.get_function(fnty, sig)(builder, dims + [cfg.sharedmem] + vals)

@@ -1,0 +1,249 @@
+"""Launches from @cfunc/@njit under numba-cuda's CUDA simulator
+(NUMBA_ENABLE_CUDASIM=1): real kernels computing on host memory, checked
+against NumPy with outputs poisoned first. Started by tests/test_simulator.py."""
+
+import ctypes
+import threading
+
+import numba
+import numba.types as nt
+import numpy as np
+import pytest
+from numba import cuda, njit
+from numba.core.errors import TypingError
+
+import numba_cuda_launch as ncl
+
+assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
+rng = np.random.default_rng()
+
+
+def ptr(a):
+    return a.ctypes.data
+
+
+@cuda.jit(nt.void(nt.CPointer(nt.float32), nt.CPointer(nt.float32)))
+def kernel_gpu(input, output):
+    i = cuda.grid(1)
+    output[i] = input[i] + 1
+
+
+@njit
+def some_calculation(opaque, opaque_len):
+    n = 0
+    for k in range(opaque_len):
+        n |= (opaque[k] & 0xFF) << (8 * k)
+    return n // 32, 32
+
+
+@numba.cfunc(nt.void(nt.voidptr, nt.CPointer(nt.voidptr), nt.CPointer(nt.char), nt.ulong))
+def kernel_launcher(stream, buffers, opaque, opaque_len):
+    blockspergrid, threadsperblock = some_calculation(opaque, opaque_len)
+    kernel_gpu[blockspergrid, threadsperblock, stream](buffers[0], buffers[1])
+
+
+def test_seed_cfunc():
+    n = 96
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    buffers = (ctypes.c_void_p * 2)(ptr(x), ptr(out))
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+                          ctypes.c_ulong)(kernel_launcher.address)
+    fn(0, ctypes.addressof(buffers), n.to_bytes(8, "little"), 8)
+    np.testing.assert_array_equal(out, x + 1)
+
+
+@cuda.jit
+def axpy2d(a, x, y, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = a * x[i, j] + y[i, j]
+
+
+@njit
+def launch_2d(a, xp, yp, op, m, n, layout):
+    g, b = ((m + 3) // 4, (n + 3) // 4), (4, 4)
+    if layout == 0:
+        x = numba.carray(ncl.as_voidptr(xp), (m, n), np.float64)
+        y = numba.carray(ncl.as_voidptr(yp), (m, n), np.float64)
+        out = numba.carray(ncl.as_voidptr(op), (m, n), np.float64)
+        axpy2d[g, b](a, x, y, out)
+    elif layout == 1:
+        x = numba.farray(ncl.as_voidptr(xp), (m, n), np.float64)
+        y = numba.farray(ncl.as_voidptr(yp), (m, n), np.float64)
+        out = numba.farray(ncl.as_voidptr(op), (m, n), np.float64)
+        axpy2d[g, b, 0](a, x, y, out)
+    else:  # non-contiguous views: every other row
+        x = numba.carray(ncl.as_voidptr(xp), (m, n), np.float64)[::2]
+        y = numba.carray(ncl.as_voidptr(yp), (m, n), np.float64)[::2]
+        out = numba.carray(ncl.as_voidptr(op), (m, n), np.float64)[::2]
+        axpy2d[g, b, 0, 0](a, x, y, out)
+
+
+@pytest.mark.parametrize("layout", [0, 1, 2])
+def test_arrays_2d(layout):
+    m, n = 9, 7
+    order = "F" if layout == 1 else "C"
+    x = np.asarray(rng.standard_normal((m, n)), order=order)
+    y = np.asarray(rng.standard_normal((m, n)), order=order)
+    out = np.full((m, n), np.nan, order=order)
+    a = rng.standard_normal()
+    launch_2d(a, ptr(x), ptr(y), ptr(out), m, n, layout)
+    if layout == 2:
+        np.testing.assert_allclose(out[::2], (a * x + y)[::2])
+        assert np.isnan(out[1::2]).all()
+    else:
+        np.testing.assert_allclose(out, a * x + y)
+
+
+@cuda.jit
+def scalars(out, i8, u32, i64, f32, f64, b, c):
+    out[0] = i8
+    out[1] = u32
+    out[2] = i64
+    out[3] = f32
+    out[4] = f64
+    out[5] = 1.0 if b else -1.0
+    out[6] = c.real
+    out[7] = c.imag
+
+
+@njit
+def launch_scalars(op, i8, u32, i64, f32, f64, b, c):
+    out = numba.carray(ncl.as_voidptr(op), (8,), np.float64)
+    scalars[1, 1](out, i8, u32, i64, f32, f64, b, c)
+
+
+def test_scalars():
+    vals = [np.int8(-5), np.uint32(4000000000), np.int64(-(2 ** 40)), np.float32(1.5),
+            rng.standard_normal(), True, complex(rng.standard_normal(), 2.0)]
+    out = np.full(8, np.nan)
+    launch_scalars(ptr(out), *vals)
+    expect = [float(v) for v in vals[:5]] + [1.0, vals[6].real, vals[6].imag]
+    np.testing.assert_array_equal(out, expect)
+
+
+@cuda.jit
+def reverse_in_block(x, out):
+    buf = cuda.shared.array(0, numba.float32)  # the simulator needs a Numba type here
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[t] = x[i]
+    cuda.syncthreads()
+    out[i] = buf[cuda.blockDim.x - 1 - t]
+
+
+@njit
+def launch_reverse(xp, op, blocks, threads):
+    x = numba.carray(ncl.as_voidptr(xp), (blocks * threads,), np.float32)
+    out = numba.carray(ncl.as_voidptr(op), (blocks * threads,), np.float32)
+    cfg = reverse_in_block[blocks, threads, 0, threads * 4]
+    cfg(x, out)
+
+
+def test_dynamic_shared_memory_and_config_variable():
+    blocks, threads = 3, 16
+    x = rng.standard_normal(blocks * threads).astype(np.float32)
+    out = np.full(blocks * threads, np.nan, np.float32)
+    launch_reverse(ptr(x), ptr(out), blocks, threads)
+    np.testing.assert_array_equal(out, x.reshape(blocks, threads)[:, ::-1].ravel())
+
+
+@cuda.jit
+def index3d(out):
+    i, j, k = cuda.grid(3)
+    if i < out.shape[0] and j < out.shape[1] and k < out.shape[2]:
+        out[i, j, k] = (i * out.shape[1] + j) * out.shape[2] + k
+
+
+@njit
+def launch_3d(op, a, b, c):
+    out = numba.carray(ncl.as_voidptr(op), (a, b, c), np.float32)
+    index3d[((a + 1) // 2, (b + 1) // 2, c), (2, 2, 1)](out)
+
+
+def test_3d_grid():
+    shape = (3, 5, 2)
+    out = np.full(shape, np.nan, np.float32)
+    launch_3d(ptr(out), *shape)
+    np.testing.assert_array_equal(out, np.arange(30).reshape(shape))
+
+
+@cuda.jit
+def add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+@njit(nogil=True)
+def add_repeatedly(xp, n, times):
+    x = numba.carray(ncl.as_voidptr(xp), (n,), np.float64)
+    status = 0
+    for _ in range(times):
+        status |= add_one[(n + 7) // 8, 8].launch_status(x)
+    return status
+
+
+def test_threads_are_serialised_and_correct():
+    arrays = [np.zeros(16) for _ in range(6)]
+    results = []
+
+    def work(a):
+        results.append(add_repeatedly(ptr(a), 16, 5))
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in arrays]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [0] * 6
+    for a in arrays:
+        np.testing.assert_array_equal(a, np.full(16, 5.0))
+
+
+@cuda.jit
+def failing(x):
+    if cuda.grid(1) == 3:
+        raise ValueError("kernel refused")
+
+
+@njit
+def launch_failing(xp):
+    x = numba.carray(ncl.as_voidptr(xp), (4,), np.float32)
+    failing[1, 4](x)
+
+
+@njit
+def launch_failing_status(xp):
+    x = numba.carray(ncl.as_voidptr(xp), (4,), np.float32)
+    return failing[1, 4].launch_status(x)
+
+
+def test_kernel_exception_propagates():
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="kernel refused"):
+        launch_failing(ptr(x))
+    assert launch_failing_status(ptr(x)) == 719  # CUDA_ERROR_LAUNCH_FAILED
+
+
+def test_typing_errors_are_the_same():
+    def wrong_count(p):
+        x = numba.carray(ncl.as_voidptr(p), (4,), np.float32)
+        kernel_gpu[1, 1](x)
+
+    with pytest.raises(TypingError, match="kernel 'kernel_gpu' takes 2 argument"):
+        njit((nt.intp,))(wrong_count)
+
+    def voidptr_to_lazy(p):
+        add_one[1, 1](ncl.as_voidptr(p))
+
+    with pytest.raises(TypingError, match="voidptr"):
+        njit((nt.intp,))(voidptr_to_lazy)
+
+    def bad_grid(p):
+        x = numba.carray(ncl.as_voidptr(p), (4,), np.float32)
+        add_one[1.5, 1](x)
+
+    with pytest.raises(TypingError, match="griddim"):
+        njit((nt.intp,))(bad_grid)

@@ -1,0 +1,20 @@
+"""Runs tests/sim (launches from compiled code executing real kernels in
+numba-cuda's CUDA simulator) in a process with NUMBA_ENABLE_CUDASIM=1."""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_launches_under_the_cuda_simulator():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         os.path.join(HERE, "sim")],
+        env=env, capture_output=True, text=True, timeout=900, cwd=HERE)
+    print(out.stdout[-4000:])
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert " passed" in out.stdout and "failed" not in out.stdout
