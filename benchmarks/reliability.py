@@ -146,6 +146,44 @@ def make(k_id):
 """
 
 
+BASELINE_SRC = """
+def make(k_id):
+    @cuda.jit
+    def kern(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = k_id
+
+    @numba.cfunc(nt.int32(nt.voidptr, nt.int64))
+    def launcher(p, n):
+        return 0
+
+    def python_launch(d):
+        kern[1, 128](d)
+    return kern, launcher, python_launch
+"""
+
+
+def baseline_cycles(cycles):
+    """The same churn without this package: a new kernel launched from
+    Python and a new (non-launching) cfunc compiled per cycle."""
+    ns = {"cuda": cuda, "numba": numba, "nt": nt, "np": np}
+    exec(BASELINE_SRC, ns)
+    d = cuda.to_device(np.zeros(128, np.float32))
+    samples = []
+    for c in range(cycles):
+        kern, launcher, py_launch = ns["make"](float(c))
+        py_launch(d)
+        del kern, launcher, py_launch
+        if c % 50 == 0 or c == cycles - 1:
+            cuda.synchronize()
+            gc.collect()
+            samples.append((c, rss(), device_used()))
+    (c0, r0, m0), (c1, r1, m1) = samples[1], samples[-1]
+    return {"cycles": cycles, "host_rss_per_cycle_bytes": (r1 - r0) / (c1 - c0),
+            "device_memory_per_cycle_bytes": (m1 - m0) / (c1 - c0)}
+
+
 def compile_cycles(cycles):
     import ctypes
 
@@ -175,8 +213,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
     parser.add_argument("--cycles", type=int, default=1000)
+    parser.add_argument("--only-cycles", action="store_true")
     args = parser.parse_args()
     out = {}
+    if args.only_cycles:
+        out["compile_cycles"] = compile_cycles(args.cycles)
+        print({k: v for k, v in out["compile_cycles"].items() if k != "samples"}, flush=True)
+        out["baseline_cycles"] = baseline_cycles(args.cycles)
+        print("baseline", out["baseline_cycles"], flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return
     out["concurrency_streams"] = concurrency(one_stream=False)
     print(out["concurrency_streams"], flush=True)
     out["concurrency_one_stream"] = concurrency(one_stream=True)

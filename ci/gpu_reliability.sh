@@ -10,12 +10,16 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+if [ -n "${ONLY_CYCLES:-}" ]; then
+  python3 benchmarks/reliability.py --only-cycles --json "$OUT/reliability_cycles.json" --cycles "${CYCLES:-1000}" 2>&1 | tail -4
+  exit 0
+fi
 echo "== fault tests"
 python3 -m pytest -q -rfEs -p no:cacheprovider tests/test_gpu_faults.py 2>&1 | tail -15
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 for tool in memcheck racecheck; do
   echo "== compute-sanitizer $tool"
-  timeout 280 "$SAN" --tool $tool --error-exitcode 86 --print-limit 20 \
+  timeout 280 "$SAN" --tool $tool --report-api-errors no --error-exitcode 86 --print-limit 20 \
     python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "not threads and not many_threads" \
     > "$OUT/sanitizer_$tool.log" 2>&1
   echo "exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer_$tool.log" | tail -3
