@@ -127,6 +127,7 @@ def test_configuration_item_count(config):
     ("[1.5, 32]", "griddim"), ("[1, 32.0]", "blockdim"),
     ("[(1, 1, 1, 1), 32]", "griddim"), ("[1, (2, 2, 2, 2)]", "blockdim"),
     ("[-1, 32]", "griddim"), ("[1, 0]", "blockdim"),
+    ("[1j, 32]", "griddim"), ("[(1, 2.0), 32]", "griddim"), ("[1, (32, -2)]", "blockdim"),
 ])
 def test_bad_dimensions(config, what):
     ns = {"lazy": lazy}
@@ -140,6 +141,13 @@ def test_float_stream():
         lazy[1, 32, 1.5](p, 3)
     msg = compile_error(f, *P)
     assert "kernel 'lazy'" in msg and "stream" in msg and "float64" in msg
+
+
+def test_string_stream():
+    def f(p):
+        lazy[1, 32, "stream"](p, 3)
+    msg = compile_error(f, *P)
+    assert "kernel 'lazy'" in msg and "stream" in msg
 
 
 def test_negative_literal_sharedmem():
