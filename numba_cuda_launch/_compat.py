@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: (oldest, newest tested) numba-cuda release this module was checked against.
-SUPPORTED = {"numba-cuda": ("0.30.0", "0.30.4"), "numba": ("0.60.0", "0.68.1")}
+SUPPORTED = {"numba-cuda": ("0.20.0", "0.30.4"), "numba": ("0.60.0", "0.68.1")}
 
 
 def _vtuple(text):
@@ -70,8 +70,12 @@ def check_versions():
         )
 
 
-# numba-cuda's type of @cuda.jit dispatchers (a types.Dispatcher).
-from numba.cuda.types.ext_types import CUDADispatcher as CUDADispatcherType  # noqa: E402
+# numba-cuda's type of @cuda.jit dispatchers (a types.Dispatcher):
+# numba.cuda.types.ext_types from 0.23 on, numba.cuda.types before.
+try:
+    from numba.cuda.types.ext_types import CUDADispatcher as CUDADispatcherType
+except ImportError:  # numba-cuda < 0.23
+    from numba.cuda.types import CUDADispatcher as CUDADispatcherType
 
 
 def _dispatcher_class():
@@ -146,8 +150,19 @@ def compile_kernel(dispatcher, argtypes):
 def kernel_image(kernel):
     """The linked cubin of *kernel* for the current device (or, with no GPU,
     the configured compute capability), as bytes. numba-cuda caches it, so a
-    Python launch of the same kernel does not link it again."""
-    obj = kernel._codelibrary.get_cubin()
+    Python launch of the same kernel does not link it again.
+
+    With no GPU, numba-cuda releases whose linker needs the driver (cuda-core
+    0.3, numba-cuda < 0.22) cannot link a cubin; then the image is the
+    kernel's PTX (NUL-terminated), which ``cuLibraryLoadData`` compiles for
+    the device at load time, provided nothing else had to be linked in."""
+    lib = kernel._codelibrary
+    try:
+        obj = lib.get_cubin()
+    except Exception:
+        if not _deviceless() or lib._linking_files or getattr(lib, "needs_cudadevrt", False):
+            raise
+        return lib.get_asm_str().encode() + b"\0"
     return bytes(getattr(obj, "code", obj))
 
 

@@ -32,6 +32,7 @@ from numba.extending import lower_builtin
 from numba_cuda_launch import _compat, driver
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import CudaLaunchError, KernelTypingError
+from numba_cuda_launch.halfmodel import float_to_half_bits
 from numba_cuda_launch.image import emit_get_kernel, ensure_context_function, image_for_kernel
 from numba_cuda_launch.launchconfig import LaunchConfig
 from numba_cuda_launch.params import emit_param_array, flatten_values
@@ -210,11 +211,12 @@ def _to_formal(context, builder, val, actual, formal):
         return val
     if actual == types.voidptr and isinstance(formal, types.CPointer):
         return builder.bitcast(val, context.get_value_type(formal))
-    if formal == types.float16:
-        # Numba's CPU target has no float16 values: convert to the bits of
-        # one, which the kernel ABI passes as 16-bit unsigned.
+    if formal == types.float16 and actual != types.float16:
+        # Convert a CPU number to the bits of a float16, which the kernel ABI
+        # passes as 16-bit unsigned.
         wide = context.cast(builder, val, actual, types.float64)
-        return builder.bitcast(builder.fptrunc(wide, ir.HalfType()), ir.IntType(16))
+        return context.compile_internal(builder, float_to_half_bits,
+                                        signature(types.uint16, types.float64), [wide])
     return context.cast(builder, val, actual, formal)
 
 

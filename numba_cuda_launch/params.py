@@ -71,8 +71,9 @@ def param_layout(names, argtypes, llvm_types, target_data):
 def flatten_values(context, builder, argtypes, values):
     """Flatten argument values into the LLVM values of the kernel params.
 
-    A float16 parameter arrives already as its 16 bits (the CPU target has
-    no float16 data model); everything else flattens by its CPU data model.
+    A float16 parameter arrives as its 16 bits (converted from a CPU number)
+    or as a ``half`` (read from float16 memory); both are its two bytes.
+    Everything else flattens by its CPU data model.
     """
     out = []
     for ty, value in zip(argtypes, values):
