@@ -130,10 +130,19 @@ def launch_with_stream_object(stream, xp, n):
 
 def test_stream_object_argument(fake_driver):
     handle_for(fake_driver, add_kernel, (nt.float32[::1],) * 3)
-    try:
-        stream = cudadrv.Stream(binding.CUstream(0x5150))
-    except TypeError:  # numba-cuda < 0.22: Stream(context, handle, finalizer)
-        stream = cudadrv.Stream(None, binding.CUstream(0x5150), None)
+    stream = None
+    for handle in (binding.CUstream(0x5150), ctypes.c_void_p(0x5150)):
+        for args in ((handle,), (None, handle, None)):  # Stream(ctx, handle, fin) before 0.27
+            try:
+                candidate = cudadrv.Stream(*args)
+                if int(candidate) == 0x5150:
+                    stream = candidate
+                    break
+            except (TypeError, AttributeError):
+                continue
+        if stream is not None:
+            break
+    assert stream is not None, "cannot make a numba-cuda Stream for this version"
     launch_with_stream_object(stream, 0x1000, 4)
     assert fake_driver.launches[-1].stream == 0x5150
 
