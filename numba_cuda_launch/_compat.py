@@ -1,8 +1,14 @@
 """Every use of numba-cuda internals, in one place.
 
 Each function below names what it reaches into. Checked against numba-cuda
-0.30.4 with numba 0.68.1 (the supported range is in ``SUPPORTED``); a new
+0.26.0 (with numba 0.62.1), 0.28.2 (numba 0.65.1) and 0.30.4 (numba 0.68.0
+and 0.68.1); the supported range is ``SUPPORTED`` and ci/matrix.json. A new
 numba-cuda release that moves one of these is fixed here and nowhere else.
+
+Version notes: numba-cuda 0.23 moved the dispatcher type to
+``numba.cuda.types.ext_types``; releases pinning cuda-core 0.3 (before 0.22)
+cannot link a cubin without a driver (``kernel_image`` falls back to PTX),
+and their test-suite reference hooks differ, so they are not supported.
 """
 
 import functools
@@ -30,8 +36,9 @@ __all__ = [
     "install_deviceless_compilation",
 ]
 
-#: (oldest, newest tested) numba-cuda release this module was checked against.
-SUPPORTED = {"numba-cuda": ("0.20.0", "0.30.4"), "numba": ("0.60.0", "0.68.1")}
+#: (oldest, newest tested) releases this module was checked against; numba
+#: is whatever numba-cuda accepts (the oldest tested with each is listed).
+SUPPORTED = {"numba-cuda": ("0.26.0", "0.30.4"), "numba": ("0.62.1", "0.68.1")}
 
 
 def _vtuple(text):

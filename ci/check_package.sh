@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Build the wheel and sdist, install each in a fresh environment and run the
+# CPU tests against the installed package (not the checkout).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+python3 -m venv "$work/build" && "$work/build/bin/pip" install -q build
+"$work/build/bin/python" -m build -q --outdir "$work/dist" . >/dev/null
+ls "$work/dist"
+for artifact in "$work"/dist/*.whl "$work"/dist/*.tar.gz; do
+  python3 -m venv "$work/env" && "$work/env/bin/pip" install -q "$artifact[cu13,test]"
+  # run the tests from a copy without the package source next to them
+  rm -rf "$work/t" && mkdir -p "$work/t" && cp -r tests "$work/t/"
+  (cd "$work/t" && "$work/env/bin/python" -m pytest -q -p no:cacheprovider -n 2 tests | tail -1)
+  "$work/env/bin/python" -c "import numba_cuda_launch, os; print(os.path.basename(os.path.dirname(numba_cuda_launch.__file__)), numba_cuda_launch.__version__, 'from', numba_cuda_launch.__file__.split('/site-packages/')[0][-20:])"
+  rm -rf "$work/env"
+done
+rm -rf "$work"
