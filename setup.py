@@ -21,10 +21,10 @@ setup(
     license="BSD-2-Clause",
     packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
     python_requires=">=3.10",
-    install_requires=["numba>=0.60", "numba-cuda>=0.30", "numpy"],
+    install_requires=["numba>=0.62", "numba-cuda>=0.26", "numpy"],
     extras_require={
-        "cu12": ["numba-cuda[cu12]>=0.30"],
-        "cu13": ["numba-cuda[cu13]>=0.30"],
+        "cu12": ["numba-cuda[cu12]>=0.26"],
+        "cu13": ["numba-cuda[cu13]>=0.26"],
         "test": ["pytest", "pytest-xdist"],
         "jax": ["jax>=0.6"],
     },

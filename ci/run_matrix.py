@@ -8,6 +8,7 @@ Exit status is non-zero if any combination that ran failed.
 """
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -21,9 +22,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def find_python(version):
+    """An interpreter of *version*: this one, a pyenv installation, or one on
+    the PATH that runs."""
     if sys.version_info[:2] == tuple(int(v) for v in version.split(".")):
         return sys.executable
-    return shutil.which("python" + version)
+    candidates = sorted(glob.glob(os.path.expanduser(
+        "~/.pyenv/versions/%s.*/bin/python%s" % (version, version))), reverse=True)
+    if shutil.which("python" + version):
+        candidates.append(shutil.which("python" + version))
+    for exe in candidates:
+        if run([exe, "-c", "import venv"]).returncode == 0:
+            return exe
+    return None
 
 
 def run(cmd, **kw):

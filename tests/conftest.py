@@ -15,12 +15,22 @@ os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 # JAX shares the GPU with numba-cuda in the tests: allocate on demand.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+import sys  # noqa: E402
+
+# NCL_TEST_PATCHED=1: test numba-cuda built from patches/ (numba.cuda.cpu_launch)
+# instead of this package, through a test-only alias (tests/_patched).
+PATCHED = os.environ.get("NCL_TEST_PATCHED") == "1"
+if PATCHED:
+    alias = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_patched")
+    sys.path.insert(0, alias)
+    os.environ["PYTHONPATH"] = alias + os.pathsep + os.environ.get("PYTHONPATH", "")
+
 from numba import cuda  # noqa: E402
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 # tests/sim runs only under the simulator (tests/test_simulator.py starts it),
 # and the rest only without it.
-collect_ignore = [] if SIMULATED else ["sim"]
+collect_ignore = ["_patched"] + ([] if SIMULATED else ["sim"])
 
 import numba_cuda_launch  # noqa: E402
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Apply patches/<line> to the numba-cuda release it was made for, rebuild the
+# wheel, install it in a fresh environment (without numba-cuda-launch) and
+# run this project's CPU tests against numba.cuda.cpu_launch (NCL_TEST_PATCHED=1).
+#   bash ci/test_patches.sh [line ...]     (default: 0.30)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+declare -A VERSION=([0.26]=0.26.0 [0.28]=0.28.2 [0.30]=0.30.4)
+declare -A NUMBA=([0.26]=0.62.1 [0.28]=0.65.1 [0.30]=0.68.1)
+lines=("$@"); [ ${#lines[@]} -gt 0 ] || lines=(0.30)
+for line in "${lines[@]}"; do
+  v=${VERSION[$line]}; work=$(mktemp -d)
+  python3 -m venv "$work/env"
+  "$work/env/bin/pip" install -q wheel
+  "$work/env/bin/pip" download -q --no-deps --only-binary :all: "numba-cuda==$v" -d "$work/dl"
+  "$work/env/bin/python" -m wheel unpack -d "$work/tree" "$work"/dl/numba_cuda-*.whl
+  tree=$(ls -d "$work"/tree/numba_cuda-*)
+  (cd "$tree" && git apply --verbose "$ROOT"/patches/"$line"/*.patch 2>&1 | tail -3)
+  mkdir -p "$work/patched"
+  "$work/env/bin/python" -m wheel pack -d "$work/patched" "$tree" >/dev/null
+  whl=$(ls "$work"/patched/*.whl)
+  "$work/env/bin/pip" install -q "$whl[cu13]" "numba==${NUMBA[$line]}" pytest pytest-xdist
+  if "$work/env/bin/python" -c "import numba_cuda_launch" 2>/dev/null; then
+    echo "numba_cuda_launch must not be importable here"; exit 1
+  fi
+  echo "== numba-cuda $v + patches/$line"
+  (cd "$ROOT" && env -u PYTHONPATH NCL_TEST_PATCHED=1 "$work/env/bin/python" -m pytest -q \
+     -p no:cacheprovider -n 2 tests 2>&1 | tail -3)
+  rm -rf "$work"
+done
