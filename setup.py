@@ -21,7 +21,9 @@ setup(
     license="BSD-2-Clause",
     packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
     python_requires=">=3.10",
-    install_requires=["numba>=0.62", "numba-cuda>=0.26", "numpy"],
+    # numpy 2.5 removed np.row_stack, which numba-cuda 0.30.4 still calls when
+    # compiling any kernel: keep below it until numba-cuda follows.
+    install_requires=["numba>=0.62", "numba-cuda>=0.26", "numpy<2.5"],
     extras_require={
         "cu12": ["numba-cuda[cu12]>=0.26"],
         "cu13": ["numba-cuda[cu13]>=0.26"],

@@ -86,6 +86,8 @@ def test_generated_ir_is_a_direct_driver_call():
 
 CACHE_MODULE = """
 import numba, numpy as np
+if not hasattr(np, "row_stack"):  # numba-cuda 0.30.4 with numpy 2.5
+    np.row_stack = np.vstack
 from numba import cuda
 import numba_cuda_launch as ncl
 if not cuda.is_available():
