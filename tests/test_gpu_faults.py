@@ -13,6 +13,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
+from childenv import PREAMBLE, child_env  # noqa: F401
 
 pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,9 +74,7 @@ def test_bad_configuration(case):
 
 def run_isolated(code):
     """Faults that can poison a context run in a process of their own."""
-    prelude = ("import numpy as np\nif not hasattr(np, 'row_stack'): np.row_stack = np.vstack\n")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=env,
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(code)], env=child_env(),
                          capture_output=True, text=True, timeout=300)
     return out
 

@@ -11,13 +11,14 @@ import numpy as np
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
+from childenv import PREAMBLE, child_env  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_python(code, cwd=None):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env,
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(code)], cwd=cwd,
+                         env=child_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -49,9 +50,8 @@ PTX_PROGRAM = """
 def test_import_changes_nothing_for_cuda_code():
     def run(flag):
         code = PTX_PROGRAM + "\n"
-        env = dict(os.environ, PYTHONPATH=ROOT)
         out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), flag],
-                             env=env, capture_output=True, text=True, timeout=300)
+                             env=child_env(), capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr
         return out.stdout.split("\n")
 

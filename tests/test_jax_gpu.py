@@ -8,6 +8,7 @@ import textwrap
 import numba
 import numpy as np
 import pytest
+from childenv import PREAMBLE, child_env  # noqa: F401
 from numba import cuda
 
 jax = pytest.importorskip("jax")
@@ -231,12 +232,10 @@ print("OK", "command_buffer" in hlo or "CommandBuffer" in hlo)
 
 
 def test_command_buffers_enabled():
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL "
+    env = child_env(XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL "
                          "--xla_gpu_graph_min_graph_size=1",
                XLA_PYTHON_CLIENT_PREALLOCATE="false")
-    prelude = "import numpy as np\nif not hasattr(np, 'row_stack'): np.row_stack = np.vstack\n"
-    out = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(COMMAND_BUFFER_PROGRAM)],
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(COMMAND_BUFFER_PROGRAM)],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("OK"), out.stdout

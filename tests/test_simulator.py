@@ -9,8 +9,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_launches_under_the_cuda_simulator():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env(NUMBA_ENABLE_CUDASIM="1")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
          os.path.join(HERE, "sim")],
