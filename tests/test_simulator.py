@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from childenv import child_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
