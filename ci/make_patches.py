@@ -16,6 +16,7 @@ The package is the single source of truth: rerun this after changing it.
 """
 
 import glob
+import re
 import os
 import shutil
 import subprocess
@@ -78,7 +79,10 @@ def package_sources():
     for path in sorted(glob.glob(os.path.join(ROOT, "numba_cuda_launch", "*.py"))):
         with open(path) as f:
             text = f.read()
-        out[os.path.basename(path)] = text.replace("numba_cuda_launch", "numba.cuda.cpu_launch")
+        # Module references only: LLVM symbol names (numba_cuda_launch_*) stay,
+        # so code compiled by either form finds the same driver table.
+        out[os.path.basename(path)] = re.sub(r"\bnumba_cuda_launch\b(?!_)",
+                                             "numba.cuda.cpu_launch", text)
     return out
 
 
