@@ -164,49 +164,43 @@ def make(k_id):
 """
 
 
-def baseline_cycles(cycles):
-    """The same churn without this package: a new kernel launched from
-    Python and a new (non-launching) cfunc compiled per cycle."""
+def _churn(src, cycles, run_one):
+    """Per-cycle host RSS and device memory growth while *run_one* compiles
+    and runs fresh functions made by *src*'s ``make``."""
     ns = {"cuda": cuda, "numba": numba, "nt": nt, "np": np}
-    exec(BASELINE_SRC, ns)
+    exec(src, ns)
     d = cuda.to_device(np.zeros(128, np.float32))
     samples = []
     for c in range(cycles):
-        kern, launcher, py_launch = ns["make"](float(c))
-        py_launch(d)
-        del kern, launcher, py_launch
+        run_one(ns["make"](float(c)), d)
         if c % 50 == 0 or c == cycles - 1:
             cuda.synchronize()
             gc.collect()
             samples.append((c, rss(), device_used()))
     (c0, r0, m0), (c1, r1, m1) = samples[1], samples[-1]
-    return {"cycles": cycles, "host_rss_per_cycle_bytes": (r1 - r0) / (c1 - c0),
-            "device_memory_per_cycle_bytes": (m1 - m0) / (c1 - c0)}
+    return d, {"cycles": cycles, "host_rss_per_cycle_bytes": (r1 - r0) / (c1 - c0),
+               "device_memory_per_cycle_bytes": (m1 - m0) / (c1 - c0), "samples": samples}
+
+
+def baseline_cycles(cycles):
+    """The same churn without this package: a new kernel launched from
+    Python and a new (non-launching) cfunc compiled per cycle."""
+    def run_one(made, d):
+        made[2](d)
+    return _churn(BASELINE_SRC, cycles, run_one)[1]
 
 
 def compile_cycles(cycles):
     import ctypes
 
-    ns = {"cuda": cuda, "numba": numba, "nt": nt, "np": np}
-    exec(SRC, ns)
-    d = cuda.to_device(np.zeros(128, np.float32))
-    p = d.__cuda_array_interface__["data"][0]
-    samples = []
-    for c in range(cycles):
-        kern, launcher = ns["make"](float(c))
+    def run_one(made, d):
+        launcher = made[1]
         fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)(launcher.address)
-        assert fn(p, 128) == 0
-        del kern, launcher, fn
-        if c % 50 == 0 or c == cycles - 1:
-            cuda.synchronize()
-            gc.collect()
-            samples.append((c, rss(), device_used()))
-    last = d.copy_to_host()
-    (c0, r0, m0), (c1, r1, m1) = samples[1], samples[-1]
-    return {"cycles": cycles, "last_result_correct": bool(np.all(last == cycles - 1)),
-            "host_rss_per_cycle_bytes": (r1 - r0) / (c1 - c0),
-            "device_memory_per_cycle_bytes": (m1 - m0) / (c1 - c0),
-            "samples": samples}
+        assert fn(d.__cuda_array_interface__["data"][0], 128) == 0
+
+    d, out = _churn(SRC, cycles, run_one)
+    out["last_result_correct"] = bool(np.all(d.copy_to_host() == cycles - 1))
+    return out
 
 
 def main():

@@ -356,6 +356,14 @@ def _attr_type(frame, i):
 
 
 @register_jitable
+def _typed_attr(frame, i, kind):
+    """The value of attribute *i* if it exists and is of *kind*, else NULL."""
+    if i < 0 or _attr_type(frame, i) != kind:
+        return _null()
+    return _attr_value(frame, i)
+
+
+@register_jitable
 def _scalar_as_int(scalar):
     code = _load_i32(scalar, 0)
     value = _load_ptr(scalar, 8)
@@ -401,10 +409,8 @@ def _attr_int(frame, name, default=0):
     _name_key(name, "attr_int")
 
     def impl(frame, name, default=0):
-        i = attr_index(frame, name)
-        if i < 0 or _attr_type(frame, i) != _ATTR_SCALAR:
-            return np.int64(default)
-        return _scalar_as_int(_attr_value(frame, i))
+        v = _typed_attr(frame, attr_index(frame, name), _ATTR_SCALAR)
+        return np.int64(default) if _is_null(v) else _scalar_as_int(v)
     return impl
 
 
@@ -418,10 +424,8 @@ def _attr_float(frame, name, default=0.0):
     _name_key(name, "attr_float")
 
     def impl(frame, name, default=0.0):
-        i = attr_index(frame, name)
-        if i < 0 or _attr_type(frame, i) != _ATTR_SCALAR:
-            return np.float64(default)
-        return _scalar_as_float(_attr_value(frame, i))
+        v = _typed_attr(frame, attr_index(frame, name), _ATTR_SCALAR)
+        return np.float64(default) if _is_null(v) else _scalar_as_float(v)
     return impl
 
 
@@ -435,10 +439,8 @@ def _attr_string_data(frame, name):
     _name_key(name, "attr_string_data")
 
     def impl(frame, name):
-        i = attr_index(frame, name)
-        if i < 0 or _attr_type(frame, i) != _ATTR_STRING:
-            return _null()
-        return _load_ptr(_attr_value(frame, i), 0)
+        v = _typed_attr(frame, attr_index(frame, name), _ATTR_STRING)
+        return v if _is_null(v) else _load_ptr(v, 0)
     return impl
 
 
@@ -452,10 +454,8 @@ def _attr_string_len(frame, name):
     _name_key(name, "attr_string_len")
 
     def impl(frame, name):
-        i = attr_index(frame, name)
-        if i < 0 or _attr_type(frame, i) != _ATTR_STRING:
-            return -1
-        return _load_i64(_attr_value(frame, i), 8)
+        v = _typed_attr(frame, attr_index(frame, name), _ATTR_STRING)
+        return -1 if _is_null(v) else _load_i64(v, 8)
     return impl
 
 
@@ -469,10 +469,8 @@ def _attr_array_size(frame, name):
     _name_key(name, "attr_array_size")
 
     def impl(frame, name):
-        i = attr_index(frame, name)
-        if i < 0 or _attr_type(frame, i) != _ATTR_ARRAY:
-            return -1
-        return _load_i64(_attr_value(frame, i), 8)
+        v = _typed_attr(frame, attr_index(frame, name), _ATTR_ARRAY)
+        return -1 if _is_null(v) else _load_i64(v, 8)
     return impl
 
 
@@ -490,11 +488,8 @@ def _attr_array_data(frame, name, dtype):
     code = DTYPES[as_dtype(getattr(dtype, "dtype", dtype))]
 
     def impl(frame, name, dtype):
-        i = attr_index(frame, name)
-        if i < 0 or _attr_type(frame, i) != _ATTR_ARRAY:
-            return numba.carray(_null(), (0,), dtype)
-        arr = _attr_value(frame, i)
-        if _load_i32(arr, 0) != code:
+        arr = _typed_attr(frame, attr_index(frame, name), _ATTR_ARRAY)
+        if _is_null(arr) or _load_i32(arr, 0) != code:
             return numba.carray(_null(), (0,), dtype)
         return numba.carray(_load_ptr(arr, 16), (_load_i64(arr, 8),), dtype)
     return impl
