@@ -1,6 +1,7 @@
 """Generate patches/: the package as a patch series against numba-cuda.
 
     python ci/make_patches.py            # all release lines in RELEASES
+    python ci/make_patches.py --check    # fail if patches/ is out of date
 
 For each supported numba-cuda release line, the release's wheel is unpacked
 (numba-cuda publishes no sdists after 0.24; its wheels carry the Python
@@ -86,7 +87,7 @@ def package_sources():
     return out
 
 
-def make_series(line, version, workdir):
+def make_series(line, version, workdir, out_root=None):
     from numba_cuda_launch import __version__
 
     wheel = download_wheel(version, workdir)
@@ -106,7 +107,7 @@ def make_series(line, version, workdir):
     with open(os.path.join(tree, TARGET, "__init__.py"), "a") as f:
         f.write(HOOK)
     git(tree, "commit", "-q", "-am", MESSAGE_HOOK)
-    out = os.path.join(ROOT, "patches", line)
+    out = os.path.join(out_root or os.path.join(ROOT, "patches"), line)
     shutil.rmtree(out, ignore_errors=True)
     git(tree, "format-patch", "-q", "--no-signature", "--zero-commit", "HEAD~2", "-o", out)
     return sorted(os.listdir(out))
@@ -114,11 +115,26 @@ def make_series(line, version, workdir):
 
 def main():
     sys.path.insert(0, ROOT)
+    check = "--check" in sys.argv
     workdir = tempfile.mkdtemp(prefix="ncl-patches-")
+    out_root = os.path.join(workdir, "patches") if check else None
+    stale = []
     for line, version in RELEASES.items():
-        print(line, version, make_series(line, version, workdir))
+        names = make_series(line, version, workdir, out_root)
+        print(line, version, names)
+        if check:
+            for name in names:
+                with open(os.path.join(out_root, line, name)) as f:
+                    fresh = f.read()
+                committed = os.path.join(ROOT, "patches", line, name)
+                if not os.path.exists(committed) or open(committed).read() != fresh:
+                    stale.append(os.path.join(line, name))
     shutil.rmtree(workdir, ignore_errors=True)
+    if stale:
+        print("patches/ is out of date (run python ci/make_patches.py): %s" % ", ".join(stale))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
