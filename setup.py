@@ -32,7 +32,6 @@ setup(
     },
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: BSD License",
         "Environment :: GPU :: NVIDIA CUDA",
     ],
 )

@@ -12,7 +12,7 @@ for artifact in "$work"/dist/*.whl "$work"/dist/*.tar.gz; do
   # run the tests from a copy without the package source next to them
   rm -rf "$work/t" && mkdir -p "$work/t" && cp -r tests "$work/t/"
   (cd "$work/t" && "$work/env/bin/python" -m pytest -q -p no:cacheprovider -n 2 tests | tail -1)
-  "$work/env/bin/python" -c "import numba_cuda_launch, os; print(os.path.basename(os.path.dirname(numba_cuda_launch.__file__)), numba_cuda_launch.__version__, 'from', numba_cuda_launch.__file__.split('/site-packages/')[0][-20:])"
+  (cd "$work" && "$work/env/bin/python" -c "import numba_cuda_launch as m; assert '/site-packages/' in m.__file__, m.__file__; print('installed', m.__version__, 'from', m.__file__)")
   rm -rf "$work/env"
 done
 rm -rf "$work"
