@@ -17,7 +17,7 @@ from numba_cuda_launch.image import image_for_kernel
 from numba_cuda_launch.kernelcall import select_kernel
 from numba_cuda_launch.params import KernelParam, param_layout
 
-__all__ = ["KernelHandle", "kernel_handle"]
+__all__ = ["KernelHandle", "KernelParam", "kernel_handle"]
 
 _c_int = ctypes.c_int
 _vp = ctypes.c_void_p
@@ -111,5 +111,3 @@ def kernel_handle(dispatcher, argtypes):
         _digest=image.digest,
     )
 
-
-__all__ += ["KernelParam"]
