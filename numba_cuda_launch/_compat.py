@@ -14,7 +14,6 @@ and their test-suite reference hooks differ, so they are not supported.
 import functools
 import warnings
 
-import numba
 from numba import cuda
 from numba.core import types
 
@@ -279,10 +278,6 @@ def install_deviceless_compilation():
     dispatcher.get_current_device = patched_get_current_device
     codegen.CUDACodeLibrary._ensure_cc = patched_ensure_cc
     dispatcher._Kernel.bind = patched_bind
-
-
-def numba_version():
-    return numba.__version__
 
 
 # Argument types a kernel takes (numba-cuda's _Kernel._prepare_args).
