@@ -110,4 +110,3 @@ def kernel_handle(dispatcher, argtypes):
         image=image.data,
         _digest=image.digest,
     )
-

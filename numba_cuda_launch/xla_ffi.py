@@ -568,4 +568,3 @@ def _launch_error(frame, status, context):
         _store_u8(buf, pos, 41)
         return error(frame, buf)
     return impl
-
