@@ -115,22 +115,20 @@ def _loader(module):
     null = ir.Constant(_i8p, None)
     zero = ir.Constant(_i32, 0)
 
-    def return_if_failed(status, cleanup=None):
-        _return_if_failed(builder, status, cleanup)
-
     lib = cgutils.alloca_once_value(builder, null)
     kern = cgutils.alloca_once_value(builder, null)
     # cuInit is cheap once initialised, and makes the first launch work from
     # C callers that never initialised the driver themselves.
-    return_if_failed(driver.call(builder, "cuInit", [zero]))
-    return_if_failed(builder.call(ensure_context_function(module), []))
-    return_if_failed(driver.call(builder, "cuLibraryLoadData", [
+    _return_if_failed(builder, driver.call(builder, "cuInit", [zero]))
+    _return_if_failed(builder, builder.call(ensure_context_function(module), []))
+    _return_if_failed(builder, driver.call(builder, "cuLibraryLoadData", [
         lib, image, null, null, zero, null, null, zero]))
 
     def unload():
         driver.call(builder, "cuLibraryUnload", [builder.load(lib)])
 
-    return_if_failed(
+    _return_if_failed(
+        builder,
         driver.call(builder, "cuLibraryGetKernel", [kern, builder.load(lib), name]),
         cleanup=unload,
     )
@@ -142,10 +140,12 @@ def _loader(module):
     return fn
 
 
-def emit_get_kernel(builder, image, status_ptr):
-    """Emit code that yields the image's ``CUkernel``, loading it on first
-    use. On a failed load, stores the driver status in *status_ptr* and
-    yields NULL."""
+def emit_get_kernel(builder, image):
+    """Emit code that yields ``(status_ptr, handle)``: the image's
+    ``CUkernel``, loaded on first use, and a stack slot holding 0, or the
+    driver status of a failed load (then the handle is NULL)."""
+    status_ptr = cgutils.alloca_once(builder, _i32, name="kernel_status")
+    builder.store(ir.Constant(_i32, 0), status_ptr)
     module = builder.module
     tag = image.digest
     slot = _slot(module, "numba_cuda_launch_slot_" + tag)
@@ -166,4 +166,4 @@ def emit_get_kernel(builder, image, status_ptr):
     handle = builder.phi(_i8p)
     handle.add_incoming(first, before)
     handle.add_incoming(loaded, after_load)
-    return handle
+    return status_ptr, handle

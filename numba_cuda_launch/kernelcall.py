@@ -34,7 +34,7 @@ from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import CudaLaunchError, KernelTypingError
 from numba_cuda_launch.halfmodel import float_to_half_bits
 from numba_cuda_launch.image import emit_get_kernel, ensure_context_function, image_for_kernel
-from numba_cuda_launch.launchconfig import LaunchConfig
+from numba_cuda_launch.launchconfig import LaunchConfig, launch_dims
 from numba_cuda_launch.params import emit_param_array, flatten_values
 
 __all__ = ["KernelSelection", "select_kernel", "launch_signature", "emit_launch"]
@@ -228,9 +228,7 @@ def emit_preload(context, builder, cfg_ty, argtypes):
     i32 = ir.IntType(32)
     if _compat.is_simulated(kernel):
         return ir.Constant(i32, 0)  # nothing to load
-    status_ptr = cgutils.alloca_once(builder, i32, name="preload_status")
-    builder.store(ir.Constant(i32, 0), status_ptr)
-    handle = emit_get_kernel(builder, image_for_kernel(kernel), status_ptr)
+    status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
     loaded = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(i32, 0))
     with builder.if_then(loaded, likely=True):
         bound = builder.call(ensure_context_function(builder.module), [])
@@ -262,15 +260,11 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     params = emit_param_array(
         builder, flat, _compat.kernel_param_llvm_types(kernel), context.target_data)
 
-    status_ptr = cgutils.alloca_once(builder, ir.IntType(32), name="launch_status")
-    builder.store(ir.Constant(ir.IntType(32), 0), status_ptr)
-    handle = emit_get_kernel(builder, image_for_kernel(kernel), status_ptr)
+    status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
     cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
     loaded = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(ir.IntType(32), 0))
     with builder.if_then(loaded, likely=True):
-        dims = [builder.extract_value(cfg.grid, i) for i in range(3)]
-        dims += [builder.extract_value(cfg.block, i) for i in range(3)]
-        common = [handle] + dims + [cfg.sharedmem, cfg.stream, params]
+        common = [handle] + launch_dims(builder, cfg) + [cfg.sharedmem, cfg.stream, params]
 
         def launch():
             if _compat.kernel_is_cooperative(kernel):
@@ -300,11 +294,17 @@ def lower_launch(context, builder, sig, args):
                          catch=False)
     failed = builder.icmp_signed("!=", status, ir.Constant(status.type, 0))
     with cgutils.if_unlikely(builder, failed):
-        raiser = _launch_error_raiser(cfg_ty.kernel_name)
-        fnty = context.typing_context.resolve_value_type(raiser)
-        raise_sig = fnty.get_call_type(context.typing_context, (types.int32,), {})
-        context.get_function(fnty, raise_sig)(builder, [status])
+        call_jitted(context, builder, _launch_error_raiser(cfg_ty.kernel_name),
+                    (types.int32,), [status])
     return context.get_dummy_value()
+
+
+def call_jitted(context, builder, dispatcher, argtypes, args):
+    """Emit a call of an @njit *dispatcher* from lowering code (its errors
+    propagate to the caller, as for any call of a jitted function)."""
+    fnty = context.typing_context.resolve_value_type(dispatcher)
+    sig = fnty.get_call_type(context.typing_context, tuple(argtypes), {})
+    return context.get_function(fnty, sig)(builder, args)
 
 
 @functools.lru_cache(maxsize=None)
@@ -329,7 +329,6 @@ class LaunchConfigAttributes(AttributeTemplate):
     @bound_function("LaunchConfig.launch_status")
     def resolve_launch_status(self, cfg_ty, args, kws):
         return launch_signature(cfg_ty, args, kws, return_type=types.int32)
-
 
     @bound_function("LaunchConfig.preload")
     def resolve_preload(self, cfg_ty, args, kws):

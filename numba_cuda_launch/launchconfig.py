@@ -224,6 +224,12 @@ def dim3_from_value(context, builder, ty, val):
     return context.make_tuple(builder, _dim3, items)
 
 
+def launch_dims(builder, cfg):
+    """The six dimensions (grid x, y, z, block x, y, z) of a configuration
+    struct proxy, in ``cuLaunchKernel``'s order."""
+    return [builder.extract_value(dim, i) for dim in (cfg.grid, cfg.block) for i in range(3)]
+
+
 @lower_builtin(operator.getitem, CUDADispatcher, types.Any)
 def lower_kernel_configure(context, builder, sig, args):
     _disp, index = args

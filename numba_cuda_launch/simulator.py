@@ -30,6 +30,7 @@ from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from numba_cuda_launch import launchconfig
+from numba_cuda_launch.kernelcall import call_jitted
 
 __all__ = ["SimulatedKernel", "emit_simulated_launch", "CUDA_ERROR_LAUNCH_FAILED"]
 
@@ -160,9 +161,5 @@ def emit_simulated_launch(context, builder, cfg, kernel, formal_types, values, c
     vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer) else v
             for v, t in zip(values, formal_types)]
     helper = _helper(kernel, tuple(formal_types), catch)
-    dims = [builder.extract_value(cfg.grid, i) for i in range(3)]
-    dims += [builder.extract_value(cfg.block, i) for i in range(3)]
-    argtys = (types.uint32,) * 7 + hosted
-    fnty = context.typing_context.resolve_value_type(helper)
-    sig = fnty.get_call_type(context.typing_context, argtys, {})
-    return context.get_function(fnty, sig)(builder, dims + [cfg.sharedmem] + vals)
+    return call_jitted(context, builder, helper, (types.uint32,) * 7 + hosted,
+                       launchconfig.launch_dims(builder, cfg) + [cfg.sharedmem] + vals)
