@@ -8,7 +8,8 @@ For each supported numba-cuda release line, the release's wheel is unpacked
 sources at the same paths as the source tree, numba_cuda/numba/cuda/...),
 and two commits are made on top of it and written with `git format-patch`:
 
-1. add ``numba_cuda/numba/cuda/cpu_launch/``: this package's modules, with
+1. add ``numba_cuda/numba/cuda/cpu_launch/``: this package's modules and
+   subpackages, with
    ``numba_cuda_launch`` imports rewritten to ``numba.cuda.cpu_launch``;
 2. import it at the end of ``numba/cuda/__init__.py``, so that
    ``kernel[...]`` works in @cfunc/@njit code with no extra import.
@@ -77,12 +78,13 @@ def download_wheel(version, dest):
 def package_sources():
     """This package's modules with imports rewritten for numba.cuda."""
     out = {}
-    for path in sorted(glob.glob(os.path.join(ROOT, "numba_cuda_launch", "*.py"))):
+    package = os.path.join(ROOT, "numba_cuda_launch")
+    for path in sorted(glob.glob(os.path.join(package, "**", "*.py"), recursive=True)):
         with open(path) as f:
             text = f.read()
         # Module references only: LLVM symbol names (numba_cuda_launch_*) stay,
         # so code compiled by either form finds the same driver table.
-        out[os.path.basename(path)] = re.sub(r"\bnumba_cuda_launch\b(?!_)",
+        out[os.path.relpath(path, package)] = re.sub(r"\bnumba_cuda_launch\b(?!_)",
                                              "numba.cuda.cpu_launch", text)
     return out
 
@@ -100,6 +102,7 @@ def make_series(line, version, workdir, out_root=None):
     dest = os.path.join(tree, TARGET, "cpu_launch")
     os.makedirs(dest)
     for name, text in package_sources().items():
+        os.makedirs(os.path.dirname(os.path.join(dest, name)), exist_ok=True)
         with open(os.path.join(dest, name), "w") as f:
             f.write(text)
     git(tree, "add", "-A")

@@ -28,6 +28,6 @@ for line in "${lines[@]}"; do
   # from outside the checkout, so that only the alias (tests/_patched) can
   # provide the name numba_cuda_launch
   (cd "$work" && env -u PYTHONPATH NCL_TEST_PATCHED=1 "$work/env/bin/python" -m pytest -q \
-     -p no:cacheprovider -n 2 --rootdir "$ROOT" "$ROOT/tests" 2>&1 | tail -3)
+     -p no:cacheprovider -n 2 --rootdir "$ROOT" "$ROOT/tests" 2>&1 | tail -${NCL_PATCH_LOG_LINES:-3})
   rm -rf "$work"
 done

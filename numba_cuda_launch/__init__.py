@@ -4,21 +4,20 @@
 functions can write ``kernel[griddim, blockdim, stream, sharedmem](args...)``,
 compiled to a direct ``cuLaunchKernel`` call with no Python in the way.
 
-Where things live:
+The package is four layers whose imports point one way (a test checks it):
 
-* :mod:`.launchconfig` -- the type of ``kernel[...]``, its typing and lowering;
-* :mod:`.kernelcall` -- typing of the call (overload choice) and its lowering;
-* :mod:`.params` -- packing arguments in numba-cuda's kernel parameter ABI;
-* :mod:`.image` -- the kernel image a function carries and its first load;
-* :mod:`.driver` -- the driver table compiled code calls through;
-* :mod:`.stream` -- numba-cuda stream objects as nopython arguments;
-* :mod:`.halfmodel` -- float16 storage (pointers, arrays) in CPU code;
-* :mod:`.handle` -- the public handle-and-layout API for C callers;
-* :mod:`.simulator` -- launches under numba-cuda's CUDA simulator;
-* :mod:`._compat` -- every use of numba-cuda internals.
+* :mod:`.interop` -- other systems over launches: XLA's FFI
+  (:mod:`numba_cuda_launch.xla_ffi`) and JAX (:mod:`numba_cuda_launch.jax`);
+* :mod:`.launch` -- ``kernel[...]`` in nopython code: types, typing,
+  lowering, the parameter ABI, launch backends, ``kernel_handle``;
+* :mod:`.runtime` -- what compiled code calls: the driver table, contexts,
+  kernel images, the recording driver (:mod:`numba_cuda_launch.testing`);
+* :mod:`.compat` -- every use of numba-cuda internals.
+
+Beside them, :mod:`.errors` and :mod:`.config` are used by all layers.
 """
 
-from numba_cuda_launch import _compat
+from numba_cuda_launch.compat import numba_cuda as _compat
 
 _compat.check_versions()
 if not _compat.simulator_enabled():
@@ -34,13 +33,10 @@ from numba_cuda_launch.errors import (  # noqa: E402
     KernelTypingError,
     error_name,
 )
-from numba_cuda_launch import halfmodel, stream, launchconfig, kernelcall  # noqa: E402,F401
-from numba_cuda_launch.handle import KernelHandle, kernel_handle  # noqa: E402
-from numba_cuda_launch.driver import driver_problem  # noqa: E402
-from numba_cuda_launch.pointer import as_voidptr  # noqa: E402
-
-if _compat.simulator_enabled():
-    from numba_cuda_launch import simulator  # noqa: E402,F401
+from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
+from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
+from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
+from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
 
 __all__ = [
     "__version__",

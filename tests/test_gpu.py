@@ -13,6 +13,8 @@ from numba import cuda, njit
 from numba.core import types as nt
 
 import numba_cuda_launch as ncl
+from kernels import (add_one, axpy2d, kernel_gpu, kernel_launcher, launch_block_reverse,
+                     launch_index3d)
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()
@@ -28,27 +30,6 @@ def poisoned(shape, dtype=np.float32, order="C"):
 
 
 # -- the seed, verbatim ------------------------------------------------------
-
-@cuda.jit(nt.void(nt.CPointer(nt.float32), nt.CPointer(nt.float32)))
-def kernel_gpu(input, output):
-    i = numba.cuda.grid(1)
-    output[i] = input[i] + 1
-
-
-@njit
-def some_calculation(opaque, opaque_len):
-    n = 0
-    for k in range(opaque_len):  # little-endian element count
-        n |= (opaque[k] & 0xFF) << (8 * k)
-    threadsperblock = 128
-    return n // threadsperblock, threadsperblock
-
-
-@numba.cfunc(nt.void(nt.voidptr, nt.CPointer(nt.voidptr), nt.CPointer(nt.char), nt.ulong))
-def kernel_launcher(stream, buffers, opaque, opaque_len):
-    blockspergrid, threadsperblock = some_calculation(opaque, opaque_len)
-    kernel_gpu[blockspergrid, threadsperblock, stream](buffers[0], buffers[1])
-
 
 def test_seed_cfunc_through_ctypes():
     n = 128 * 37
@@ -71,13 +52,6 @@ def axpy(a, x, y, out):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = a * x[i] + y[i]
-
-
-@cuda.jit
-def axpy2d(a, x, y, out):
-    i, j = cuda.grid(2)
-    if i < out.shape[0] and j < out.shape[1]:
-        out[i, j] = a * x[i, j] + y[i, j]
 
 
 @njit
@@ -223,42 +197,12 @@ def test_every_scalar_kind():
 
 # -- 3-D grids, shared memory, streams, reuse ------------------------------------
 
-@cuda.jit
-def index3d(out):
-    i, j, k = cuda.grid(3)
-    if i < out.shape[0] and j < out.shape[1] and k < out.shape[2]:
-        out[i, j, k] = (i * out.shape[1] + j) * out.shape[2] + k
-
-
-@njit
-def launch_index3d(op, a, b, c):
-    out = numba.carray(ncl.as_voidptr(op), (a, b, c), np.float32)
-    index3d[((a + 7) // 8, (b + 7) // 8, (c + 3) // 4), (8, 8, 4)](out)
-
-
 def test_3d_grid():
     shape = (19, 23, 11)
     do = poisoned(shape)
-    launch_index3d(ptr(do), *shape)
+    launch_index3d(ptr(do), *shape, 8, 8, 4)
     cuda.synchronize()
     np.testing.assert_array_equal(do.copy_to_host(), np.arange(np.prod(shape)).reshape(shape))
-
-
-@cuda.jit
-def block_reverse(x, out):
-    buf = cuda.shared.array(0, np.float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    buf[t] = x[i]
-    cuda.syncthreads()
-    out[i] = buf[cuda.blockDim.x - 1 - t]
-
-
-@njit
-def launch_block_reverse(xp, op, blocks, threads, stream):
-    x = numba.carray(ncl.as_voidptr(xp), (blocks * threads,), np.float32)
-    out = numba.carray(ncl.as_voidptr(op), (blocks * threads,), np.float32)
-    block_reverse[blocks, threads, stream, threads * 4](x, out)
 
 
 def test_dynamic_shared_memory():
@@ -268,13 +212,6 @@ def test_dynamic_shared_memory():
     launch_block_reverse(ptr(dx), ptr(do), blocks, threads, 0)
     cuda.synchronize()
     np.testing.assert_array_equal(do.copy_to_host(), x.reshape(blocks, threads)[:, ::-1].ravel())
-
-
-@cuda.jit
-def add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
 
 
 @njit

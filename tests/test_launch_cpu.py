@@ -320,7 +320,7 @@ def test_float16_parameter_from_cpu_floats(fake_driver, monkeypatch):
 
 
 def test_float_to_half_bits_matches_numpy():
-    from numba_cuda_launch.halfmodel import float_to_half_bits
+    from numba_cuda_launch.launch.halffloat import float_to_half_bits
 
     conv = njit(lambda x: float_to_half_bits(x))
     specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65520.0, 1e6, 6.1e-5, 5.96e-8,

@@ -13,6 +13,8 @@ from numba import cuda, njit
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
+from kernels import (add_one, axpy2d, kernel_gpu, kernel_launcher, launch_block_reverse,
+                     launch_index3d)
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 rng = np.random.default_rng()
@@ -20,26 +22,6 @@ rng = np.random.default_rng()
 
 def ptr(a):
     return a.ctypes.data
-
-
-@cuda.jit(nt.void(nt.CPointer(nt.float32), nt.CPointer(nt.float32)))
-def kernel_gpu(input, output):
-    i = cuda.grid(1)
-    output[i] = input[i] + 1
-
-
-@njit
-def some_calculation(opaque, opaque_len):
-    n = 0
-    for k in range(opaque_len):
-        n |= (opaque[k] & 0xFF) << (8 * k)
-    return n // 32, 32
-
-
-@numba.cfunc(nt.void(nt.voidptr, nt.CPointer(nt.voidptr), nt.CPointer(nt.char), nt.ulong))
-def kernel_launcher(stream, buffers, opaque, opaque_len):
-    blockspergrid, threadsperblock = some_calculation(opaque, opaque_len)
-    kernel_gpu[blockspergrid, threadsperblock, stream](buffers[0], buffers[1])
 
 
 def test_seed_cfunc():
@@ -51,13 +33,6 @@ def test_seed_cfunc():
                           ctypes.c_ulong)(kernel_launcher.address)
     fn(0, ctypes.addressof(buffers), n.to_bytes(8, "little"), 8)
     np.testing.assert_array_equal(out, x + 1)
-
-
-@cuda.jit
-def axpy2d(a, x, y, out):
-    i, j = cuda.grid(2)
-    if i < out.shape[0] and j < out.shape[1]:
-        out[i, j] = a * x[i, j] + y[i, j]
 
 
 @njit
@@ -123,57 +98,19 @@ def test_scalars():
     np.testing.assert_array_equal(out, expect)
 
 
-@cuda.jit
-def reverse_in_block(x, out):
-    buf = cuda.shared.array(0, numba.float32)  # the simulator needs a Numba type here
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    buf[t] = x[i]
-    cuda.syncthreads()
-    out[i] = buf[cuda.blockDim.x - 1 - t]
-
-
-@njit
-def launch_reverse(xp, op, blocks, threads):
-    x = numba.carray(ncl.as_voidptr(xp), (blocks * threads,), np.float32)
-    out = numba.carray(ncl.as_voidptr(op), (blocks * threads,), np.float32)
-    cfg = reverse_in_block[blocks, threads, 0, threads * 4]
-    cfg(x, out)
-
-
 def test_dynamic_shared_memory_and_config_variable():
     blocks, threads = 3, 16
     x = rng.standard_normal(blocks * threads).astype(np.float32)
     out = np.full(blocks * threads, np.nan, np.float32)
-    launch_reverse(ptr(x), ptr(out), blocks, threads)
+    launch_block_reverse(ptr(x), ptr(out), blocks, threads, 0)
     np.testing.assert_array_equal(out, x.reshape(blocks, threads)[:, ::-1].ravel())
-
-
-@cuda.jit
-def index3d(out):
-    i, j, k = cuda.grid(3)
-    if i < out.shape[0] and j < out.shape[1] and k < out.shape[2]:
-        out[i, j, k] = (i * out.shape[1] + j) * out.shape[2] + k
-
-
-@njit
-def launch_3d(op, a, b, c):
-    out = numba.carray(ncl.as_voidptr(op), (a, b, c), np.float32)
-    index3d[((a + 1) // 2, (b + 1) // 2, c), (2, 2, 1)](out)
 
 
 def test_3d_grid():
     shape = (3, 5, 2)
     out = np.full(shape, np.nan, np.float32)
-    launch_3d(ptr(out), *shape)
+    launch_index3d(ptr(out), *shape, 2, 2, 1)
     np.testing.assert_array_equal(out, np.arange(30).reshape(shape))
-
-
-@cuda.jit
-def add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
 
 
 @njit(nogil=True)

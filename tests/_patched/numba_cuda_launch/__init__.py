@@ -1,37 +1,42 @@
 """Test-only alias, used when NCL_TEST_PATCHED=1: the suite then tests the
 feature built into a patched numba-cuda (numba.cuda.cpu_launch, see
-patches/) instead of this package, which must not be installed."""
+patches/) instead of this package, which must not be installed.
+
+Every ``numba_cuda_launch.<name>`` import (subpackages included) resolves to
+the module object of ``numba.cuda.cpu_launch.<name>``, imported on demand
+(so ``jax`` is imported only by the tests that use it)."""
 
 import importlib
-import pkgutil
+import importlib.abc
+import importlib.util
 import sys
 
 import numba.cuda.cpu_launch as _target
 
-for _info in pkgutil.iter_modules(_target.__path__):
-    if _info.name == "jax":  # imports JAX: alias it only on demand
-        continue
-    sys.modules[__name__ + "." + _info.name] = importlib.import_module(
-        _target.__name__ + "." + _info.name)
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if fullname.startswith(__name__ + "."):
+            return importlib.util.spec_from_loader(fullname, _Alias)
+        return None
+
+    @staticmethod
+    def create_module(spec):
+        return importlib.import_module(_target.__name__ + spec.name[len(__name__):])
+
+    @staticmethod
+    def exec_module(module):
+        pass  # already executed under its real name
+
+
+sys.meta_path.insert(0, _Alias)
 
 
 def __getattr__(name):
-    if name == "jax":
-        module = importlib.import_module(_target.__name__ + ".jax")
-        sys.modules[__name__ + ".jax"] = module
-        return module
-    return getattr(_target, name)
+    if importlib.util.find_spec(_target.__name__ + "." + name) is None:
+        return getattr(_target, name)  # AttributeError names the real module
+    return importlib.import_module(__name__ + "." + name)
 
 
-class _JaxFinder:
-    """Resolve `import numba_cuda_launch.jax` to the patched module."""
-
-    @staticmethod
-    def find_spec(fullname, path=None, target=None):
-        if fullname == __name__ + ".jax":
-            return importlib.util.find_spec(_target.__name__ + ".jax")
-        return None
-
-
-sys.meta_path.insert(0, _JaxFinder)
 globals().update({k: getattr(_target, k) for k in _target.__all__})

@@ -2,7 +2,7 @@
 
 The type of a configured kernel (:class:`LaunchConfig`), its data model, the
 typing of the ``getitem`` that makes one and its lowering live here. Calling a
-configured kernel is typed and lowered in :mod:`numba_cuda_launch.kernelcall`.
+configured kernel is typed and lowered in :mod:`numba_cuda_launch.launch.call`.
 """
 
 import operator
@@ -13,10 +13,11 @@ from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
-from numba_cuda_launch import _compat
-from numba_cuda_launch._compat import CUDADispatcherType as CUDADispatcher
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.stream import is_stream_type, stream_handle_value
+from numba_cuda_launch.launch.selection import launch_signature
+from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
 __all__ = ["LaunchConfig", "dim3_from_value"]
 
@@ -53,8 +54,6 @@ class LaunchConfig(types.Callable):
         return _compat.dispatcher_name(self.dispatcher)
 
     def get_call_type(self, context, args, kws):
-        from numba_cuda_launch.kernelcall import launch_signature
-
         return launch_signature(self, args, kws)
 
     def get_call_signatures(self):

@@ -11,11 +11,14 @@ cannot link a cubin without a driver (``kernel_image`` falls back to PTX),
 and their test-suite reference hooks differ, so they are not supported.
 """
 
+import contextlib
 import functools
 import warnings
 
 from numba import cuda
 from numba.core import types
+
+from numba_cuda_launch.config import get_compute_capability
 
 __all__ = [
     "SUPPORTED",
@@ -225,8 +228,6 @@ def _harmless_setup(fn):
 def _deviceless():
     """True when no GPU can be used and a compute capability is configured,
     the one case where the patches below change anything."""
-    from numba_cuda_launch.config import get_compute_capability
-
     return get_compute_capability() is not None and not cuda.is_available()
 
 
@@ -237,8 +238,6 @@ class _ConfiguredDevice:
 
     @property
     def compute_capability(self):
-        from numba_cuda_launch.config import get_compute_capability
-
         return get_compute_capability()
 
 
@@ -289,3 +288,35 @@ LAUNCHABLE_SCALARS = (
     types.NPDatetime,
     types.NPTimedelta,
 )
+
+
+@contextlib.contextmanager
+def simulator_numba_spelling(kernel):
+    """While a simulated launch of *kernel* runs, let it spell the CUDA
+    module ``numba.cuda`` (``numba.cuda.grid(1)``, as the README's seed
+    kernel does). numba-cuda's simulator only swaps globals that *are* the
+    ``numba.cuda`` module for its per-launch fake module; a global ``numba``
+    still reaches the host module, which has no ``grid``. Here globals that
+    are the ``numba`` package are swapped for a stand-in whose ``cuda`` is
+    the running kernel's fake module (everything else is numba's own) and
+    restored afterwards. Only launches from compiled code do this."""
+    import numba
+    from numba.cuda.simulator import kernel as simkernel
+
+    class SimulatedNumba(type(numba)):
+        def __getattr__(self, name):
+            context = simkernel._kernel_context
+            if name == "cuda" and context is not None:
+                return context
+            return getattr(numba, name)
+
+    globs = kernel.fn.__globals__
+    names = [k for k, v in list(globs.items()) if v is numba]
+    stand_in = SimulatedNumba("numba")
+    for k in names:
+        globs[k] = stand_in
+    try:
+        yield
+    finally:
+        for k in names:
+            globs[k] = numba

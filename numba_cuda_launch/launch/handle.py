@@ -5,29 +5,18 @@ get what ``cuLaunchKernel`` needs for a numba-cuda kernel, with the layout of
 its parameters, without reaching into numba-cuda internals.
 """
 
-import ctypes
-import threading
 from dataclasses import dataclass, field
 
 from numba.core import sigutils
 
-from numba_cuda_launch import _compat, driver
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaLaunchError
-from numba_cuda_launch.image import image_for_kernel
-from numba_cuda_launch.kernelcall import select_kernel
-from numba_cuda_launch.params import KernelParam, param_layout
+from numba_cuda_launch.launch.backends.driver import image_for_kernel
+from numba_cuda_launch.launch.params import KernelParam, param_layout
+from numba_cuda_launch.launch.selection import select_kernel
+from numba_cuda_launch.runtime.image import KernelImage, load_image
 
 __all__ = ["KernelHandle", "KernelParam", "kernel_handle"]
-
-_c_int = ctypes.c_int
-_vp = ctypes.c_void_p
-_load_data_t = ctypes.CFUNCTYPE(
-    _c_int, ctypes.POINTER(_vp), ctypes.c_char_p, _vp, _vp, ctypes.c_uint, _vp, _vp, ctypes.c_uint)
-_get_kernel_t = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_vp), _vp, ctypes.c_char_p)
-_init_t = ctypes.CFUNCTYPE(_c_int, ctypes.c_uint)
-
-_loaded = {}  # image digest -> CUkernel, for the life of the process
-_load_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -47,33 +36,16 @@ class KernelHandle:
     params: tuple
     cooperative: bool
     image: bytes = field(repr=False)
-    _digest: str = field(repr=False, default="")
 
     @property
     def handle(self):
-        """The ``CUkernel`` as an integer; loads the image on first use.
-        Raises :class:`CudaLaunchError` if the driver refuses it."""
-        with _load_lock:
-            kern = _loaded.get(self._digest)
-            if kern is None:
-                kern = _load(self.image, self.entry_name, self.kernel_name)
-                _loaded[self._digest] = kern
+        """The ``CUkernel`` as an integer; loads the image on first use (with
+        the loader compiled code uses). Raises :class:`CudaLaunchError` if
+        the driver refuses it."""
+        status, kern = load_image(KernelImage(self.entry_name, self.image))
+        if status != 0:
+            raise CudaLaunchError(status, self.kernel_name)
         return kern
-
-
-def _load(image, entry_name, kernel_name):
-    table = driver.current_functions()
-    status = _init_t(table["cuInit"])(0)
-    lib, kern = _vp(), _vp()
-    if status == 0:
-        status = _load_data_t(table["cuLibraryLoadData"])(
-            ctypes.byref(lib), image, None, None, 0, None, None, 0)
-    if status == 0:
-        status = _get_kernel_t(table["cuLibraryGetKernel"])(
-            ctypes.byref(kern), lib, entry_name.encode())
-    if status != 0:
-        raise CudaLaunchError(status, kernel_name)
-    return kern.value
 
 
 def kernel_handle(dispatcher, argtypes):
@@ -108,5 +80,4 @@ def kernel_handle(dispatcher, argtypes):
         params=layout,
         cooperative=_compat.kernel_is_cooperative(kernel),
         image=image.data,
-        _digest=image.digest,
     )

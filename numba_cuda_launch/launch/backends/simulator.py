@@ -29,10 +29,11 @@ from numba.extending import register_model, typeof_impl
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel
 
-from numba_cuda_launch import launchconfig
-from numba_cuda_launch.kernelcall import call_jitted
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.launch import launchconfig
+from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register
 
-__all__ = ["SimulatedKernel", "emit_simulated_launch", "CUDA_ERROR_LAUNCH_FAILED"]
+__all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
 
 CUDA_ERROR_LAUNCH_FAILED = 719
 _lock = threading.RLock()
@@ -124,7 +125,7 @@ def _as_kernel_arg(value, pointer_type):
 def _simulate(kernel, grid, block, sharedmem, args, pointer_types, catch):
     """Run a simulator kernel (called from compiled code, GIL held)."""
     args = tuple(_as_kernel_arg(a, pt) for a, pt in zip(args, pointer_types))
-    with _lock:
+    with _lock, _compat.simulator_numba_spelling(kernel):
         try:
             kernel[grid, block, 0, sharedmem](*args)
         except Exception:
@@ -154,12 +155,24 @@ def _helper(kernel, argtypes, catch):
     return numba.njit(ns["launch"])
 
 
-def emit_simulated_launch(context, builder, cfg, kernel, formal_types, values, catch):
-    """Emit a call of the object-mode helper; returns the status (int32).
-    Without *catch*, the kernel's exception propagates to the caller."""
-    hosted = tuple(types.uintp if isinstance(t, types.CPointer) else t for t in formal_types)
-    vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer) else v
-            for v, t in zip(values, formal_types)]
-    helper = _helper(kernel, tuple(formal_types), catch)
-    return call_jitted(context, builder, helper, (types.uint32,) * 7 + hosted,
-                       launchconfig.launch_dims(builder, cfg) + [cfg.sharedmem] + vals)
+class SimulatorBackend(LaunchBackend):
+    """Runs simulator kernels in Python through an object-mode helper."""
+
+    name = "simulator"
+
+    def claims(self, kernel):
+        return _compat.is_simulated(kernel)
+
+    def emit_preload(self, context, builder, kernel):
+        return ir.Constant(ir.IntType(32), 0)  # nothing to load
+
+    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
+        hosted = tuple(types.uintp if isinstance(t, types.CPointer) else t for t in formal_types)
+        vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer) else v
+                for v, t in zip(values, formal_types)]
+        helper = _helper(kernel, tuple(formal_types), catch)
+        return call_jitted(context, builder, helper, (types.uint32,) * 7 + hosted,
+                           launchconfig.launch_dims(builder, cfg) + [cfg.sharedmem] + vals)
+
+
+register(SimulatorBackend())

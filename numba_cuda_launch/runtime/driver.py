@@ -28,6 +28,8 @@ __all__ = [
     "use_functions",
     "current_functions",
     "call",
+    "cold_function",
+    "return_if_failed",
 ]
 
 _i8p = ir.IntType(8).as_pointer()
@@ -170,3 +172,23 @@ def call(builder, name, args):
     fnty = ir.FunctionType(restype, argtypes)
     fnptr = builder.bitcast(builder.load(slot), fnty.as_pointer())
     return builder.call(fnptr, args)
+
+
+def cold_function(module, name, argtypes):
+    """A new internal, never-inlined ``i32 name(argtypes...)`` for rarely
+    run driver work (first loads, context binding); returns it and a builder
+    at its entry."""
+    fn = ir.Function(module, ir.FunctionType(_i32, argtypes), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+def return_if_failed(builder, status, cleanup=None):
+    """Emit: if *status* is not 0, run *cleanup* (emits code) and return it."""
+    failed = builder.icmp_signed("!=", status, ir.Constant(_i32, 0))
+    with builder.if_then(failed, likely=False):
+        if cleanup is not None:
+            cleanup()
+        builder.ret(status)

@@ -1,0 +1,7 @@
+"""Layer 3, interop: other systems' calling conventions over the launch layer.
+
+* :mod:`.xla_ffi` -- XLA typed-FFI call frames read from nopython code;
+* :mod:`.jax` -- ``jax_kernel()``: kernels as JAX functions.
+
+Public as :mod:`numba_cuda_launch.xla_ffi` and :mod:`numba_cuda_launch.jax`.
+"""

@@ -1,0 +1,568 @@
+"""XLA's typed FFI from nopython code: read a call frame, answer XLA.
+
+An XLA FFI handler is ``XLA_FFI_Error* handler(XLA_FFI_CallFrame* frame)``:
+in Numba, ``@cfunc(voidptr(voidptr))``. The functions here, callable from
+such a cfunc (and any nopython code), give access to what XLA passes:
+
+* :func:`is_metadata_query` / :func:`answer_metadata_query` -- XLA first
+  calls every handler with a metadata query (API version and traits); a
+  handler must answer it and do nothing else;
+* :func:`execution_stage`, :func:`num_args`, :func:`num_rets`,
+  :func:`arg_buffer`, :func:`ret_buffer` and, on a buffer,
+  :func:`buffer_dtype`, :func:`buffer_data`, :func:`buffer_rank`,
+  :func:`buffer_dim`, :func:`buffer_as_array`;
+* attributes by name (a string constant): :func:`attr_index`,
+  :func:`attr_int`, :func:`attr_float`, :func:`attr_string_data`,
+  :func:`attr_string_len`, :func:`attr_array_size`, :func:`attr_array_data`;
+* :func:`stream` (``XLA_FFI_Stream_Get``: the ``CUstream`` to launch on);
+* :func:`error` and :func:`launch_error` (``XLA_FFI_Error_Create``).
+
+Layouts are those of ``xla/ffi/api/c_api.h`` (API major version 0) on 64-bit
+platforms, checked against jaxlib 0.10 and 0.11; :func:`api_version` reads the
+version from the running jaxlib's own copy of that header.
+"""
+
+import functools
+import hashlib
+import os
+import re
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, overload, register_jitable
+
+from numba_cuda_launch.runtime import driver
+
+__all__ = [
+    "api_version", "DTYPES", "dtype_code", "COMMAND_BUFFER_COMPATIBLE",
+    "STAGE_INSTANTIATE", "STAGE_PREPARE", "STAGE_INITIALIZE", "STAGE_EXECUTE",
+    "is_metadata_query", "answer_metadata_query", "execution_stage",
+    "num_args", "num_rets", "arg_buffer", "ret_buffer", "buffer_dtype",
+    "buffer_data", "buffer_rank", "buffer_dim", "buffer_as_array",
+    "attr_index", "attr_int", "attr_float", "attr_string_data",
+    "attr_string_len", "attr_array_size", "attr_array_data", "stream",
+    "error", "launch_error", "ok", "c_string",
+]
+
+# XLA_FFI_CallFrame: struct_size, extension_start, api, ctx, stage, then
+# the args, rets and attrs structs {struct_size, ext, size, types, items}.
+_FRAME_EXT, _FRAME_API, _FRAME_CTX, _FRAME_STAGE = 8, 16, 24, 32
+_FRAME_ARGS, _FRAME_RETS, _FRAME_ATTRS = 40, 80, 120
+_SIZE, _TYPES, _ITEMS, _ATTR_VALUES = 16, 24, 32, 40
+# XLA_FFI_Buffer: struct_size, ext, dtype (i32), data, rank, dims.
+_BUF_DTYPE, _BUF_DATA, _BUF_RANK, _BUF_DIMS = 16, 24, 32, 40
+# XLA_FFI_Api: struct_size, ext, api_version{size, ext, major, minor},
+# internal_api, then the function table.
+_API_MAJOR, _API_MINOR = 32, 36
+_API_ERROR_CREATE, _API_STREAM_GET = 48, 80
+# XLA_FFI_Metadata_Extension: {struct_size, type (i32), next}, metadata*;
+# XLA_FFI_Metadata: struct_size, api_version{size, ext, major, minor}, traits.
+_EXT_TYPE, _EXT_METADATA = 8, 24
+_META_MAJOR, _META_MINOR, _META_TRAITS = 24, 28, 32
+_EXTENSION_METADATA = 1
+_ATTR_ARRAY, _ATTR_SCALAR, _ATTR_STRING = 1, 3, 4
+
+STAGE_INSTANTIATE, STAGE_PREPARE, STAGE_INITIALIZE, STAGE_EXECUTE = 0, 1, 2, 3
+COMMAND_BUFFER_COMPATIBLE = 1  # XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE
+_ERROR_INTERNAL = 13  # XLA_FFI_Error_Code_INTERNAL
+
+#: XLA_FFI_DataType codes of the NumPy dtypes kernels take.
+DTYPES = {
+    np.dtype(np.bool_): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3,
+    np.dtype(np.int32): 4, np.dtype(np.int64): 5, np.dtype(np.uint8): 6,
+    np.dtype(np.uint16): 7, np.dtype(np.uint32): 8, np.dtype(np.uint64): 9,
+    np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12,
+    np.dtype(np.complex64): 15, np.dtype(np.complex128): 18,
+}
+_INT_CODES = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+
+
+def dtype_code(dtype):
+    """The ``XLA_FFI_DataType`` of a NumPy dtype (KeyError if XLA's FFI has
+    none a kernel could take)."""
+    return DTYPES[np.dtype(dtype)]
+
+
+@functools.lru_cache(maxsize=None)
+def api_version():
+    """``(major, minor)`` of the XLA FFI API of the installed jaxlib, read
+    from the ``c_api.h`` it ships; ``(0, 1)`` (the oldest typed FFI) if it
+    cannot be found."""
+    try:
+        import jaxlib
+
+        header = os.path.join(os.path.dirname(jaxlib.__file__),
+                              "include", "xla", "ffi", "api", "c_api.h")
+        with open(header) as f:
+            text = f.read()
+        major = int(re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text).group(1))
+        minor = int(re.search(r"#define XLA_FFI_API_MINOR (\d+)", text).group(1))
+        return major, minor
+    except Exception:  # no jaxlib, or a layout this code does not know
+        return 0, 1
+
+
+# -- raw memory access ----------------------------------------------------------
+
+def _address(builder, val):
+    return builder.inttoptr(val, ir.IntType(8).as_pointer()) \
+        if isinstance(val.type, ir.IntType) else val
+
+
+def _make_load(fe_type):
+    @intrinsic
+    def load(typingctx, base, offset):
+        def codegen(context, builder, sig, args):
+            ptr = builder.gep(_address(builder, args[0]), [args[1]])
+            lty = context.get_value_type(fe_type)
+            return builder.load(builder.bitcast(ptr, lty.as_pointer()))
+        return fe_type(base, offset), codegen
+    return load
+
+
+def _make_store(fe_type):
+    @intrinsic
+    def store(typingctx, base, offset, value):
+        def codegen(context, builder, sig, args):
+            ptr = builder.gep(_address(builder, args[0]), [args[1]])
+            lty = context.get_value_type(fe_type)
+            val = context.cast(builder, args[2], sig.args[2], fe_type)
+            builder.store(val, builder.bitcast(ptr, lty.as_pointer()))
+        return types.void(base, offset, value), codegen
+    return store
+
+
+_load_ptr = _make_load(types.voidptr)
+_load_i64 = _make_load(types.int64)
+_load_i32 = _make_load(types.int32)
+_load_u8 = _make_load(types.uint8)
+_load_f32 = _make_load(types.float32)
+_load_f64 = _make_load(types.float64)
+_store_i32 = _make_store(types.int32)
+_store_i64 = _make_store(types.int64)
+_store_ptr = _make_store(types.voidptr)
+_store_u8 = _make_store(types.uint8)
+
+
+@intrinsic
+def _call_api(typingctx, fnptr, args_ptr):
+    """``XLA_FFI_Error* fn(void* args)`` through a pointer from the API table."""
+    def codegen(context, builder, sig, args):
+        voidp = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(voidp, [voidp])
+        return builder.call(builder.bitcast(args[0], fnty.as_pointer()), [args[1]])
+    return types.voidptr(fnptr, args_ptr), codegen
+
+
+@intrinsic
+def _stack_bytes(typingctx, size):
+    """A zeroed stack buffer of *size* (a constant) bytes, as voidptr."""
+    if not isinstance(size, types.IntegerLiteral):
+        raise TypingError("_stack_bytes needs a constant size")
+    n = size.literal_value
+
+    def codegen(context, builder, sig, args):
+        buf = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8), n), zfill=True)
+        builder.store(ir.Constant(buf.type.pointee, None), buf)
+        return builder.bitcast(buf, ir.IntType(8).as_pointer())
+    return types.voidptr(size), codegen
+
+
+@intrinsic
+def _driver_error_name(typingctx, status):
+    """``cuGetErrorName(status)`` through the driver table (NULL if unknown)."""
+    def codegen(context, builder, sig, args):
+        voidp = ir.IntType(8).as_pointer()
+        out = cgutils.alloca_once_value(builder, ir.Constant(voidp, None))
+        driver.call(builder, "cuGetErrorName", [args[0], out])
+        return builder.load(out)
+    return types.voidptr(types.int32), codegen
+
+
+@intrinsic
+def _null(typingctx):
+    def codegen(context, builder, sig, args):
+        return ir.Constant(ir.IntType(8).as_pointer(), None)
+    return types.voidptr(), codegen
+
+
+ok = _null
+ok.__doc__ = "``ok()``: the NULL ``XLA_FFI_Error*`` a successful handler returns."
+
+
+@intrinsic
+def c_string(typingctx, text):
+    """``c_string("text")``: a NUL-terminated constant C string (voidptr)."""
+    if not isinstance(text, types.StringLiteral):
+        raise TypingError("c_string() takes a string constant, got %s" % text)
+    data = text.literal_value.encode() + b"\0"
+
+    def codegen(context, builder, sig, args):
+        name = "numba_cuda_launch_cstr_" + hashlib.sha1(data).hexdigest()[:16]
+        gv = context.insert_unique_const(
+            builder.module, name,
+            ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), bytearray(data)))
+        return builder.bitcast(gv, ir.IntType(8).as_pointer())
+    return types.voidptr(text), codegen
+
+
+@intrinsic
+def _is_null(typingctx, ptr):
+    def codegen(context, builder, sig, args):
+        return cgutils.is_null(builder, args[0])
+    return types.boolean(ptr), codegen
+
+
+# -- the call frame ---------------------------------------------------------------
+
+@register_jitable
+def is_metadata_query(frame):
+    """True when XLA is asking the handler for its metadata (a handler must
+    then only call :func:`answer_metadata_query` and return its result)."""
+    ext = _load_ptr(frame, _FRAME_EXT)
+    if _is_null(ext):
+        return False
+    return _load_i32(ext, _EXT_TYPE) == _EXTENSION_METADATA
+
+
+@register_jitable
+def answer_metadata_query(frame, traits, major, minor):
+    """Write the handler's API version and traits into the metadata query;
+    returns NULL (success). The version is the running XLA's when the frame
+    carries its API table, else (*major*, *minor*)."""
+    meta = _load_ptr(_load_ptr(frame, _FRAME_EXT), _EXT_METADATA)
+    api = _load_ptr(frame, _FRAME_API)
+    if not _is_null(api):
+        major = _load_i32(api, _API_MAJOR)
+        minor = _load_i32(api, _API_MINOR)
+    _store_i32(meta, _META_MAJOR, major)
+    _store_i32(meta, _META_MINOR, minor)
+    _store_i32(meta, _META_TRAITS, traits)
+    return _null()
+
+
+@register_jitable
+def execution_stage(frame):
+    """The stage XLA calls the handler for (``STAGE_EXECUTE`` etc.)."""
+    return _load_i32(frame, _FRAME_STAGE)
+
+
+@register_jitable
+def num_args(frame):
+    return _load_i64(frame, _FRAME_ARGS + _SIZE)
+
+
+@register_jitable
+def num_rets(frame):
+    return _load_i64(frame, _FRAME_RETS + _SIZE)
+
+
+@register_jitable
+def arg_buffer(frame, i):
+    """The ``XLA_FFI_Buffer*`` of argument *i*."""
+    return _load_ptr(_load_ptr(frame, _FRAME_ARGS + _ITEMS), 8 * i)
+
+
+@register_jitable
+def ret_buffer(frame, i):
+    """The ``XLA_FFI_Buffer*`` of result *i*."""
+    return _load_ptr(_load_ptr(frame, _FRAME_RETS + _ITEMS), 8 * i)
+
+
+@register_jitable
+def buffer_dtype(buf):
+    return _load_i32(buf, _BUF_DTYPE)
+
+
+@register_jitable
+def buffer_data(buf):
+    return _load_ptr(buf, _BUF_DATA)
+
+
+@register_jitable
+def buffer_rank(buf):
+    return _load_i64(buf, _BUF_RANK)
+
+
+@register_jitable
+def buffer_dim(buf, d):
+    return _load_i64(_load_ptr(buf, _BUF_DIMS), 8 * d)
+
+
+def buffer_as_array(buf, ndim, dtype):
+    """A C-ordered array view of a buffer: ``buffer_as_array(buf, 2,
+    np.float32)`` (*ndim* and *dtype* constants)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(buffer_as_array, prefer_literal=True)
+def _buffer_as_array(buf, ndim, dtype):
+    if not isinstance(ndim, types.IntegerLiteral):
+        raise TypingError("buffer_as_array: ndim must be a constant integer")
+    n = ndim.literal_value
+    src = "def impl(buf, ndim, dtype):\n    return numba.carray(buffer_data(buf), (%s), dtype)\n" % (
+        "".join("buffer_dim(buf, %d), " % d for d in range(n)))
+    ns = {"numba": numba, "buffer_data": buffer_data, "buffer_dim": buffer_dim}
+    exec(src, ns)
+    return ns["impl"]
+
+
+def _name_key(name, fn):
+    if not isinstance(name, types.StringLiteral):
+        raise TypingError("%s: the attribute name must be a string constant, got %s"
+                          % (fn, name))
+    return tuple(name.literal_value.encode())
+
+
+def attr_index(frame, name):
+    """Index of attribute *name* (a string constant), or -1."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(attr_index, prefer_literal=True)
+def _attr_index(frame, name):
+    key = _name_key(name, "attr_index")
+    n = len(key)
+
+    def impl(frame, name):
+        names = _load_ptr(frame, _FRAME_ATTRS + _ITEMS)
+        for i in range(_load_i64(frame, _FRAME_ATTRS + _SIZE)):
+            span = _load_ptr(names, 8 * i)
+            if _load_i64(span, 8) != n:
+                continue
+            chars = _load_ptr(span, 0)
+            same = True
+            for j in range(n):
+                if _load_u8(chars, j) != key[j]:
+                    same = False
+                    break
+            if same:
+                return i
+        return -1
+    return impl
+
+
+@register_jitable
+def _attr_value(frame, i):
+    return _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
+
+
+@register_jitable
+def _attr_type(frame, i):
+    return _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i)
+
+
+@register_jitable
+def _typed_attr(frame, i, kind):
+    """The value of attribute *i* if it exists and is of *kind*, else NULL."""
+    if i < 0 or _attr_type(frame, i) != kind:
+        return _null()
+    return _attr_value(frame, i)
+
+
+@register_jitable
+def _scalar_as_int(scalar):
+    code = _load_i32(scalar, 0)
+    value = _load_ptr(scalar, 8)
+    if code == 1 or code == 2 or code == 6:
+        v = np.int64(_load_u8(value, 0))
+        if code == 2 and v > 127:
+            v -= 256
+        return v
+    if code == 3 or code == 7:
+        v = np.int64(_load_i32(value, 0)) & 0xFFFF
+        if code == 3 and v > 32767:
+            v -= 65536
+        return v
+    if code == 4:
+        return np.int64(_load_i32(value, 0))
+    if code == 8:
+        return np.int64(_load_i32(value, 0)) & 0xFFFFFFFF
+    if code == 11:
+        return np.int64(_load_f32(value, 0))
+    if code == 12:
+        return np.int64(_load_f64(value, 0))
+    return _load_i64(value, 0)
+
+
+@register_jitable
+def _scalar_as_float(scalar):
+    code = _load_i32(scalar, 0)
+    value = _load_ptr(scalar, 8)
+    if code == 11:
+        return np.float64(_load_f32(value, 0))
+    if code == 12:
+        return _load_f64(value, 0)
+    return np.float64(_scalar_as_int(scalar))
+
+
+def _attribute_getter(pyname, kind, read, default, doc):
+    """Define *pyname*, a nopython-only getter of attributes of *kind*:
+    ``getter(frame, name[, default])`` returns ``read(value)`` for attribute
+    *name* (a string constant), or *default* when the frame has no attribute
+    of that name and kind. With *default* a constant, the getter takes no
+    ``default`` argument; with a type conversion function (``np.int64``), it
+    takes one, converted by it."""
+    takes_default = callable(default)
+
+    if takes_default:
+        def stub(frame, name, default=0):
+            raise NotImplementedError("%s() is only callable from nopython code" % pyname)
+    else:
+        def stub(frame, name):
+            raise NotImplementedError("%s() is only callable from nopython code" % pyname)
+    stub.__name__ = stub.__qualname__ = pyname
+    stub.__doc__ = doc
+    convert, missing = (default, None) if takes_default else (None, default)
+
+    if takes_default:
+        @overload(stub, prefer_literal=True)
+        def _typed(frame, name, default=0):
+            _name_key(name, pyname)
+
+            def impl(frame, name, default=0):
+                v = _typed_attr(frame, attr_index(frame, name), kind)
+                return convert(default) if _is_null(v) else read(v)
+            return impl
+    else:
+        @overload(stub, prefer_literal=True)
+        def _typed(frame, name):
+            _name_key(name, pyname)
+
+            def impl(frame, name):
+                v = _typed_attr(frame, attr_index(frame, name), kind)
+                return missing if _is_null(v) else read(v)
+            return impl
+    return stub
+
+
+_string_data = register_jitable(lambda v: _load_ptr(v, 0))
+_count = register_jitable(lambda v: _load_i64(v, 8))
+
+# name: (attribute kind, read the value, missing: constant or converter, doc)
+_ATTRIBUTE_GETTERS = {
+    "attr_int": (_ATTR_SCALAR, _scalar_as_int, np.int64,
+                 "Integer scalar attribute *name* (a constant), or *default* if absent."),
+    "attr_float": (_ATTR_SCALAR, _scalar_as_float, np.float64,
+                   "Float scalar attribute *name* (a constant), or *default* if absent."),
+    "attr_string_len": (_ATTR_STRING, _count, -1,
+                        "Length of string attribute *name* (-1 if absent)."),
+    "attr_array_size": (_ATTR_ARRAY, _count, -1,
+                        "Element count of array attribute *name* (-1 if absent)."),
+}
+for _name, (_kind, _read, _default, _doc) in _ATTRIBUTE_GETTERS.items():
+    globals()[_name] = _attribute_getter(_name, _kind, _read, _default, _doc)
+
+
+def attr_string_data(frame, name):
+    """Pointer to the bytes of string attribute *name* (NULL if absent)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(attr_string_data, prefer_literal=True)
+def _attr_string_data(frame, name):
+    _name_key(name, "attr_string_data")
+
+    def impl(frame, name):
+        v = _typed_attr(frame, attr_index(frame, name), _ATTR_STRING)
+        return v if _is_null(v) else _string_data(v)
+    return impl
+
+
+def attr_array_data(frame, name, dtype):
+    """Array attribute *name* as a 1-D array of *dtype* (empty if absent or
+    of another element type)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(attr_array_data, prefer_literal=True)
+def _attr_array_data(frame, name, dtype):
+    _name_key(name, "attr_array_data")
+    from numba.np.numpy_support import as_dtype
+
+    code = DTYPES[as_dtype(getattr(dtype, "dtype", dtype))]
+
+    def impl(frame, name, dtype):
+        arr = _typed_attr(frame, attr_index(frame, name), _ATTR_ARRAY)
+        if _is_null(arr) or _load_i32(arr, 0) != code:
+            return numba.carray(_null(), (0,), dtype)
+        return numba.carray(_load_ptr(arr, 16), (_load_i64(arr, 8),), dtype)
+    return impl
+
+
+@register_jitable
+def stream(frame):
+    """The platform stream of the call (a ``CUstream`` on CUDA), or NULL."""
+    args = _stack_bytes(32)
+    _store_i64(args, 0, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
+    _store_ptr(args, 16, _load_ptr(frame, _FRAME_CTX))
+    api = _load_ptr(frame, _FRAME_API)
+    err = _call_api(_load_ptr(api, _API_STREAM_GET), args)
+    if not _is_null(err):
+        return _null()
+    return _load_ptr(args, 24)
+
+
+@register_jitable
+def error(frame, message, code=_ERROR_INTERNAL):
+    """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
+    to return from the handler; XLA copies the message."""
+    args = _stack_bytes(32)
+    _store_i64(args, 0, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
+    _store_ptr(args, 16, message)
+    _store_i32(args, 24, code)
+    api = _load_ptr(frame, _FRAME_API)
+    return _call_api(_load_ptr(api, _API_ERROR_CREATE), args)
+
+
+def launch_error(frame, status, context):
+    """An ``XLA_FFI_Error*`` for a failed launch: the message is *context*
+    (a string constant, e.g. the kernel's name) with the driver's error name
+    and code, e.g. ``"... failed: CUDA_ERROR_INVALID_VALUE (1)"``."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(launch_error, prefer_literal=True)
+def _launch_error(frame, status, context):
+    prefix = _name_key(context, "launch_error") + tuple(b" failed: ")
+
+    def impl(frame, status, context):
+        buf = _stack_bytes(256)
+        limit = 240
+        pos = 0
+        for c in prefix:
+            if pos < limit:
+                _store_u8(buf, pos, c)
+                pos += 1
+        name = _driver_error_name(np.int32(status))
+        if not _is_null(name):
+            for j in range(64):
+                c = _load_u8(name, j)
+                if c == 0 or pos >= limit:
+                    break
+                _store_u8(buf, pos, c)
+                pos += 1
+        # " (code)"
+        _store_u8(buf, pos, 32)
+        _store_u8(buf, pos + 1, 40)
+        pos += 2
+        v = np.int64(status)
+        if v < 0:
+            _store_u8(buf, pos, 45)
+            pos += 1
+            v = -v
+        digits = 1
+        t = v
+        while t >= 10:
+            t //= 10
+            digits += 1
+        for k in range(digits):
+            _store_u8(buf, pos + digits - 1 - k, 48 + v % 10)
+            v //= 10
+        pos += digits
+        _store_u8(buf, pos, 41)
+        return error(frame, buf)
+    return impl

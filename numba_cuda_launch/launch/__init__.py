@@ -1,0 +1,33 @@
+"""Layer 2, launch: ``kernel[...]`` in CPU nopython code.
+
+One concept per module, each with its type, data model, typing and
+lowering together:
+
+* :mod:`.launchconfig` -- ``kernel[griddim, blockdim, stream, sharedmem]``:
+  the ``LaunchConfig`` type, its model, the ``getitem`` typing and lowering;
+* :mod:`.selection` -- which kernel overload a launch calls (the conversion
+  rules, the typing errors);
+* :mod:`.call` -- ``cfg(args...)``, ``cfg.launch_status(...)``,
+  ``cfg.preload(...)``: typing and lowering, through a backend;
+* :mod:`.backends` -- how a launch is carried out: the CUDA driver
+  (:mod:`.backends.driver`) or numba-cuda's simulator
+  (:mod:`.backends.simulator`);
+* :mod:`.params` -- numba-cuda's kernel parameter ABI;
+* :mod:`.kernels` -- the image and parameter types of a compiled kernel;
+* :mod:`.stream` -- stream objects as nopython values;
+* :mod:`.halffloat` -- float16 storage in CPU code;
+* :mod:`.pointer` -- ``as_voidptr``;
+* :mod:`.handle` -- ``kernel_handle()`` for C callers.
+"""
+
+from numba_cuda_launch.compat import numba_cuda as _nc
+from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
+    halffloat,
+    stream,
+    launchconfig,
+    call,
+)
+from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
+
+if _nc.simulator_enabled():
+    from numba_cuda_launch.launch.backends import simulator as _simulator_backend  # noqa: F401

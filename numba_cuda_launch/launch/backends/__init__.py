@@ -1,0 +1,70 @@
+"""Launch backends: how a launch lowered from ``kernel[...](args...)`` is
+carried out.
+
+The lowering of a call (:mod:`numba_cuda_launch.launch.call`) converts the
+arguments to the kernel's parameter types and hands them to the backend that
+claims the kernel. A backend emits two things, each returning a ``CUresult``
+(``i32``, 0 on success):
+
+* ``emit_launch`` -- the launch itself;
+* ``emit_preload`` -- loading the kernel's code into the current context
+  without launching.
+
+The status is turned into an exception (``cfg(...)``) or returned
+(``cfg.launch_status(...)``) by the caller, the same way for every backend.
+:mod:`.driver` launches through the CUDA driver; :mod:`.simulator` runs the
+kernel in numba-cuda's simulator. A new kind of kernel or launch (another
+kernel source, a recording mode) is a new module that calls
+:func:`register`.
+"""
+
+__all__ = ["LaunchBackend", "register", "backend_for", "call_jitted"]
+
+
+class LaunchBackend:
+    """The interface a backend implements."""
+
+    #: A short name for messages.
+    name = "backend"
+
+    def claims(self, kernel):
+        """True if this backend launches *kernel* (a compiled overload)."""
+        raise NotImplementedError("LaunchBackend.claims")
+
+    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
+        """Emit the launch of *kernel* with configuration *cfg* (a struct
+        proxy of :class:`~numba_cuda_launch.launch.launchconfig.LaunchConfig`)
+        and *values*, already of the kernel's *formal_types*; return the
+        ``CUresult``. With *catch* false, an error the backend can raise as a
+        Python exception may propagate instead."""
+        raise NotImplementedError("LaunchBackend.emit_launch")
+
+    def emit_preload(self, context, builder, kernel):
+        """Emit loading *kernel*'s code into the current context; return the
+        ``CUresult``."""
+        raise NotImplementedError("LaunchBackend.emit_preload")
+
+
+_backends = []
+
+
+def register(backend):
+    """Add *backend*; later registrations are asked first."""
+    _backends.insert(0, backend)
+    return backend
+
+
+def backend_for(kernel):
+    """The backend that launches *kernel*."""
+    for backend in _backends:
+        if backend.claims(kernel):
+            return backend
+    raise LookupError("no launch backend for %r" % (kernel,))
+
+
+def call_jitted(context, builder, dispatcher, argtypes, args):
+    """Emit a call of an ``@njit`` *dispatcher* from lowering code (its errors
+    propagate to the caller, as for any call of a jitted function)."""
+    fnty = context.typing_context.resolve_value_type(dispatcher)
+    sig = fnty.get_call_type(context.typing_context, tuple(argtypes), {})
+    return context.get_function(fnty, sig)(builder, args)

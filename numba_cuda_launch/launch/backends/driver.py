@@ -1,0 +1,83 @@
+"""The CUDA driver backend: a launch is ``cuLaunchKernel`` (or
+``cuLaunchCooperativeKernel``) through the driver table, on the kernel's
+image loaded on first use.
+
+Arguments are packed in numba-cuda's kernel parameter ABI
+(:mod:`numba_cuda_launch.launch.params`) into stack slots; nothing is
+allocated per launch.
+"""
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.launch.backends import LaunchBackend, register
+from numba_cuda_launch.launch.launchconfig import launch_dims
+from numba_cuda_launch.launch.params import emit_param_array, flatten_values
+from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
+
+__all__ = ["DriverBackend", "image_for_kernel"]
+
+_i32 = ir.IntType(32)
+
+
+def image_for_kernel(kernel):
+    """The :class:`KernelImage` of a numba-cuda compiled kernel (built for the
+    current device, or the configured compute capability with no GPU)."""
+    return KernelImage(_compat.kernel_entry_name(kernel), _compat.kernel_image(kernel))
+
+
+def _if_ok(builder, status_ptr):
+    ok = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(_i32, 0))
+    return builder.if_then(ok, likely=True)
+
+
+class DriverBackend(LaunchBackend):
+    """Launches numba-cuda kernels through the CUDA driver."""
+
+    name = "driver"
+
+    def claims(self, kernel):
+        return not _compat.is_simulated(kernel)
+
+    def emit_preload(self, context, builder, kernel):
+        # cuKernelGetFunction forces the per-context load of a CUkernel.
+        status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
+        with _if_ok(builder, status_ptr):
+            builder.store(emit_ensure_context(builder), status_ptr)
+            with _if_ok(builder, status_ptr):
+                func = cgutils.alloca_once(builder, ir.IntType(8).as_pointer())
+                builder.store(driver.call(builder, "cuKernelGetFunction", [func, handle]),
+                              status_ptr)
+        return builder.load(status_ptr)
+
+    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
+        flat = flatten_values(context, builder, formal_types, values)
+        params = emit_param_array(
+            builder, flat, _compat.kernel_param_llvm_types(kernel), context.target_data)
+        status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
+        with _if_ok(builder, status_ptr):
+            common = [handle] + launch_dims(builder, cfg) + [cfg.sharedmem, cfg.stream, params]
+
+            def launch():
+                if _compat.kernel_is_cooperative(kernel):
+                    return driver.call(builder, "cuLaunchCooperativeKernel", common)
+                null = ir.Constant(ir.IntType(8).as_pointer().as_pointer(), None)
+                return driver.call(builder, "cuLaunchKernel", common + [null])
+
+            builder.store(launch(), status_ptr)
+            # A thread with no current context (a fresh thread of the
+            # caller's) gets device 0's primary context, then launches again.
+            no_context = builder.icmp_signed(
+                "==", builder.load(status_ptr),
+                ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT))
+            with builder.if_then(no_context, likely=False):
+                bound = emit_ensure_context(builder)
+                with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
+                    builder.store(launch(), status_ptr)
+        return builder.load(status_ptr)
+
+
+register(DriverBackend())

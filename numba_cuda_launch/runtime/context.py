@@ -1,0 +1,43 @@
+"""The CUDA context a launching thread uses.
+
+A ``CUkernel`` launches in whatever context is current on the calling
+thread: the primary context numba-cuda and JAX use, or any other. A thread
+with no current context (a fresh thread of a C caller's) gets device 0's
+primary context, as with the CUDA runtime API.
+"""
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from numba_cuda_launch.runtime import driver
+
+__all__ = ["ensure_context_function", "emit_ensure_context"]
+
+_i8p = ir.IntType(8).as_pointer()
+_i32 = ir.IntType(32)
+_ENSURE_CONTEXT = "numba_cuda_launch_ensure_context"
+
+
+def ensure_context_function(module):
+    """``i32 ensure_context()``: with no context current on this thread, make
+    device 0's primary context current; 0 on success. A thread that already
+    has a context keeps it."""
+    fn = module.globals.get(_ENSURE_CONTEXT)
+    if fn is not None:
+        return fn
+    fn, builder = driver.cold_function(module, _ENSURE_CONTEXT, ())
+    ctx = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
+    driver.return_if_failed(builder, driver.call(builder, "cuCtxGetCurrent", [ctx]))
+    with builder.if_then(cgutils.is_not_null(builder, builder.load(ctx)), likely=True):
+        builder.ret(ir.Constant(_i32, 0))
+    dev = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    driver.return_if_failed(builder, driver.call(builder, "cuDeviceGet", [dev, ir.Constant(_i32, 0)]))
+    driver.return_if_failed(builder, driver.call(
+        builder, "cuDevicePrimaryCtxRetain", [ctx, builder.load(dev)]))
+    builder.ret(driver.call(builder, "cuCtxSetCurrent", [builder.load(ctx)]))
+    return fn
+
+
+def emit_ensure_context(builder):
+    """Emit a call of :func:`ensure_context_function`; returns its status."""
+    return builder.call(ensure_context_function(builder.module), [])

@@ -1,0 +1,180 @@
+"""Kernel images and their load: one loader for compiled code and Python.
+
+A function that launches a kernel holds the kernel's image (a cubin) as a
+constant and a pointer-sized slot for its ``CUkernel``. The first launch
+loads the image with the CUDA library API (``cuLibraryLoadData``,
+``cuLibraryGetKernel``) and publishes the handle with a compare-and-swap, so
+threads racing on the first launch agree on one handle (a loser unloads its
+copy). A ``CUkernel`` is context-independent: the driver loads it into
+whatever context is current when it is launched, on any device of the
+image's architecture. Loaded images stay loaded for the life of the process.
+
+Python callers (:func:`~numba_cuda_launch.kernel_handle`) load through the
+same compiled loader (:func:`load_image`), so both bind a primary context
+for a thread that has none and both go through the driver table.
+"""
+
+import ctypes
+import hashlib
+import threading
+from dataclasses import dataclass
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.runtime.context import emit_ensure_context
+
+__all__ = ["KernelImage", "emit_get_kernel", "emit_load", "load_image"]
+
+_i8 = ir.IntType(8)
+_i8p = _i8.as_pointer()
+_i32 = ir.IntType(32)
+_LOADER = "numba_cuda_launch_load_kernel"
+
+
+@dataclass(frozen=True)
+class KernelImage:
+    """A kernel's linked image and entry point name."""
+
+    entry_name: str
+    data: bytes
+
+    @property
+    def digest(self):
+        h = hashlib.sha256(self.data)
+        h.update(self.entry_name.encode())
+        return h.hexdigest()[:24]
+
+
+def _global_constant(module, name, data):
+    gv = module.globals.get(name)
+    if gv is None:
+        gv = cgutils.global_constant(module, name, ir.Constant(
+            ir.ArrayType(_i8, len(data)), bytearray(data)))
+        # cuLibraryLoadData reads ELF headers with 8-byte loads.
+        gv.align = 16
+    return gv
+
+
+def _slot(module, name):
+    gv = module.globals.get(name)
+    if gv is None:
+        gv = cgutils.add_global_variable(module, _i8p, name)
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(_i8p, None)
+        gv.align = 8
+    return gv
+
+
+def _loader(module):
+    """``i32 load(CUkernel* slot, image, name)``: load once, publish by CAS."""
+    fn = module.globals.get(_LOADER)
+    if fn is not None:
+        return fn
+    fn, builder = driver.cold_function(module, _LOADER, (_i8p.as_pointer(), _i8p, _i8p))
+    slot, image, name = fn.args
+    null = ir.Constant(_i8p, None)
+    zero = ir.Constant(_i32, 0)
+
+    lib = cgutils.alloca_once_value(builder, null)
+    kern = cgutils.alloca_once_value(builder, null)
+    # cuInit is cheap once initialised, and makes the first launch work from
+    # C callers that never initialised the driver themselves.
+    driver.return_if_failed(builder, driver.call(builder, "cuInit", [zero]))
+    driver.return_if_failed(builder, emit_ensure_context(builder))
+    driver.return_if_failed(builder, driver.call(builder, "cuLibraryLoadData", [
+        lib, image, null, null, zero, null, null, zero]))
+
+    def unload():
+        driver.call(builder, "cuLibraryUnload", [builder.load(lib)])
+
+    driver.return_if_failed(
+        builder,
+        driver.call(builder, "cuLibraryGetKernel", [kern, builder.load(lib), name]),
+        cleanup=unload,
+    )
+    pair = builder.cmpxchg(slot, null, builder.load(kern), "acq_rel", "acquire")
+    lost = builder.not_(builder.extract_value(pair, 1))
+    with builder.if_then(lost, likely=False):
+        unload()  # another thread published its handle first
+    builder.ret(zero)
+    return fn
+
+
+def emit_load(builder, slot, image, name):
+    """Emit a call of the loader: load *image* (``i8*``) and store the
+    ``CUkernel`` of entry *name* (``i8*``, NUL-terminated) in *slot*
+    (``i8**``) unless another thread did first; returns the ``CUresult``."""
+    return builder.call(_loader(builder.module), [slot, image, name])
+
+
+def emit_get_kernel(builder, image):
+    """Emit code that yields ``(status_ptr, handle)``: the image's
+    ``CUkernel``, loaded on first use, and a stack slot holding 0, or the
+    driver status of a failed load (then the handle is NULL)."""
+    status_ptr = cgutils.alloca_once(builder, _i32, name="kernel_status")
+    builder.store(ir.Constant(_i32, 0), status_ptr)
+    module = builder.module
+    tag = image.digest
+    slot = _slot(module, "numba_cuda_launch_slot_" + tag)
+    data = _global_constant(module, "numba_cuda_launch_image_" + tag, image.data)
+    name = _global_constant(
+        module, "numba_cuda_launch_name_" + tag, image.entry_name.encode() + b"\0")
+    first = builder.load_atomic(slot, "acquire", 8)
+    before = builder.block
+    with builder.if_then(cgutils.is_null(builder, first), likely=False):
+        status = emit_load(builder, slot, builder.bitcast(data, _i8p),
+                           builder.bitcast(name, _i8p))
+        builder.store(status, status_ptr)
+        loaded = builder.load_atomic(slot, "acquire", 8)
+        after_load = builder.block
+    handle = builder.phi(_i8p)
+    handle.add_incoming(first, before)
+    handle.add_incoming(loaded, after_load)
+    return status_ptr, handle
+
+
+_python_loader = None
+_python_lock = threading.Lock()
+_loaded = {}  # digest -> (slot, image bytes): images loaded from Python
+
+
+def _compile_python_loader():
+    """The loader as a C function Python calls through ctypes (compiled once,
+    on the first :func:`load_image`)."""
+    from numba import cfunc, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def load(typingctx, slot, image, name):
+        def codegen(context, builder, sig, args):
+            slot_ptr = builder.bitcast(args[0], _i8p.as_pointer())
+            return emit_load(builder, slot_ptr, args[1], args[2])
+        return types.int32(types.voidptr, types.voidptr, types.voidptr), codegen
+
+    @cfunc(types.int32(types.voidptr, types.voidptr, types.voidptr))
+    def load_entry(slot, image, name):
+        return load(slot, image, name)
+
+    return load_entry.ctypes
+
+
+def load_image(image):
+    """Load *image* (a :class:`KernelImage`) into the driver once for the
+    process and return ``(status, CUkernel)``: the ``CUresult`` (0 on
+    success) and the handle as an integer (0 on failure)."""
+    global _python_loader
+    with _python_lock:
+        if _python_loader is None:
+            _python_loader = _compile_python_loader()
+        entry = _loaded.get(image.digest)
+        if entry is None:
+            entry = (ctypes.c_void_p(0), image.data, image.entry_name.encode() + b"\0")
+        slot, data, name = entry
+        if not slot.value:
+            status = _python_loader(ctypes.addressof(slot), data, name)
+            if status != 0:
+                return status, 0
+            _loaded[image.digest] = entry
+        return 0, slot.value

@@ -1,0 +1,81 @@
+"""Kernels and launchers shared by the GPU tests (tests/test_gpu.py) and the
+simulator tests (tests/sim, run in a NUMBA_ENABLE_CUDASIM=1 process): one
+definition, checked on real hardware and in the simulator."""
+
+import numba
+import numba.types as nt
+import numpy as np
+from numba import cuda, njit
+
+import numba_cuda_launch as ncl
+
+# -- the seed's kernel and launcher -------------------------------------------
+
+THREADS_PER_BLOCK = 32
+
+
+@cuda.jit(nt.void(nt.CPointer(nt.float32), nt.CPointer(nt.float32)))
+def kernel_gpu(input, output):
+    i = numba.cuda.grid(1)
+    output[i] = input[i] + 1
+
+
+@njit
+def some_calculation(opaque, opaque_len):
+    n = 0
+    for k in range(opaque_len):  # little-endian element count
+        n |= (opaque[k] & 0xFF) << (8 * k)
+    return n // THREADS_PER_BLOCK, THREADS_PER_BLOCK
+
+
+@numba.cfunc(nt.void(nt.voidptr, nt.CPointer(nt.voidptr), nt.CPointer(nt.char), nt.ulong))
+def kernel_launcher(stream, buffers, opaque, opaque_len):
+    blockspergrid, threadsperblock = some_calculation(opaque, opaque_len)
+    kernel_gpu[blockspergrid, threadsperblock, stream](buffers[0], buffers[1])
+
+
+# -- lazy kernels --------------------------------------------------------------
+
+@cuda.jit
+def axpy2d(a, x, y, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = a * x[i, j] + y[i, j]
+
+
+@cuda.jit
+def index3d(out):
+    i, j, k = cuda.grid(3)
+    if i < out.shape[0] and j < out.shape[1] and k < out.shape[2]:
+        out[i, j, k] = (i * out.shape[1] + j) * out.shape[2] + k
+
+
+@njit
+def launch_index3d(op, a, b, c, bx, by, bz):
+    out = numba.carray(ncl.as_voidptr(op), (a, b, c), np.float32)
+    index3d[((a + bx - 1) // bx, (b + by - 1) // by, (c + bz - 1) // bz), (bx, by, bz)](out)
+
+
+@cuda.jit
+def block_reverse(x, out):
+    buf = cuda.shared.array(0, numba.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[t] = x[i]
+    cuda.syncthreads()
+    out[i] = buf[cuda.blockDim.x - 1 - t]
+
+
+@njit
+def launch_block_reverse(xp, op, blocks, threads, stream):
+    x = numba.carray(ncl.as_voidptr(xp), (blocks * threads,), np.float32)
+    out = numba.carray(ncl.as_voidptr(op), (blocks * threads,), np.float32)
+    cfg = block_reverse[blocks, threads, stream, threads * 4]  # a configuration kept
+    cfg(x, out)
+
+
+@cuda.jit
+def add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1

@@ -1,0 +1,125 @@
+"""The package's layers: imports point one way (interop -> launch -> runtime
+-> compat, with errors/config below all) and no module imports another that
+imports it back. Every import counts, also one inside a function."""
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    "numba_cuda_launch")
+
+# Higher numbers may import lower ones, never the reverse.
+LAYERS = {"compat": 0, "runtime": 1, "launch": 2, "interop": 3}
+BASE = {"errors", "config", "_version"}
+PUBLIC = {"__init__", "jax", "xla_ffi", "testing"}  # the public surface, above all
+
+
+def _modules():
+    out = {}
+    for dirpath, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(dirpath, f), ROOT)[:-3].split(os.sep)
+                if rel[-1] == "__init__" and len(rel) > 1:
+                    rel = rel[:-1]
+                out[".".join(["numba_cuda_launch"] + rel)] = os.path.join(dirpath, f)
+    return out
+
+
+MODULES = _modules()
+
+
+def layer(name):
+    parts = name.split(".")[1:]
+    if parts[0] in LAYERS:
+        return LAYERS[parts[0]]
+    if parts[0] in BASE:
+        return -1
+    assert parts[0] in PUBLIC, "module %s belongs to no layer" % name
+    return 4
+
+
+def _resolve(name):
+    """The package module an import names (a module, else its package)."""
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name if name in MODULES else None
+
+
+def imports_of(module):
+    with open(MODULES[module]) as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            if node.level:
+                pkg = module if MODULES[module].endswith("__init__.py") else module.rsplit(".", 1)[0]
+                for _ in range(node.level - 1):
+                    pkg = pkg.rsplit(".", 1)[0]
+                base = pkg + "." + base
+            names = [base + "." + a.name for a in node.names] + [base]
+        for n in names:
+            if n.startswith("numba_cuda_launch"):
+                target = _resolve(n)
+                if target and target != module:
+                    found.add(target)
+    # `from pkg import sub` names both pkg and pkg.sub: keep the deepest.
+    return {t for t in found if not any(o.startswith(t + ".") for o in found)} or found
+
+
+GRAPH = {m: imports_of(m) for m in MODULES}
+
+
+def test_every_module_has_a_layer():
+    for m in MODULES:
+        layer(m)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_upward_import(module):
+    bad = [t for t in GRAPH[module] if layer(t) > layer(module)]
+    assert not bad, "%s (layer %d) imports from a higher layer: %s" % (
+        module, layer(module), ", ".join("%s (layer %d)" % (t, layer(t)) for t in bad))
+
+
+def find_cycles(graph):
+    """Every cycle a depth-first walk of *graph* ({module: imports}) meets."""
+    state, stack, cycles = {}, [], []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == "open":
+                cycles.append(stack[stack.index(t):] + [t])
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = find_cycles(GRAPH)
+    assert not cycles, "import cycles: %s" % "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_checks_can_fail():
+    # A cycle and an upward import planted in a copy of the real graph.
+    graph = {m: set(t) for m, t in GRAPH.items()}
+    graph["numba_cuda_launch.runtime.driver"].add("numba_cuda_launch.launch.backends.driver")
+    assert find_cycles(graph)
+    assert layer("numba_cuda_launch.runtime.driver") < layer("numba_cuda_launch.launch.backends.driver")
+    # The walk does see real edges, lazy (in-function) imports included.
+    assert "numba_cuda_launch.runtime.driver" in GRAPH["numba_cuda_launch.launch.backends.driver"]
+    assert "numba_cuda_launch.errors" in GRAPH["numba_cuda_launch.runtime.recording"]
