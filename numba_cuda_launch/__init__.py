@@ -22,6 +22,7 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 _compat.check_versions()
 if not _compat.simulator_enabled():
     _compat.install_deviceless_compilation()
+    _compat.install_call_refusal()
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch.config import (  # noqa: E402

@@ -45,20 +45,23 @@ class CudaLaunchError(RuntimeError):
     Raised in the caller of an ``@njit`` function (or reported as unraisable
     by a ``@cfunc``) when the driver refused the launch or could not load the
     kernel's image. ``code`` is the ``CUresult`` value, ``name`` its driver
-    name and ``kernel`` the launched kernel's Python name.
+    name, ``kernel`` the launched kernel's Python name and ``detail`` what
+    the package found wrong before calling the driver ("" when the driver
+    itself refused).
     """
 
-    def __init__(self, code, kernel=""):
+    def __init__(self, code, kernel="", detail=""):
         self.code = int(code)
         self.kernel = kernel
+        self.detail = detail
         self.name = error_name(self.code)
         super().__init__(
-            "launch of CUDA kernel %r failed: %s (%d)"
-            % (kernel, self.name, self.code)
+            "launch of CUDA kernel %r failed: %s (%d)%s"
+            % (kernel, self.name, self.code, ": " + detail if detail else "")
         )
 
     def __reduce__(self):
-        return type(self), (self.code, self.kernel)
+        return type(self), (self.code, self.kernel, self.detail)
 
 
 class KernelTypingError(TypingError):

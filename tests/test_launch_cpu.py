@@ -174,10 +174,13 @@ def dims_out_of_range(xp, g):
 
 def test_runtime_dimension_out_of_range_is_not_wrapped(fake_driver):
     handle_for(fake_driver, add_kernel, (nt.float32[::1],) * 3)
-    dims_out_of_range(0x1000, 2**32 + 1)
-    dims_out_of_range(0x1000, -3)
-    # Passed to the driver as 0, which it rejects, never as a wrapped value.
-    assert [l.grid[0] for l in fake_driver.launches] == [0, 0]
+    assert dims_out_of_range(0x1000, 2**32 + 1) == 1  # CUDA_ERROR_INVALID_VALUE
+    assert dims_out_of_range(0x1000, -3) == 1
+    assert dims_out_of_range(0x1000, 0) == 1
+    # Refused before the driver: never launched with a wrapped or substituted value.
+    assert fake_driver.launches == []
+    assert dims_out_of_range(0x1000, 2**32 - 1) == 0
+    assert [l.grid[0] for l in fake_driver.launches] == [2**32 - 1]
 
 
 # -- the seed's cfunc --------------------------------------------------------

@@ -154,7 +154,7 @@ def test_negative_literal_sharedmem():
     def f(p):
         lazy[1, 32, 0, -4](p, 3)
     msg = compile_error(f, *P)
-    assert "sharedmem must not be negative" in msg
+    assert "sharedmem must be between 0 and 2**32-1 bytes, got -4" in msg
 
 
 def test_float_sharedmem():

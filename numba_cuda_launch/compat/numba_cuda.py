@@ -320,3 +320,35 @@ def simulator_numba_spelling(kernel):
     finally:
         for k in names:
             globs[k] = numba
+
+
+@functools.cache
+def install_call_refusal():
+    """Make calling a ``@cuda.jit`` object without a launch configuration in
+    CPU nopython code (``kernel(x)``, ``device_fn(x)``) a typing error that
+    says what to write. numba-cuda's dispatcher type types such a call in
+    any context (the CPU one included) and the failure only came at
+    lowering, as "No definition for lowering". The CUDA target's own
+    contexts (a device function called from a kernel) are untouched.
+    """
+    from numba.cuda.target import CUDATypingContext
+
+    from numba_cuda_launch.errors import KernelTypingError
+
+    original = CUDADispatcherType.get_call_type
+
+    def get_call_type(self, context, args, kws):
+        if isinstance(context, CUDATypingContext):
+            return original(self, context, args, kws)
+        name = dispatcher_name(self.dispatcher)
+        if is_device_function(self.dispatcher):
+            raise KernelTypingError(
+                "%r is a CUDA device function (cuda.jit(device=True)): it runs only "
+                "on the GPU and cannot be called from CPU code; call it from a "
+                "kernel" % name)
+        raise KernelTypingError(
+            "kernel %r is called without a launch configuration: write "
+            "%s[griddim, blockdim](...) (or [griddim, blockdim, stream, "
+            "sharedmem]) to launch it from CPU code" % (name, name))
+
+    CUDADispatcherType.get_call_type = get_call_type

@@ -24,7 +24,9 @@ from numba.extending import lower_builtin
 from numba_cuda_launch.errors import CudaLaunchError
 from numba_cuda_launch.launch.backends import backend_for, call_jitted
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
-from numba_cuda_launch.launch.launchconfig import LaunchConfig
+from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig
+from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
+from numba_cuda_launch.runtime.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
 
 __all__ = ["emit_launch", "emit_preload"]
@@ -52,43 +54,170 @@ def emit_preload(context, builder, cfg_ty, argtypes):
     return backend_for(kernel).emit_preload(context, builder, kernel)
 
 
+def _integer_bounds(ty):
+    if ty.signed:
+        return -(1 << (ty.bitwidth - 1)), (1 << (ty.bitwidth - 1)) - 1
+    return 0, (1 << ty.bitwidth) - 1
+
+
+def _emit_out_of_range(builder, val, actual, formal):
+    """An ``i1``: integer *val* of type *actual* does not fit *formal*
+    (None when every value of *actual* fits)."""
+    lo_a, hi_a = _integer_bounds(actual)
+    lo_f, hi_f = _integer_bounds(formal)
+    below = above = None
+    if lo_a < lo_f:  # lo_f is representable in the actual type here
+        cmp = builder.icmp_signed if actual.signed else builder.icmp_unsigned
+        below = cmp("<", val, val.type(lo_f))
+    if hi_a > hi_f:
+        cmp = builder.icmp_signed if actual.signed else builder.icmp_unsigned
+        above = cmp(">", val, val.type(hi_f))
+    if below is None or above is None:
+        return below if above is None else above
+    return builder.or_(below, above)
+
+
+def _check_integer_ranges(builder, guards, val, actual, formal, where):
+    """Refuse integers that do not fit their (narrower) parameter type,
+    tuple items included."""
+    if isinstance(actual, types.BaseTuple) and isinstance(formal, types.BaseTuple):
+        for i, (a, f) in enumerate(zip(actual, formal)):
+            _check_integer_ranges(builder, guards, builder.extract_value(val, i), a, f,
+                                  "%s[%d]" % (where, i))
+    elif isinstance(actual, types.Integer) and isinstance(formal, types.Integer):
+        if _emit_out_of_range(builder, val, actual, formal) is not None:
+            guards.check(lambda: _emit_out_of_range(builder, val, actual, formal),
+                         "%s of type %s was given a %s value outside its range"
+                         % (where, formal, types.unliteral(actual)))
+
+
+class _Guards:
+    """The checks made before a launch reaches its backend, each with the
+    message the raising form reports. A failed check sets the status to
+    ``CUDA_ERROR_INVALID_VALUE``: the launch is refused, never made with a
+    value the package changed."""
+
+    def __init__(self, builder):
+        self.builder = builder
+        i32 = ir.IntType(32)
+        self.status = cgutils.alloca_once_value(builder, ir.Constant(i32, 0))
+        self.reason = cgutils.alloca_once_value(builder, ir.Constant(i32, 0))
+        self.messages = [""]  # reason 0: no message (the driver's own error)
+
+    def check(self, emit_bad, message):
+        """Run *emit_bad* (emits an ``i1``, true when the launch must be
+        refused) unless an earlier check failed."""
+        builder = self.builder
+        i32 = ir.IntType(32)
+        self.messages.append(message)
+        index = len(self.messages) - 1
+        with builder.if_then(self.ok()):
+            with builder.if_then(emit_bad(), likely=False):
+                builder.store(ir.Constant(i32, CUDA_ERROR_INVALID_VALUE), self.status)
+                builder.store(ir.Constant(i32, index), self.reason)
+
+    def ok(self):
+        return self.builder.icmp_signed("==", self.builder.load(self.status),
+                                        ir.Constant(ir.IntType(32), 0))
+
+
+def _check_arrays(context, builder, guards, backend, ty, val, where):
+    """Refuse host-only memory in the arrays of an argument (tuples
+    searched): an array carrying a Numba meminfo is host memory unless the
+    driver knows it (mapped/managed); in the checked mode every array and
+    pointer is asked about."""
+    if isinstance(ty, types.BaseTuple):
+        for i, t in enumerate(ty):
+            _check_arrays(context, builder, guards, backend, t,
+                          builder.extract_value(val, i), "%s[%d]" % (where, i))
+        return
+    if isinstance(ty, types.Array):
+        def bad():
+            arr = cgutils.create_struct_proxy(ty)(context, builder, value=val)
+            owned = cgutils.is_not_null(builder, arr.meminfo)
+            asked = builder.and_(
+                builder.icmp_signed(">", arr.nitems, arr.nitems.type(0)),
+                builder.or_(owned, emit_checked_mode(builder)))
+            refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
+            with builder.if_then(asked, likely=False):
+                data = builder.bitcast(arr.data, ir.IntType(8).as_pointer())
+                builder.store(builder.not_(
+                    backend.emit_is_device_accessible(builder, data, owned)), refused)
+            return builder.load(refused)
+        guards.check(bad, "%s is an array in host memory (a NumPy array, or one "
+                     "allocated in nopython code): kernels need device memory "
+                     "(a carray view of a device pointer, a device array, "
+                     "cuda.mapped_array/managed_array)" % where)
+    elif isinstance(ty, types.CPointer) or ty == types.voidptr:
+        def bad():
+            refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
+            with builder.if_then(emit_checked_mode(builder), likely=False):
+                ptr = builder.bitcast(val, ir.IntType(8).as_pointer())
+                null = cgutils.is_null(builder, ptr)
+                known = backend.emit_is_device_accessible(builder, ptr, cgutils.false_bit)
+                builder.store(builder.and_(builder.not_(null), builder.not_(known)), refused)
+            return builder.load(refused)
+        guards.check(bad, "%s points to memory the device cannot reach "
+                     "(checked mode: cuPointerGetAttribute does not know it)" % where)
+
+
 def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True):
     """Emit the launch of a configured kernel through its backend; returns
-    the ``CUresult``. Without *catch*, a backend that runs the kernel in
-    Python (the simulator) lets its exception propagate."""
+    ``(status, reason, messages)``: the ``CUresult``, and when the package
+    refused the launch before calling the driver, the index in *messages*
+    (constant strings) of the one saying why (else 0). Without *catch*, a
+    backend that runs the kernel in Python (the simulator) lets its
+    exception propagate."""
     selection = select_kernel(cfg_ty.dispatcher, argtypes)
-    values = [_to_formal(context, builder, v, a, f)
-              for v, a, f in zip(argvals, argtypes, selection.argtypes)]
+    kernel = selection.kernel
+    backend = backend_for(kernel)
     cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
-    return backend_for(selection.kernel).emit_launch(
-        context, builder, selection.kernel, cfg, selection.argtypes, values, catch)
+    guards = _Guards(builder)
+    for problem, text in CONFIG_PROBLEMS.items():
+        guards.check(lambda p=problem: builder.icmp_signed(
+            "==", cfg.problem, ir.Constant(ir.IntType(32), p)), text)
+    names = selection.param_names
+    values = []
+    for i, (v, a, f) in enumerate(zip(argvals, argtypes, selection.argtypes)):
+        where = "parameter %r (argument %d)" % (names[i], i + 1)
+        _check_integer_ranges(builder, guards, v, a, f, where)
+        values.append(_to_formal(context, builder, v, a, f))
+        _check_arrays(context, builder, guards, backend, f, values[-1], where)
+    with builder.if_then(guards.ok(), likely=True):
+        builder.store(backend.emit_launch(context, builder, kernel, cfg, selection.argtypes,
+                                          values, catch), guards.status)
+    return builder.load(guards.status), builder.load(guards.reason), tuple(guards.messages)
 
 
 @lower_builtin(LaunchConfig, LaunchConfig, types.VarArg(types.Any))
 def lower_launch(context, builder, sig, args):
     """``cfg(args...)``: launch, raising CudaLaunchError on failure."""
     cfg_ty = sig.args[0]
-    status = emit_launch(context, builder, cfg_ty, args[0], sig.args[1:], args[1:],
-                         catch=False)
+    status, reason, messages = emit_launch(context, builder, cfg_ty, args[0], sig.args[1:],
+                                           args[1:], catch=False)
     failed = builder.icmp_signed("!=", status, ir.Constant(status.type, 0))
     with cgutils.if_unlikely(builder, failed):
-        call_jitted(context, builder, _launch_error_raiser(cfg_ty.kernel_name),
-                    (types.int32,), [status])
+        call_jitted(context, builder, _launch_error_raiser(cfg_ty.kernel_name, messages),
+                    (types.int32, types.int32), [status, reason])
     return context.get_dummy_value()
 
 
 @functools.lru_cache(maxsize=None)
-def _launch_error_raiser(kernel_name):
+def _launch_error_raiser(kernel_name, messages):
     # The exception is raised in an @njit function of its own: numba 0.68
     # mishandles a dynamic exception (one with a run-time argument) raised in
     # a @cfunc's body or in a compile_internal subroutine (the cfunc wrapper
     # keeps the GIL; the arguments fail to box), but handles one propagated
-    # from a called dispatcher.
-    @njit
-    def raise_launch_error(status):
-        raise CudaLaunchError(status, kernel_name)
-
-    return raise_launch_error
+    # from a called dispatcher. The messages are branches, not a tuple
+    # indexed at run time, so that each raise has constant text.
+    src = ["def raise_launch_error(status, reason):"]
+    for i, text in enumerate(messages[1:], 1):
+        src.append("    if reason == %d:\n        raise CudaLaunchError(status, %r, %r)"
+                   % (i, kernel_name, text))
+    src.append("    raise CudaLaunchError(status, %r)" % kernel_name)
+    ns = {"CudaLaunchError": CudaLaunchError}
+    exec("\n".join(src), ns)
+    return njit(ns["raise_launch_error"])
 
 
 @infer_getattr
@@ -108,7 +237,7 @@ class LaunchConfigAttributes(AttributeTemplate):
 @lower_builtin("LaunchConfig.launch_status", LaunchConfig, types.VarArg(types.Any))
 def lower_launch_status(context, builder, sig, args):
     """``cfg.launch_status(args...)``: launch, returning the CUresult."""
-    return emit_launch(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])
+    return emit_launch(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])[0]
 
 
 @lower_builtin("LaunchConfig.preload", LaunchConfig, types.VarArg(types.Any))

@@ -19,10 +19,24 @@ from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.selection import launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
-__all__ = ["LaunchConfig", "dim3_from_value"]
+__all__ = ["LaunchConfig", "dim3_from_value", "launch_dims", "CONFIG_OK",
+           "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "CONFIG_PROBLEMS"]
 
 _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
+_U32_MAX = 0xFFFFFFFF
+
+#: Values of a configuration's ``problem`` field: which item was out of the
+#: driver's range (an unsigned 32-bit value, dimensions at least 1) when the
+#: configuration was made at run time. A launch with a problem is refused
+#: with ``CUDA_ERROR_INVALID_VALUE`` before the driver is called: an
+#: out-of-range value is never replaced by another one.
+CONFIG_OK, BAD_GRIDDIM, BAD_BLOCKDIM, BAD_SHAREDMEM = 0, -1, -2, -3
+CONFIG_PROBLEMS = {
+    BAD_GRIDDIM: "griddim has an item outside 1..2**32-1",
+    BAD_BLOCKDIM: "blockdim has an item outside 1..2**32-1",
+    BAD_SHAREDMEM: "sharedmem is outside 0..2**32-1 bytes",
+}
 
 
 class LaunchConfig(types.Callable):
@@ -71,6 +85,7 @@ class LaunchConfigModel(models.StructModel):
             ("block", _dim3),
             ("stream", types.voidptr),
             ("sharedmem", _u32),
+            ("problem", types.int32),  # CONFIG_OK or which item is out of range
         ]
         super().__init__(dmm, fe_type, members)
 
@@ -105,11 +120,21 @@ def _check_dim(kernel, what, ty):
             "got %s" % (kernel, what, ty)
         )
     for t in items:
-        value = getattr(t, "literal_value", None)
-        if value is not None and value < 1:
-            raise KernelTypingError(
-                "kernel %r: %s must be positive, got %d" % (kernel, what, value)
-            )
+        _check_constant(kernel, what, getattr(t, "literal_value", None))
+
+
+def _check_constant(kernel, what, value):
+    """Refuse a constant configuration item the driver cannot take."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return
+    low = 0 if what == "sharedmem" else 1
+    if not low <= value <= _U32_MAX:
+        raise KernelTypingError(
+            "kernel %r: %s must be %s, got %d" % (
+                kernel, what,
+                "between 0 and 2**32-1 bytes" if low == 0
+                else "between 1 and 2**32-1 (the driver takes 32-bit unsigned dimensions)",
+                value))
 
 
 def check_config_types(dispatcher, index_types):
@@ -142,31 +167,50 @@ def check_config_types(dispatcher, index_types):
                 "kernel %r: sharedmem must be an integer number of bytes, got "
                 "%s" % (name, shmem)
             )
-        value = getattr(shmem, "literal_value", None)
-        if value is not None and value < 0:
-            raise KernelTypingError(
-                "kernel %r: sharedmem must not be negative, got %d"
-                % (name, value)
-            )
+        _check_constant(name, "sharedmem", getattr(shmem, "literal_value", None))
+
+
+def _configure_signature(args, kws):
+    """The signature of ``kernel[index]``; raises KernelTypingError for a
+    bad configuration, None when *args* are not a kernel and an index."""
+    if len(args) != 2 or kws:
+        return None
+    disp_ty, index = args
+    if not isinstance(disp_ty, KERNEL_TYPES):
+        return None
+    index_types = list(index) if isinstance(index, types.BaseTuple) else [index]
+    check_config_types(disp_ty.dispatcher, index_types)
+    return signature(LaunchConfig(disp_ty), disp_ty, index)
 
 
 @infer_global(operator.getitem)
 class KernelConfigureTemplate(AbstractTemplate):
-    """Types ``kernel[griddim, blockdim, stream, sharedmem]``."""
+    """Types a valid ``kernel[griddim, blockdim, stream, sharedmem]`` (the
+    lowering looks it up here); an invalid one is left to
+    :class:`KernelConfigureErrors`."""
 
     metadata = {"target": "cpu"}
 
     def generic(self, args, kws):
-        if len(args) != 2 or kws:
+        try:
+            return _configure_signature(args, kws)
+        except KernelTypingError:
             return None
-        disp_ty, index = args
-        if not isinstance(disp_ty, KERNEL_TYPES):
-            return None
-        index_types = (
-            list(index) if isinstance(index, types.BaseTuple) else [index]
-        )
-        check_config_types(disp_ty.dispatcher, index_types)
-        return signature(LaunchConfig(disp_ty), disp_ty, index)
+
+
+@infer
+class KernelConfigureErrors(AbstractTemplate):
+    """Reports an invalid configuration. Registered as a builtin template of
+    ``getitem`` (``infer``): Numba tries those after every ``getitem``
+    candidate failed and lets their errors through as they are, so the
+    user reads this package's one sentence rather than one entry in a list
+    of two dozen candidates."""
+
+    key = operator.getitem
+    metadata = {"target": "cpu"}
+
+    def generic(self, args, kws):
+        return _configure_signature(args, kws)
 
 
 @infer
@@ -184,43 +228,45 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
         items = index if isinstance(index, tuple) else (index,)
         name = _compat.dispatcher_name(disp_ty.dispatcher)
         for what, item in zip(("griddim", "blockdim"), items):
-            values = item if isinstance(item, tuple) else (item,)
-            for v in values:
-                if isinstance(v, int) and v < 1:
-                    raise KernelTypingError(
-                        "kernel %r: %s must be positive, got %d" % (name, what, v))
-        if len(items) > 3 and isinstance(items[3], int) and items[3] < 0:
-            raise KernelTypingError(
-                "kernel %r: sharedmem must not be negative, got %d" % (name, items[3]))
+            for v in (item if isinstance(item, tuple) else (item,)):
+                _check_constant(name, what, v)
+        if len(items) > 3:
+            _check_constant(name, "sharedmem", items[3])
         return None
 
 
-def _to_u32(context, builder, ty, val):
-    """Cast an integer dimension to the driver's unsigned 32-bit, mapping
-    values out of range to 0 so the driver rejects them rather than a wrapped
-    value being launched."""
-    wide = context.cast(builder, val, ty, types.int64)
-    if ty.signed or ty.bitwidth >= 32:
-        # A uint64 above 2**63 reads as negative here, so it is caught too.
-        ok = builder.and_(
-            builder.icmp_signed(">=", wide, wide.type(0)),
-            builder.icmp_signed("<=", wide, wide.type(0xFFFFFFFF)),
-        )
-        wide = builder.select(ok, wide, wide.type(0))
-    return builder.trunc(wide, ir.IntType(32))
+def _to_u32(context, builder, ty, val, low):
+    """Cast an integer configuration item to the driver's unsigned 32-bit;
+    returns ``(value, in_range)``, in range meaning ``low <= val < 2**32``
+    (checked before any truncation, so nothing out of range wraps)."""
+    i32 = ir.IntType(32)
+    if ty.bitwidth < 32 or (not ty.signed and ty.bitwidth == 32):
+        ok = (builder.icmp_unsigned(">=", val, val.type(low)) if not ty.signed
+              else builder.icmp_signed(">=", val, val.type(low)))
+        return context.cast(builder, val, ty, types.uint32), ok
+    wide = context.cast(builder, val, ty, types.int64 if ty.signed else types.uint64)
+    if ty.signed:
+        ok = builder.and_(builder.icmp_signed(">=", wide, wide.type(low)),
+                          builder.icmp_signed("<=", wide, wide.type(_U32_MAX)))
+    else:
+        ok = builder.and_(builder.icmp_unsigned(">=", wide, wide.type(low)),
+                          builder.icmp_unsigned("<=", wide, wide.type(_U32_MAX)))
+    return builder.trunc(wide, i32), ok
 
 
 def dim3_from_value(context, builder, ty, val):
-    """Lower a griddim/blockdim value (integer or tuple) to a dim3 tuple."""
+    """Lower a griddim/blockdim value (integer or tuple) to ``(dim3, ok)``:
+    the dim3 tuple and whether every item is in ``1..2**32-1``."""
     if isinstance(ty, types.BaseTuple):
-        items = [
-            _to_u32(context, builder, t, builder.extract_value(val, i))
-            for i, t in enumerate(ty)
-        ]
+        pairs = [_to_u32(context, builder, t, builder.extract_value(val, i), 1)
+                 for i, t in enumerate(ty)]
     else:
-        items = [_to_u32(context, builder, ty, val)]
-    items += [ir.Constant(ir.IntType(32), 1)] * (3 - len(items))
-    return context.make_tuple(builder, _dim3, items)
+        pairs = [_to_u32(context, builder, ty, val, 1)]
+    ok = pairs[0][1]
+    for _, item_ok in pairs[1:]:
+        ok = builder.and_(ok, item_ok)
+    items = [v for v, _ in pairs] + [ir.Constant(ir.IntType(32), 1)] * (3 - len(pairs))
+    return context.make_tuple(builder, _dim3, items), ok
 
 
 def launch_dims(builder, cfg):
@@ -239,14 +285,19 @@ def lower_kernel_configure(context, builder, sig, args):
     else:
         item_types, items = [index_ty], [index]
     cfg = cgutils.create_struct_proxy(sig.return_type)(context, builder)
-    cfg.grid = dim3_from_value(context, builder, item_types[0], items[0])
-    cfg.block = dim3_from_value(context, builder, item_types[1], items[1])
+    i32 = ir.IntType(32)
+    cfg.grid, grid_ok = dim3_from_value(context, builder, item_types[0], items[0])
+    cfg.block, block_ok = dim3_from_value(context, builder, item_types[1], items[1])
     if len(items) > 2:
         cfg.stream = stream_handle_value(context, builder, item_types[2], items[2])
     else:
         cfg.stream = ir.Constant(ir.IntType(8).as_pointer(), None)
     if len(items) > 3:
-        cfg.sharedmem = _to_u32(context, builder, item_types[3], items[3])
+        cfg.sharedmem, shmem_ok = _to_u32(context, builder, item_types[3], items[3], 0)
     else:
-        cfg.sharedmem = ir.Constant(ir.IntType(32), 0)
+        cfg.sharedmem, shmem_ok = ir.Constant(i32, 0), cgutils.true_bit
+    # The first item out of range, else CONFIG_OK.
+    problem = builder.select(shmem_ok, ir.Constant(i32, CONFIG_OK), ir.Constant(i32, BAD_SHAREDMEM))
+    problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))
+    cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
     return cfg._getvalue()

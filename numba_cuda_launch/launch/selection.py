@@ -17,15 +17,17 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 
-__all__ = ["KernelSelection", "select_kernel", "launch_signature"]
+__all__ = ["KernelSelection", "select_kernel", "launch_signature", "lossy_conversion"]
 
 
 @dataclass(frozen=True)
 class KernelSelection:
-    """The kernel overload a launch calls and the types it takes."""
+    """The kernel overload a launch calls, the types it takes and the names
+    of its parameters."""
 
     kernel: object
     argtypes: tuple
+    param_names: tuple = ()
 
 
 def _describe(names, argtypes):
@@ -62,11 +64,53 @@ def _launchable_problem(ty):
     )
 
 
+def _integer_fits(value, ty):
+    if ty.signed:
+        return -(1 << (ty.bitwidth - 1)) <= value < (1 << (ty.bitwidth - 1))
+    return 0 <= value < (1 << ty.bitwidth)
+
+
+def lossy_conversion(actual, formal):
+    """Why passing a value of type *actual* to a parameter of type *formal*
+    would change what it means, or None. The conversion rule of launches
+    from compiled code (numba-cuda's Python launch refuses the same):
+
+    * a float or complex never becomes an integer or a boolean (3.7 would
+      launch as 3, NaN as INT_MIN);
+    * a complex never becomes a real (the imaginary part would be dropped);
+    * a constant integer must fit the parameter's type.
+
+    Other conversions follow Numba's rules; an integer that does not fit a
+    narrower integer parameter at run time refuses the launch
+    (``CUDA_ERROR_INVALID_VALUE``) instead of wrapping.
+    """
+    if isinstance(actual, types.BaseTuple) and isinstance(formal, types.BaseTuple) \
+            and len(actual) == len(formal):
+        for a, f in zip(actual, formal):
+            why = lossy_conversion(a, f)
+            if why:
+                return why
+        return None
+    plain = types.unliteral(actual)
+    if isinstance(formal, (types.Integer, types.Boolean)) and \
+            isinstance(plain, (types.Float, types.Complex)):
+        return "a %s is not converted to %s (the value would be truncated)" % (plain, formal)
+    if isinstance(formal, types.Float) and isinstance(plain, types.Complex):
+        return "a %s is not converted to %s (the imaginary part would be lost)" % (plain, formal)
+    value = getattr(actual, "literal_value", None)
+    if isinstance(formal, types.Integer) and isinstance(value, int) and \
+            not isinstance(value, bool) and not _integer_fits(value, formal):
+        return "the constant %d does not fit %s" % (value, formal)
+    return None
+
+
 def _conversion(typingctx, actual, formal):
     if actual == formal:
         return Conversion.exact
     if actual == types.voidptr and isinstance(formal, types.CPointer):
         return Conversion.unsafe  # the seed's buffers[i] to a CPointer param
+    if lossy_conversion(actual, formal):
+        return None
     return typingctx.can_convert(actual, formal)
 
 
@@ -99,10 +143,11 @@ def _select_compiled(dispatcher, typingctx, args):
                 % (name, len(names), ", ".join(names), len(args)))
         if first_failure and len(_compat.compiled_kernels(dispatcher)) == 1:
             i, actual, formal = first_failure
+            why = lossy_conversion(actual, formal)
             raise KernelTypingError(
-                "kernel %r parameter %r (argument %d): got %s, expected %s "
+                "kernel %r parameter %r (argument %d): got %s, expected %s%s "
                 "(the kernel was compiled as %s)"
-                % (name, names[i], i + 1, actual, formal, sigs))
+                % (name, names[i], i + 1, actual, formal, ": " + why if why else "", sigs))
         raise KernelTypingError(
             "kernel %r has no compiled signature accepting %s; compiled: %s"
             % (name, _describe(names, args), sigs))
@@ -114,7 +159,7 @@ def _select_compiled(dispatcher, typingctx, args):
             % (name, _describe(names, args),
                _describe(names, candidates[0][1]), _describe(names, candidates[1][1])))
     _, argtypes, kernel = candidates[0]
-    return KernelSelection(kernel, tuple(argtypes))
+    return KernelSelection(kernel, tuple(argtypes), tuple(names))
 
 
 def _compile_for(dispatcher, args):
@@ -143,7 +188,7 @@ def _compile_for(dispatcher, args):
         raise KernelTypingError(
             "compiling kernel %r for %s failed:\n%s%s"
             % (name, _describe(names, argtypes), exc, hint)) from exc
-    return KernelSelection(kernel, argtypes)
+    return KernelSelection(kernel, argtypes, tuple(names))
 
 
 def select_kernel(dispatcher, args, typingctx=None):
@@ -163,7 +208,8 @@ def select_kernel(dispatcher, args, typingctx=None):
     args = tuple(args)
     if _compat.can_compile(dispatcher):
         exact = _compat.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
-        selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args))
+        selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args),
+                                     tuple(_compat.dispatcher_param_names(dispatcher)))
                      if exact is not None else _compile_for(dispatcher, args))
     else:
         selection = _select_compiled(dispatcher, typingctx, args)

@@ -63,10 +63,13 @@ ENTRY_POINTS = {
     "cuDeviceGet": (_i32, (_i32.as_pointer(), _i32)),
     "cuDevicePrimaryCtxRetain": (_i32, (_i8p.as_pointer(), _i32)),
     "cuKernelGetFunction": (_i32, (_i8p.as_pointer(), _i8p)),
+    # (void* data, CUpointer_attribute, CUdeviceptr)
+    "cuPointerGetAttribute": (_i32, (_i8p, _i32, ir.IntType(64))),
 }
 
 TABLE_SYMBOL = "numba_cuda_launch_driver_table"
 
+CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NO_DEVICE = 100
 CUDA_ERROR_INVALID_CONTEXT = 201
 

@@ -44,6 +44,12 @@ class LaunchBackend:
         ``CUresult``."""
         raise NotImplementedError("LaunchBackend.emit_preload")
 
+    def emit_is_device_accessible(self, builder, address, host_allocated):
+        """Emit whether a kernel may be given *address* (``i8*``); an
+        ``i1``. *host_allocated* (an ``i1``) is true for the data of an array
+        that carries a Numba meminfo (allocated on the host)."""
+        raise NotImplementedError("LaunchBackend.emit_is_device_accessible")
+
 
 _backends = []
 

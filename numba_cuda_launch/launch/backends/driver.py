@@ -17,6 +17,7 @@ from numba_cuda_launch.launch.params import emit_param_array, flatten_values
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context
 from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
+from numba_cuda_launch.runtime.pointers import emit_is_device_accessible
 
 __all__ = ["DriverBackend", "image_for_kernel"]
 
@@ -41,6 +42,9 @@ class DriverBackend(LaunchBackend):
 
     def claims(self, kernel):
         return not _compat.is_simulated(kernel)
+
+    def emit_is_device_accessible(self, builder, address, host_allocated):
+        return emit_is_device_accessible(builder, address)
 
     def emit_preload(self, context, builder, kernel):
         # cuKernelGetFunction forces the per-context load of a CUkernel.

@@ -166,6 +166,11 @@ class SimulatorBackend(LaunchBackend):
     def emit_preload(self, context, builder, kernel):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
 
+    def emit_is_device_accessible(self, builder, address, host_allocated):
+        # The simulator's "device" memory is host memory: only an array that
+        # Numba or NumPy allocated is known to be host-only, as on a GPU.
+        return builder.not_(host_allocated)
+
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
         hosted = tuple(types.uintp if isinstance(t, types.CPointer) else t for t in formal_types)
         vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer) else v
