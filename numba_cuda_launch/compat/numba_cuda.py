@@ -7,8 +7,8 @@ numba-cuda release that moves one of these is fixed here and nowhere else.
 
 Version notes: numba-cuda 0.23 moved the dispatcher type to
 ``numba.cuda.types.ext_types``; releases pinning cuda-core 0.3 (before 0.22)
-cannot link a cubin without a driver (``kernel_image`` falls back to PTX),
-and their test-suite reference hooks differ, so they are not supported.
+cannot link a cubin without a driver, and their test-suite reference hooks
+differ, so they are not supported.
 """
 
 import contextlib
@@ -159,20 +159,24 @@ def compile_kernel(dispatcher, argtypes):
 def kernel_image(kernel):
     """The linked cubin of *kernel* for the current device (or, with no GPU,
     the configured compute capability), as bytes. numba-cuda caches it, so a
-    Python launch of the same kernel does not link it again.
-
-    With no GPU, numba-cuda releases whose linker needs the driver (cuda-core
-    0.3, numba-cuda < 0.22) cannot link a cubin; then the image is the
-    kernel's PTX (NUL-terminated), which ``cuLibraryLoadData`` compiles for
-    the device at load time, provided nothing else had to be linked in."""
-    lib = kernel._codelibrary
-    try:
-        obj = lib.get_cubin()
-    except Exception:
-        if not _deviceless() or lib._linking_files or getattr(lib, "needs_cudadevrt", False):
-            raise
-        return lib.get_asm_str().encode() + b"\0"
+    Python launch of the same kernel does not link it again. A failed link
+    (an architecture the toolkit cannot build for) raises."""
+    obj = kernel._codelibrary.get_cubin()
     return bytes(getattr(obj, "code", obj))
+
+
+def target_compute_capability():
+    """The architecture images are built for now: the configured compute
+    capability with no GPU, else the current device's; None when neither
+    is known."""
+    if _deviceless():
+        return get_compute_capability()
+    try:
+        from numba.cuda.cudadrv.driver import get_current_device
+
+        return tuple(get_current_device().compute_capability)
+    except Exception:  # no driver, no device
+        return None
 
 
 def kernel_entry_name(kernel):
@@ -228,7 +232,14 @@ def _harmless_setup(fn):
 def _deviceless():
     """True when no GPU can be used and a compute capability is configured,
     the one case where the patches below change anything."""
-    return get_compute_capability() is not None and not cuda.is_available()
+    # The GPU first: with one, a malformed NUMBA_CUDA_LAUNCH_CC is never read
+    # and numba-cuda works exactly as without this package.
+    return not cuda.is_available() and get_compute_capability() is not None
+
+
+NO_GPU_HINT = (
+    "\n(no usable GPU: to compile kernels without one, set NUMBA_CUDA_LAUNCH_CC=9.0 "
+    "or call numba_cuda_launch.set_compute_capability((9, 0)))")
 
 
 class _ConfiguredDevice:
@@ -262,7 +273,14 @@ def install_deviceless_compilation():
     def patched_get_current_device():
         if _deviceless():
             return _ConfiguredDevice()
-        return get_current_device()
+        try:
+            return get_current_device()
+        except Exception as exc:
+            # An eager @cuda.jit(sig) kernel defined with no GPU: say how to
+            # compile without one (the message is numba-cuda's, extended).
+            if "driver" in str(exc).lower() and NO_GPU_HINT not in str(exc):
+                exc.args = ((str(exc) + NO_GPU_HINT),) + tuple(exc.args[1:])
+            raise
 
     def patched_ensure_cc(self, cc):
         if cc is None and _deviceless():

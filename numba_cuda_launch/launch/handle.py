@@ -7,7 +7,7 @@ its parameters, without reaching into numba-cuda internals.
 
 from dataclasses import dataclass, field
 
-from numba.core import sigutils
+from numba.core import sigutils, types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaLaunchError
@@ -48,17 +48,39 @@ class KernelHandle:
         return kern
 
 
+def _argument_types(name, argtypes):
+    """The tuple of Numba types *argtypes* stands for (a signature string or
+    object, or a tuple/list of types); TypeError naming the kernel else."""
+    what = ("kernel_handle(%r, argtypes): argtypes must be a signature such as "
+            "'void(float32[::1], int64)' or a tuple of Numba types" % name)
+    if isinstance(argtypes, (str, sigutils.typing.Signature)):
+        try:
+            argtypes, restype = sigutils.normalize_signature(argtypes)
+        except Exception as exc:
+            raise TypeError("%s; %r does not parse: %s" % (what, argtypes, exc)) from None
+        if restype not in (None, types.void, types.none):
+            raise TypeError("kernel_handle(%r, ...): kernels return nothing; the signature "
+                            "returns %s (write void(...))" % (name, restype))
+    elif isinstance(argtypes, types.Type):
+        raise TypeError("%s, got the bare type %s (write (%s,))" % (what, argtypes, argtypes))
+    if not isinstance(argtypes, (tuple, list)) or \
+            not all(isinstance(t, types.Type) for t in argtypes):
+        raise TypeError("%s, got %r" % (what, argtypes))
+    return tuple(argtypes)
+
+
 def kernel_handle(dispatcher, argtypes):
     """Return the :class:`KernelHandle` of *dispatcher*'s overload for
     *argtypes* (a tuple of Numba types or a signature such as
     ``"void(float32[::1], int64)"``), compiling a lazy kernel if needed.
 
     The overload is chosen exactly as a launch from compiled code would
-    choose it."""
-    if isinstance(argtypes, (str, sigutils.typing.Signature)):
-        argtypes, _ = sigutils.normalize_signature(argtypes)
+    choose it. Raises TypeError for anything else than a kernel and a
+    signature or tuple of types, and KernelTypingError when the kernel
+    cannot take those types."""
     if not _compat.is_kernel_dispatcher(dispatcher):
         raise TypeError("kernel_handle() needs a @cuda.jit kernel, got %r" % (dispatcher,))
+    argtypes = _argument_types(_compat.dispatcher_name(dispatcher), argtypes)
     if _compat.is_simulated(dispatcher):
         raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
                            "kernels run as Python and have no image or driver handle")

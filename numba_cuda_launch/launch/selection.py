@@ -180,11 +180,9 @@ def _compile_for(dispatcher, args):
         kernel = _compat.compile_kernel(dispatcher, argtypes)
     except Exception as exc:
         hint = ""
-        if get_compute_capability() is None and "driver" in str(exc).lower():
-            hint = (
-                "\n(no usable GPU: to compile without one, set "
-                "NUMBA_CUDA_LAUNCH_CC=9.0 or call "
-                "numba_cuda_launch.set_compute_capability((9, 0)))")
+        if get_compute_capability() is None and "driver" in str(exc).lower() \
+                and _compat.NO_GPU_HINT not in str(exc):
+            hint = _compat.NO_GPU_HINT
         raise KernelTypingError(
             "compiling kernel %r for %s failed:\n%s%s"
             % (name, _describe(names, argtypes), exc, hint)) from exc
@@ -218,6 +216,15 @@ def select_kernel(dispatcher, args, typingctx=None):
         raise KernelTypingError(
             "kernel %r cannot be launched from compiled code: %s"
             % (_compat.dispatcher_name(dispatcher), "; ".join(reasons)))
+    if not _compat.is_simulated(selection.kernel):
+        try:
+            _compat.kernel_image(selection.kernel)  # cached by numba-cuda
+        except Exception as exc:
+            raise KernelTypingError(
+                "kernel %r: building its cubin for compute capability %s failed "
+                "(is that architecture supported by the installed CUDA toolkit?):\n%s"
+                % (_compat.dispatcher_name(dispatcher),
+                   _compat.target_compute_capability(), exc)) from exc
     return selection
 
 

@@ -124,6 +124,9 @@ def current_functions():
     return {name: getattr(_TABLE, name) for name in ENTRY_POINTS}
 
 
+_installed = []  # [token, table before it, its functions]: innermost last
+
+
 @contextlib.contextmanager
 def use_functions(**functions):
     """Temporarily route compiled launches to other driver functions.
@@ -132,12 +135,18 @@ def use_functions(**functions):
     ctypes function pointer or an address with the driver function's C
     signature. Used by tests to record launches without a GPU. Not
     thread-safe with launches running concurrently.
+
+    Uses nest: the innermost must end first. One that ends while others
+    made inside it are still active restores the table to what it was
+    before it (the inner ones are ended with it, so the table never keeps
+    a function that is no longer alive) and raises RuntimeError.
     """
     unknown = set(functions) - set(ENTRY_POINTS)
     if unknown:
         raise KeyError("not driver entry points: %s" % sorted(unknown))
+    token = object()
     with _lock:
-        saved = current_functions()
+        _installed.append((token, current_functions(), functions))
         for name, fn in functions.items():
             if not isinstance(fn, int):
                 _keepalive[id(fn)] = fn
@@ -147,10 +156,23 @@ def use_functions(**functions):
         yield
     finally:
         with _lock:
-            for name, addr in saved.items():
+            tokens = [entry[0] for entry in _installed]
+            if token not in tokens:
+                # Already ended by an outer use that ended out of order.
+                return
+            i = tokens.index(token)
+            out_of_order = i != len(_installed) - 1
+            for name, addr in _installed[i][1].items():
                 setattr(_TABLE, name, addr)
-            for fn in functions.values():
-                _keepalive.pop(id(fn), None)
+            for _, _, fns in _installed[i:]:
+                for fn in fns.values():
+                    _keepalive.pop(id(fn), None)
+            del _installed[i:]
+        if out_of_order:
+            raise RuntimeError(
+                "driver functions replaced (a RecordingDriver entered) inside this one "
+                "were still active when it ended: end the innermost first. The driver "
+                "table is restored to what it was before this one.")
 
 
 def _table_global(module):

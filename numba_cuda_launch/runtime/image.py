@@ -25,7 +25,8 @@ from numba.core import cgutils
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context
 
-__all__ = ["KernelImage", "emit_get_kernel", "emit_load", "load_image"]
+__all__ = ["KernelImage", "emit_get_kernel", "emit_load", "load_image",
+           "remember_param_sizes", "param_sizes"]
 
 _i8 = ir.IntType(8)
 _i8p = _i8.as_pointer()
@@ -178,3 +179,19 @@ def load_image(image):
                 return status, 0
             _loaded[image.digest] = entry
         return 0, slot.value
+
+
+_param_sizes = {}  # entry name -> parameter sizes, for tools reading params
+
+
+def remember_param_sizes(entry_name, sizes):
+    """Record the parameter sizes (bytes, in order) of kernel entry
+    *entry_name*; the driver is only ever given their addresses."""
+    _param_sizes[entry_name] = tuple(sizes)
+
+
+def param_sizes(entry_name):
+    """The parameter sizes recorded for *entry_name* in this process, or
+    None (a kernel whose launch code was compiled in another process and
+    loaded from Numba's cache)."""
+    return _param_sizes.get(entry_name)

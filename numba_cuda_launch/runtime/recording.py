@@ -15,7 +15,9 @@ import ctypes
 import threading
 from dataclasses import dataclass
 
+from numba_cuda_launch.errors import error_name
 from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.runtime.image import param_sizes
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint
@@ -32,6 +34,7 @@ _GETFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp)
 _ERRNAME = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(_vp))
 _PRIMARY_CONTEXT = 0xC0
 _COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
+_PTRATTR = ctypes.CFUNCTYPE(ctypes.c_int, _vp, ctypes.c_int, ctypes.c_uint64)
 
 
 __all__ = ["RecordingDriver", "Launch"]
@@ -39,7 +42,10 @@ __all__ = ["RecordingDriver", "Launch"]
 
 @dataclass
 class Launch:
-    """One recorded launch."""
+    """One recorded launch. ``params`` holds the bytes of each kernel
+    parameter, or is None when their sizes are unknown in this process (the
+    launch code was compiled in another one and loaded from Numba's cache,
+    and the kernel was not :meth:`RecordingDriver.register`-ed)."""
 
     kernel: str
     grid: tuple
@@ -56,7 +62,9 @@ class RecordingDriver:
     ``launch_status``/``load_status`` set the ``CUresult`` launches and image
     loads return (to test error handling). Not for concurrent use with real
     launches: while active, every compiled launch in the process is routed
-    here.
+    here. Recorders nest (the innermost records); ending one while another
+    made inside it is active raises RuntimeError and restores the driver
+    table as it was before the outer one.
     """
 
     # Kernel handles outlive one fake: a compiled function keeps the handle
@@ -65,6 +73,8 @@ class RecordingDriver:
 
     def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True):
         self.layouts = dict(layouts or {})  # entry name -> [param sizes]
+        self.device_memory = []  # [(start, end)]: what cuPointerGetAttribute knows
+        self.pointer_queries = []  # addresses asked about
         self.launch_status = launch_status
         self.load_status = load_status
         self.loads = []
@@ -88,11 +98,29 @@ class RecordingDriver:
             cuDevicePrimaryCtxRetain=_RETAIN(self._retain),
             cuKernelGetFunction=_GETFUNC(self._get_function),
             cuGetErrorName=_ERRNAME(self._error_name),
+            cuPointerGetAttribute=_PTRATTR(self._pointer_attribute),
         )
+        self._active = False
 
     def register(self, handle):
-        """Know the parameter sizes of a numba_cuda_launch.KernelHandle."""
+        """Know the parameter sizes of a numba_cuda_launch.KernelHandle (not
+        needed for launch code compiled in this process, which records its
+        kernels' parameter sizes itself)."""
         self.layouts[handle.entry_name] = [p.size for p in handle.params]
+
+    def add_device_memory(self, address, nbytes):
+        """Treat ``[address, address + nbytes)`` as device memory: the fake
+        ``cuPointerGetAttribute`` knows it (any other address is refused with
+        ``CUDA_ERROR_INVALID_VALUE``, as the driver refuses host memory)."""
+        self.device_memory.append((int(address), int(address) + int(nbytes)))
+
+    def _pointer_attribute(self, out, attribute, address):
+        with self._lock:
+            self.pointer_queries.append(address)
+        if any(lo <= address < hi for lo, hi in self.device_memory):
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_uint))[0] = 2  # CU_MEMORYTYPE_DEVICE
+            return 0
+        return 1  # CUDA_ERROR_INVALID_VALUE
 
     def _current(self):
         return getattr(self._thread, "ctx", _PRIMARY_CONTEXT if self._has_context else None)
@@ -110,8 +138,6 @@ class RecordingDriver:
     _error_names = {}  # CUresult -> NUL-terminated name, kept for the process
 
     def _error_name(self, status, out):
-        from numba_cuda_launch.errors import error_name
-
         buf = self._error_names.get(status)
         if buf is None:
             buf = self._error_names[status] = ctypes.create_string_buffer(
@@ -161,8 +187,9 @@ class RecordingDriver:
         name = self._names.get(f)
         if name is None:
             return 400  # CUDA_ERROR_INVALID_HANDLE
-        sizes = self.layouts.get(name, [])
-        data = [ctypes.string_at(params[i], size) for i, size in enumerate(sizes)]
+        sizes = self.layouts.get(name) or param_sizes(name)
+        data = None if sizes is None else \
+            [ctypes.string_at(params[i], size) for i, size in enumerate(sizes)]
         with self._lock:
             self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), shmem,
                                         stream or 0, data, coop))
@@ -175,9 +202,14 @@ class RecordingDriver:
         return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, True)
 
     def __enter__(self):
+        if self._active:
+            raise RuntimeError("this RecordingDriver is already active: one instance "
+                               "is entered once at a time (make another to nest)")
         self._ctx = driver.use_functions(**self._fns)
         self._ctx.__enter__()
+        self._active = True
         return self
 
     def __exit__(self, *exc):
+        self._active = False
         return self._ctx.__exit__(*exc)

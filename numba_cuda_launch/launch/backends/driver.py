@@ -16,7 +16,7 @@ from numba_cuda_launch.launch.launchconfig import launch_dims
 from numba_cuda_launch.launch.params import emit_param_array, flatten_values
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context
-from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
+from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel, remember_param_sizes
 from numba_cuda_launch.runtime.pointers import emit_is_device_accessible
 
 __all__ = ["DriverBackend", "image_for_kernel"]
@@ -59,9 +59,12 @@ class DriverBackend(LaunchBackend):
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
         flat = flatten_values(context, builder, formal_types, values)
-        params = emit_param_array(
-            builder, flat, _compat.kernel_param_llvm_types(kernel), context.target_data)
-        status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
+        param_types = _compat.kernel_param_llvm_types(kernel)
+        params = emit_param_array(builder, flat, param_types, context.target_data)
+        image = image_for_kernel(kernel)
+        remember_param_sizes(image.entry_name,
+                             [t.get_abi_size(context.target_data) for t in param_types])
+        status_ptr, handle = emit_get_kernel(builder, image)
         with _if_ok(builder, status_ptr):
             common = [handle] + launch_dims(builder, cfg) + [cfg.sharedmem, cfg.stream, params]
 
