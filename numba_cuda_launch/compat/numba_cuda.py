@@ -370,3 +370,19 @@ def install_call_refusal():
             "sharedmem]) to launch it from CPU code" % (name, name))
 
     CUDADispatcherType.get_call_type = get_call_type
+
+
+def stream_classes():
+    """The classes of numba-cuda's stream objects in this mode (the
+    simulator's stream class under the simulator)."""
+    if simulator_enabled():
+        from numba.cuda.simulator.api import stream
+
+        return (stream,)
+    from numba.cuda.cudadrv import driver
+
+    return tuple(c for c in (getattr(driver, "Stream", None),) if c is not None)
+
+
+def is_simulator_stream(obj):
+    return simulator_enabled() and isinstance(obj, stream_classes())

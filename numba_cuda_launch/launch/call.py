@@ -18,11 +18,13 @@ import functools
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
+from numba.core.errors import NumbaNotImplementedError
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import lower_builtin
 
 from numba_cuda_launch.errors import CudaLaunchError
 from numba_cuda_launch.launch.backends import backend_for, call_jitted
+from numba_cuda_launch.launch.caching import record_launch_target
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig
 from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
@@ -51,6 +53,7 @@ def emit_preload(context, builder, cfg_ty, argtypes):
     """Emit loading the selected overload's code into the current context;
     returns the ``CUresult``."""
     kernel = select_kernel(cfg_ty.dispatcher, argtypes).kernel
+    record_launch_target(context)
     return backend_for(kernel).emit_preload(context, builder, kernel)
 
 
@@ -171,6 +174,7 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     selection = select_kernel(cfg_ty.dispatcher, argtypes)
     kernel = selection.kernel
     backend = backend_for(kernel)
+    record_launch_target(context)
     cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
     guards = _Guards(builder)
     for problem, text in CONFIG_PROBLEMS.items():
@@ -189,10 +193,21 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     return builder.load(guards.status), builder.load(guards.reason), tuple(guards.messages)
 
 
+_PARFOR_BODY = "__numba_parfor_gufunc"  # Numba's name for outlined prange bodies
+
+
 @lower_builtin(LaunchConfig, LaunchConfig, types.VarArg(types.Any))
 def lower_launch(context, builder, sig, args):
     """``cfg(args...)``: launch, raising CudaLaunchError on failure."""
     cfg_ty = sig.args[0]
+    if _PARFOR_BODY in builder.function.name:
+        # Numba drops (or turns into SystemError) exceptions raised in the
+        # body of a parallel loop: a failed launch there would go unseen.
+        raise NumbaNotImplementedError(
+            "kernel %r: a launch that raises on failure cannot be used inside prange "
+            "(Numba does not propagate exceptions out of parallel loops); use "
+            "status = %s[...].launch_status(...) there and check the statuses "
+            "after the loop" % (cfg_ty.kernel_name, cfg_ty.kernel_name))
     status, reason, messages = emit_launch(context, builder, cfg_ty, args[0], sig.args[1:],
                                            args[1:], catch=False)
     failed = builder.icmp_signed("!=", status, ir.Constant(status.type, 0))

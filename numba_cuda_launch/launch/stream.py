@@ -18,6 +18,8 @@ from numba.extending import (
     unbox,
 )
 
+from numba_cuda_launch.compat import numba_cuda as _compat
+
 __all__ = ["CUDAStream", "cuda_stream", "stream_handle_value"]
 
 
@@ -40,16 +42,22 @@ class CUDAStreamModel(models.StructModel):
 make_attribute_wrapper(CUDAStream, "handle", "handle")
 
 
+def stream_handle(obj):
+    """The raw ``CUstream`` (an integer, 0 for the default stream) of a stream
+    object: numba-cuda's ``Stream`` (``int(stream)``), an object with
+    cuda.core's ``__cuda_stream__`` protocol, or the CUDA simulator's stream
+    (which stands for no real stream: 0)."""
+    proto = getattr(obj, "__cuda_stream__", None)
+    if proto is not None:
+        return int(proto()[1])
+    if _compat.is_simulator_stream(obj):
+        return 0
+    return int(obj)
+
+
 def _register_typeof():
-    from numba.cuda.cudadrv import driver
-
-    Stream = getattr(driver, "Stream", None)
-    if Stream is None:  # the CUDA simulator has no driver streams
-        return
-
-    @typeof_impl.register(Stream)
-    def _typeof_stream(val, c):
-        return cuda_stream
+    for cls in _compat.stream_classes():
+        typeof_impl.register(cls)(lambda val, c: cuda_stream)
 
 
 _register_typeof()
@@ -57,8 +65,9 @@ _register_typeof()
 
 @unbox(CUDAStream)
 def _unbox_stream(typ, obj, c):
-    # int(stream) is the raw CUstream (0 for the default stream).
-    as_int = c.pyapi.number_long(obj)
+    get_handle = c.pyapi.unserialize(c.pyapi.serialize_object(stream_handle))
+    as_int = c.pyapi.call_function_objargs(get_handle, [obj])
+    c.pyapi.decref(get_handle)
     ok = cgutils.is_not_null(c.builder, as_int)
     out = cgutils.create_struct_proxy(typ)(c.context, c.builder)
     out.handle = ir.Constant(ir.IntType(8).as_pointer(), None)

@@ -110,7 +110,12 @@ def _ctype_of(ty):
     return ctypes.c_void_p
 
 
+_HALF = "float16"  # marks a float16 argument, passed as its 16 bits
+
+
 def _as_kernel_arg(value, pointer_type):
+    if pointer_type is _HALF:
+        return np.uint16(value).view(np.float16)
     if pointer_type is not None:
         return ctypes.cast(ctypes.c_void_p(value), pointer_type)
     if isinstance(value, np.ndarray):
@@ -142,7 +147,7 @@ def _simulate(kernel, grid, block, sharedmem, args, pointer_types, catch):
 def _helper(kernel, argtypes, catch):
     """An @njit function running the simulated launch in object mode."""
     names = ["a%d" % i for i in range(len(argtypes))]
-    pointer_types = tuple(_ctype_of(t) for t in argtypes)
+    pointer_types = tuple(_HALF if t == types.float16 else _ctype_of(t) for t in argtypes)
     tup = "(%s)" % "".join(n + ", " for n in names)
     src = (
         "def launch(g0, g1, g2, b0, b1, b2, shmem%s):\n"
@@ -172,8 +177,12 @@ class SimulatorBackend(LaunchBackend):
         return builder.not_(host_allocated)
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
-        hosted = tuple(types.uintp if isinstance(t, types.CPointer) else t for t in formal_types)
-        vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer) else v
+        # Pointers travel as integers and float16 as its bits (Numba cannot
+        # box either); the Python side rebuilds them (_as_kernel_arg).
+        hosted = tuple(types.uintp if isinstance(t, types.CPointer)
+                       else types.uint16 if t == types.float16 else t for t in formal_types)
+        vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer)
+                else builder.bitcast(v, ir.IntType(16)) if t == types.float16 else v
                 for v, t in zip(values, formal_types)]
         helper = _helper(kernel, tuple(formal_types), catch)
         return call_jitted(context, builder, helper, (types.uint32,) * 7 + hosted,

@@ -1,0 +1,57 @@
+"""``cache=True`` for functions that launch kernels: cached code is used only
+for the launch target it was built for.
+
+A launch records its target while it is lowered: ``("simulator",)`` or
+``("driver", (major, minor))``, the architecture of the images it embeds.
+When Numba loads the function from its cache in a later process, the target
+is compared with that process's; on a difference the cached code is not
+used (it is compiled again and the entry replaced), so code built without
+the simulator never runs under it and vice versa, and an image built for
+one architecture is not loaded on another. Simulated launches call back into
+Python objects of the process that compiled them, so code launching under
+the simulator is never reused from the cache (it is compiled each process).
+"""
+
+from dataclasses import dataclass
+
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat.numba_caching import (
+    LaunchTargetChanged,
+    add_reload_check,
+    install_cache_target_check,
+)
+
+__all__ = ["current_target", "LaunchTargetCheck", "record_launch_target"]
+
+install_cache_target_check()
+
+
+def current_target():
+    """This process's launch target, as recorded in cached code."""
+    if _compat.simulator_enabled():
+        return ("simulator",)
+    return ("driver", _compat.target_compute_capability())
+
+
+@dataclass(frozen=True)
+class LaunchTargetCheck:
+    """Run by Numba when it loads cached code: refuses it (a cache miss) if
+    this process launches on another target."""
+
+    target: tuple
+
+    def __call__(self):
+        now = current_target()
+        if now == self.target and now[0] != "simulator":
+            return
+        # No GPU and no configured architecture: launches fail with
+        # CUDA_ERROR_NO_DEVICE whatever the image, so the code may be used.
+        if now[0] == self.target[0] == "driver" and now[1] is None:
+            return
+        raise LaunchTargetChanged("cached for %s, this process launches on %s"
+                                  % (self.target, now))
+
+
+def record_launch_target(context):
+    """Record, in the function being lowered, the target its launches use."""
+    add_reload_check(context, LaunchTargetCheck(current_target()))
