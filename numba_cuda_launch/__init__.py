@@ -38,6 +38,10 @@ from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
 from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
+from numba_cuda_launch.runtime.pointers import (  # noqa: E402
+    check_pointers,
+    pointer_checks_enabled,
+)
 
 __all__ = [
     "__version__",
@@ -50,4 +54,6 @@ __all__ = [
     "as_voidptr",
     "get_compute_capability",
     "set_compute_capability",
+    "check_pointers",
+    "pointer_checks_enabled",
 ]

@@ -132,6 +132,13 @@ def dispatcher_param_names(dispatcher):
     return list(inspect.signature(_py_func(dispatcher)).parameters)
 
 
+def dispatcher_parameters(dispatcher):
+    """The kernel function's ``inspect.Parameter`` objects, in order."""
+    import inspect
+
+    return list(inspect.signature(_py_func(dispatcher)).parameters.values())
+
+
 def compiled_kernels(dispatcher):
     """The kernels compiled so far: {argument types: kernel}. A simulated
     kernel has the signatures it was declared with (see .simulator)."""

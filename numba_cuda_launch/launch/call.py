@@ -181,6 +181,11 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
         guards.check(lambda p=problem: builder.icmp_signed(
             "==", cfg.problem, ir.Constant(ir.IntType(32), p)), text)
     names = selection.param_names
+    # Parameters left to their defaults: constants after the arguments given.
+    given = len(argtypes)
+    argtypes = tuple(argtypes) + tuple(selection.argtypes[given:])
+    argvals = list(argvals) + [context.get_constant_generic(builder, t, v) for t, v in
+                               zip(selection.argtypes[given:], selection.defaults)]
     values = []
     for i, (v, a, f) in enumerate(zip(argvals, argtypes, selection.argtypes)):
         where = "parameter %r (argument %d)" % (names[i], i + 1)

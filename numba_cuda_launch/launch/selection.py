@@ -28,6 +28,9 @@ class KernelSelection:
     kernel: object
     argtypes: tuple
     param_names: tuple = ()
+    #: values of trailing parameters left to their defaults, after the
+    #: arguments given (their types end *argtypes*)
+    defaults: tuple = ()
 
 
 def _describe(names, argtypes):
@@ -51,6 +54,10 @@ def _launchable_problem(ty):
         )
     if isinstance(ty, (types.Array, types.CPointer) + _compat.LAUNCHABLE_SCALARS):
         return None
+    if isinstance(ty, (types.NamedTuple, types.NamedUniTuple)):
+        return ("a namedtuple (%s) is not passed to kernels from compiled code; pass "
+                "its items as a plain tuple, tuple(value), or as separate arguments"
+                % ty.instance_class.__name__)
     if isinstance(ty, types.BaseTuple):
         for item in ty:
             problem = _launchable_problem(item)
@@ -189,6 +196,39 @@ def _compile_for(dispatcher, args):
     return KernelSelection(kernel, argtypes, tuple(names))
 
 
+def _fill_defaults(dispatcher, args):
+    """The argument types with the kernel's defaults for trailing parameters
+    not given, and those defaults' values; refuses ``*args``/``**kwargs``
+    kernels, whose parameter list compiled code cannot know."""
+    import inspect
+
+    from numba import typeof
+
+    name = _compat.dispatcher_name(dispatcher)
+    params = _compat.dispatcher_parameters(dispatcher)
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            raise KernelTypingError(
+                "kernel %r has a %s parameter %r: launches from compiled code need a "
+                "fixed list of positional parameters" % (
+                    name, {p.VAR_POSITIONAL: "*args", p.VAR_KEYWORD: "**kwargs",
+                           p.KEYWORD_ONLY: "keyword-only"}[p.kind], p.name))
+    missing = params[len(args):]
+    if not missing or any(p.default is inspect.Parameter.empty for p in missing):
+        return tuple(args), ()
+    values = tuple(p.default for p in missing)
+    try:
+        types_ = tuple(typeof(v) for v in values)
+    except Exception:
+        types_ = (None,)
+    if any(t is None or _launchable_problem(t) for t in types_):
+        raise KernelTypingError(
+            "kernel %r: the defaults %s of parameters %s cannot be passed from "
+            "compiled code; pass those arguments" % (
+                name, values, ", ".join(p.name for p in missing)))
+    return tuple(args) + types_, values
+
+
 def select_kernel(dispatcher, args, typingctx=None):
     """Choose (compiling if the kernel is lazy) the overload of *dispatcher*
     a launch with argument types *args* calls.
@@ -203,7 +243,7 @@ def select_kernel(dispatcher, args, typingctx=None):
         from numba.core.registry import cpu_target
 
         typingctx = cpu_target.typing_context
-    args = tuple(args)
+    args, defaults = _fill_defaults(dispatcher, args)
     if _compat.can_compile(dispatcher):
         exact = _compat.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
         selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args),
@@ -211,6 +251,9 @@ def select_kernel(dispatcher, args, typingctx=None):
                      if exact is not None else _compile_for(dispatcher, args))
     else:
         selection = _select_compiled(dispatcher, typingctx, args)
+    if defaults:
+        selection = KernelSelection(selection.kernel, selection.argtypes,
+                                    selection.param_names, defaults)
     reasons = _compat.unsupported_kernel_features(selection.kernel)
     if reasons:
         raise KernelTypingError(

@@ -184,3 +184,71 @@ def test_typing_errors_are_the_same():
 
     with pytest.raises(TypingError, match="griddim"):
         njit((nt.intp,))(bad_grid)
+
+
+# -- the simulator agrees with the GPU on refusals and argument kinds -----------------
+
+@njit
+def grid_status(xp, g):
+    x = numba.carray(ncl.as_voidptr(xp), (4,), np.float32)
+    return add_one[g, 4].launch_status(x)
+
+
+def test_out_of_range_grid_refused_as_on_a_gpu():
+    x = np.zeros(4, np.float32)
+    for g in (0, -1, 2 ** 32):
+        assert grid_status(ptr(x), g) == 1  # CUDA_ERROR_INVALID_VALUE, nothing run
+    np.testing.assert_array_equal(x, np.zeros(4))
+    assert grid_status(ptr(x), 1) == 0
+    np.testing.assert_array_equal(x, np.ones(4))
+
+
+@njit
+def launch_numpy(a):
+    return add_one[1, 4].launch_status(a)
+
+
+def test_numpy_array_refused_as_on_a_gpu():
+    a = np.zeros(4, np.float32)
+    assert launch_numpy(a) == 1
+    np.testing.assert_array_equal(a, np.zeros(4))
+
+
+@cuda.jit("void(float32[::1], float16)")
+def store_half(out, h):
+    out[0] = h
+
+
+@cuda.jit
+def copy_half(out, src):
+    out[0] = src[0]
+
+
+@njit
+def launch_half(op, v, hp):
+    out = numba.carray(ncl.as_voidptr(op), (1,), np.float32)
+    store_half[1, 1](out, v)
+    halves = numba.carray(ncl.as_voidptr(hp), (1,), np.float16)
+    out2 = numba.carray(ncl.as_voidptr(op + 4), (1,), np.float32)
+    copy_half[1, 1](out2, halves)
+
+
+def test_float16_scalars():
+    v = rng.standard_normal()
+    h = np.array([rng.standard_normal()], np.float16)
+    out = np.full(2, np.nan, np.float32)
+    launch_half(ptr(out), v, ptr(h))
+    assert out[0] == np.float32(np.float16(v))
+    assert out[1] == np.float32(h[0])
+
+
+@njit
+def on_stream(xp, n, stream):
+    x = numba.carray(ncl.as_voidptr(xp), (n,), np.float32)
+    add_one[1, n, stream](x)
+
+
+def test_stream_object_argument():
+    x = np.zeros(8, np.float32)
+    on_stream(ptr(x), 8, cuda.stream())
+    np.testing.assert_array_equal(x, np.ones(8))

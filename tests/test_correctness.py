@@ -1,0 +1,713 @@
+"""The correctness battery: bad and unusual inputs, each refused with a
+sentence that names the kernel and the problem, or handled correctly. No
+GPU: launches go to the recording driver (a launch refused by the package
+never reaches it)."""
+
+import collections
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda, njit, prange
+from numba.core import types as nt
+from numba.core.errors import NumbaError, TypingError
+
+import numba_cuda_launch as ncl
+from childenv import PREAMBLE, child_env
+from numba_cuda_launch.testing import RecordingDriver
+
+INVALID_VALUE = 1
+
+
+@cuda.jit
+def fill(x, v):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = v
+
+
+@cuda.jit("void(float32[::1], int32)")
+def eager_i32(x, n):
+    pass
+
+
+@cuda.jit("void(float32[::1], int8)")
+def eager_i8(x, n):
+    pass
+
+
+@cuda.jit("void(float32[::1], int64)")
+def eager_i64(x, n):
+    pass
+
+
+@cuda.jit("void(float32[::1], uint32)")
+def eager_u32(x, n):
+    pass
+
+
+@cuda.jit("void(float32[::1], float32)")
+def eager_f32(x, v):
+    pass
+
+
+@cuda.jit("void(float32[::1], boolean)")
+def eager_bool(x, b):
+    pass
+
+
+@cuda.jit
+def with_defaults(x, n=3, f=2.5):
+    x[0] = n + f
+
+
+@cuda.jit
+def star_args(*args):
+    pass
+
+
+@cuda.jit(device=True)
+def device_fn(x):
+    return x
+
+
+def first_line(exc):
+    """The first line of a Numba error after its pipeline header."""
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    return lines[1] if lines[0].startswith("Failed in") else lines[0]
+
+
+def typing_error(pyfunc, *argtypes):
+    with pytest.raises(NumbaError) as info:
+        njit(argtypes)(pyfunc)
+    return first_line(info.value)
+
+
+@njit
+def view(p, n=4):
+    return numba.carray(ncl.as_voidptr(p), (n,), np.float32)
+
+
+ADDR = 0x10000
+
+
+# -- 1. launch values out of the driver's range -----------------------------------
+
+@njit
+def grid_status(p, g):
+    return fill[g, 32].launch_status(view(p), 1.0)
+
+
+@njit
+def block_status(p, b):
+    return fill[(2, 2), (b, 1, 1)].launch_status(view(p), 1.0)
+
+
+@njit
+def shmem_status(p, s):
+    return fill[1, 32, 0, s].launch_status(view(p), 1.0)
+
+
+@njit
+def grid_raise(p, g):
+    fill[g, 32](view(p), 1.0)
+
+
+@pytest.mark.parametrize("g", [0, -1, -(2 ** 31), 2 ** 32, 2 ** 33, 2 ** 63 - 1])
+def test_runtime_griddim_out_of_range_refused_before_the_driver(fake_driver, g):
+    assert grid_status(ADDR, g) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_runtime_uint64_griddim_above_2_63_refused(fake_driver):
+    assert grid_status(ADDR, np.uint64(2 ** 63 + 5)) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+@pytest.mark.parametrize("b", [0, -4, 2 ** 32])
+def test_runtime_blockdim_out_of_range_refused(fake_driver, b):
+    assert block_status(ADDR, b) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+@pytest.mark.parametrize("s", [-1, -(2 ** 40), 2 ** 32, 2 ** 40])
+def test_runtime_sharedmem_out_of_range_refused_not_zeroed(fake_driver, s):
+    assert shmem_status(ADDR, s) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_runtime_values_at_the_limits_launch_unchanged(fake_driver):
+    assert grid_status(ADDR, 2 ** 32 - 1) == 0
+    assert shmem_status(ADDR, 2 ** 32 - 1) == 0
+    assert shmem_status(ADDR, 0) == 0
+    launched = [(l.grid[0], l.sharedmem) for l in fake_driver.launches]
+    assert launched == [(2 ** 32 - 1, 0), (1, 2 ** 32 - 1), (1, 0)]
+
+
+def test_raising_form_names_the_configuration_item(fake_driver):
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        grid_raise(ADDR, -2)
+    err = info.value
+    assert err.code == INVALID_VALUE and err.name == "CUDA_ERROR_INVALID_VALUE"
+    assert "kernel 'fill'" in str(err) and "griddim" in err.detail
+    assert fake_driver.launches == []
+
+
+@pytest.mark.parametrize("config, what", [
+    ("fill[2**33, 32]", "griddim must be between 1 and 2**32-1"),
+    ("fill[1, 2**33]", "blockdim must be between 1 and 2**32-1"),
+    ("fill[(1, 2**32), 32]", "griddim must be between 1 and 2**32-1"),
+    ("fill[0, 32]", "got 0"),
+    ("fill[1, 32, 0, 2**33]", "sharedmem must be between 0 and 2**32-1 bytes"),
+    ("fill[1, 32, 0, -1]", "sharedmem must be between 0 and 2**32-1 bytes, got -1"),
+])
+def test_constant_out_of_range_is_a_typing_error(config, what):
+    ns = {"fill": fill, "view": view}
+    exec("def f(p):\n    %s(view(p), 1.0)\n" % config, ns)
+    msg = typing_error(ns["f"], nt.intp)
+    assert msg.startswith("kernel 'fill': ") and what in msg
+
+
+# -- 2. host memory is never launched as device data ----------------------------
+
+@njit
+def launch_array(a):
+    return fill[1, 32].launch_status(a, 1.0)
+
+
+@njit
+def launch_array_raising(a):
+    fill[1, 32](a, 1.0)
+
+
+@njit
+def launch_nopython_allocated(n):
+    return fill[1, 32].launch_status(np.zeros(n, np.float32), 1.0)
+
+
+GLOBAL_ARRAY = np.zeros(4, np.float32)
+
+
+@cuda.jit
+def reader(x, out):
+    out[0] = x[0]
+
+
+@njit
+def launch_global(p):
+    return reader[1, 32].launch_status(GLOBAL_ARRAY, view(p))
+
+
+@njit
+def launch_view(p, n):
+    return fill[1, 32].launch_status(view(p, n), 1.0)
+
+
+@njit
+def launch_tuple_of_host_array(a, p):
+    return tuple_kernel[1, 1].launch_status((view(p), a))
+
+
+@cuda.jit
+def tuple_kernel(t):
+    pass
+
+
+def test_numpy_array_argument_is_refused(fake_driver):
+    assert launch_array(np.zeros(8, np.float32)) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_numpy_array_refusal_message_names_the_parameter(fake_driver):
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        launch_array_raising(np.zeros(8, np.float32))
+    assert "parameter 'x' (argument 1) is an array in host memory" in str(info.value)
+
+
+def test_array_allocated_in_nopython_code_is_refused(fake_driver):
+    assert launch_nopython_allocated(16) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_host_array_inside_a_tuple_is_refused(fake_driver):
+    assert launch_tuple_of_host_array(np.zeros(4, np.float32), ADDR) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_mapped_or_managed_host_array_is_launched(fake_driver):
+    # The driver knows the memory (cuda.mapped_array / managed_array): launchable.
+    a = np.zeros(8, np.float32)
+    fake_driver.add_device_memory(a.ctypes.data, a.nbytes)
+    assert launch_array(a) == 0
+    assert len(fake_driver.launches) == 1
+    assert fake_driver.pointer_queries == [a.ctypes.data]
+
+
+def test_empty_host_array_is_not_asked_about(fake_driver):
+    assert launch_array(np.zeros(0, np.float32)) == 0
+    assert fake_driver.pointer_queries == []
+
+
+def test_carray_views_cost_no_pointer_query(fake_driver):
+    assert launch_view(ADDR, 4) == 0
+    assert fake_driver.pointer_queries == []
+
+
+def test_checked_mode_refuses_global_and_unknown_pointers(fake_driver):
+    ncl.check_pointers(True)
+    try:
+        assert launch_view(ADDR, 4) == INVALID_VALUE
+        fake_driver.add_device_memory(ADDR, 16)
+        assert launch_view(ADDR, 4) == 0
+        assert launch_global(ADDR) == INVALID_VALUE  # the global is host memory
+    finally:
+        ncl.check_pointers(False)
+    assert launch_global(ADDR) == 0  # unchecked: only the pointer could tell
+    assert len(fake_driver.launches) == 2
+
+
+@njit
+def seed_like(p, q):
+    return eager_ptrs[1, 1].launch_status(ncl.as_voidptr(p), ncl.as_voidptr(q))
+
+
+@cuda.jit("void(CPointer(float32), CPointer(float32))")
+def eager_ptrs(a, b):
+    pass
+
+
+def test_checked_mode_checks_pointer_arguments(fake_driver):
+    fake_driver.add_device_memory(ADDR, 64)
+    ncl.check_pointers(True)
+    try:
+        assert seed_like(ADDR, ADDR + 16) == 0
+        assert seed_like(ADDR, 0x99999999) == INVALID_VALUE
+        assert seed_like(ADDR, 0) == 0  # NULL is passed as NULL
+    finally:
+        ncl.check_pointers(False)
+    assert ncl.pointer_checks_enabled() is False
+
+
+# -- 3. lossy conversions --------------------------------------------------------
+
+def test_float_to_integer_parameter_is_a_typing_error():
+    def f(p, v):
+        eager_i32[1, 1](view(p), v)
+    msg = typing_error(f, nt.intp, nt.float64)
+    assert "kernel 'eager_i32' parameter 'n' (argument 2): got float64, expected int32" in msg
+    assert "truncated" in msg
+
+
+def test_float_constant_to_integer_parameter_is_a_typing_error():
+    def f(p):
+        eager_i32[1, 1](view(p), 3.7)
+    assert "would be truncated" in typing_error(f, nt.intp)
+
+
+def test_complex_to_real_parameter_is_a_typing_error():
+    def f(p, v):
+        eager_f32[1, 1](view(p), v)
+    msg = typing_error(f, nt.intp, nt.complex128)
+    assert "parameter 'v'" in msg and "imaginary part" in msg
+
+
+def test_float_to_boolean_parameter_is_a_typing_error():
+    def f(p, v):
+        eager_bool[1, 1](view(p), v)
+    assert "parameter 'b'" in typing_error(f, nt.intp, nt.float32)
+
+
+def test_integer_constant_too_large_for_parameter_is_a_typing_error():
+    def f(p):
+        eager_i8[1, 1](view(p), 300)
+    msg = typing_error(f, nt.intp)
+    assert "parameter 'n'" in msg and "the constant 300 does not fit int8" in msg
+
+
+@njit
+def i8_status(p, v):
+    return eager_i8[1, 1].launch_status(view(p), v)
+
+
+@njit
+def i64_status(p, v):
+    return eager_i64[1, 1].launch_status(view(p), v)
+
+
+@njit
+def u32_status(p, v):
+    return eager_u32[1, 1].launch_status(view(p), v)
+
+
+@njit
+def i8_raise(p, v):
+    eager_i8[1, 1](view(p), v)
+
+
+@pytest.mark.parametrize("v", [128, 300, -129, 2 ** 40])
+def test_runtime_integer_outside_int8_is_refused(fake_driver, v):
+    assert i8_status(ADDR, v) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_runtime_integer_inside_int8_is_launched_exactly(fake_driver):
+    for v in (-128, -1, 0, 127):
+        assert i8_status(ADDR, v) == 0
+    got = [struct.unpack("<b", l.params[-1])[0] for l in fake_driver.launches]
+    assert got == [-128, -1, 0, 127]
+
+
+def test_uint64_above_int64_range_is_refused(fake_driver):
+    assert i64_status(ADDR, np.uint64(2 ** 63 + 1)) == INVALID_VALUE
+    assert i64_status(ADDR, np.uint64(2 ** 63 - 1)) == 0
+    assert struct.unpack("<q", fake_driver.launches[0].params[-1])[0] == 2 ** 63 - 1
+
+
+def test_negative_to_unsigned_is_refused(fake_driver):
+    assert u32_status(ADDR, -1) == INVALID_VALUE
+    assert u32_status(ADDR, 2 ** 32) == INVALID_VALUE
+    assert u32_status(ADDR, 2 ** 32 - 1) == 0
+    assert len(fake_driver.launches) == 1
+
+
+def test_integer_range_refusal_message(fake_driver):
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        i8_raise(ADDR, 1000)
+    assert "parameter 'n' (argument 2) of type int8 was given a int64 value outside " \
+           "its range" in str(info.value)
+
+
+# -- 6. the recording driver --------------------------------------------------------
+
+def test_recorders_nest_and_the_innermost_records():
+    with RecordingDriver() as outer:
+        with RecordingDriver() as inner:
+            launch_view(ADDR, 4)
+        launch_view(ADDR, 4)
+    assert len(inner.launches) == 1 and len(outer.launches) == 1
+
+
+def test_recorder_exited_out_of_order_raises_and_restores_the_table():
+    from numba_cuda_launch.runtime import driver
+
+    before = driver.current_functions()
+    outer, inner = RecordingDriver(), RecordingDriver()
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(RuntimeError, match="end the innermost first"):
+        outer.__exit__(None, None, None)
+    assert driver.current_functions() == before
+    inner.__exit__(None, None, None)  # already ended with the outer one
+    assert driver.current_functions() == before
+    assert launch_view(ADDR, 4) != 0  # the real (absent) driver, not a freed recorder
+    assert inner.launches == [] and outer.launches == []
+
+
+def test_recorder_entered_twice_raises():
+    rec = RecordingDriver()
+    with rec:
+        with pytest.raises(RuntimeError, match="already active"):
+            rec.__enter__()
+
+
+def test_parameter_bytes_recorded_without_register(fake_driver):
+    assert i8_status(ADDR, 5) == 0
+    params = fake_driver.launches[0].params
+    assert params is not None and len(params) == 8  # array (7) + int8
+    assert struct.unpack("<q", params[4])[0] == ADDR  # data pointer
+    assert params[-1] == b"\x05"
+
+
+# -- 7. kernel_handle -------------------------------------------------------------------
+
+@pytest.mark.parametrize("argtypes, what", [
+    ("int32(float32[::1], float32)", "kernels return nothing"),
+    ("void(float32[::1], float32", "does not parse"),
+    (None, "got None"),
+    (nt.float32[::1], "got the bare type"),
+    ([1, 2], "got [1, 2]"),
+])
+def test_kernel_handle_refuses_bad_signatures(argtypes, what):
+    with pytest.raises(TypeError) as info:
+        ncl.kernel_handle(fill, argtypes)
+    assert "kernel_handle('fill'" in str(info.value) and what in str(info.value)
+
+
+def test_kernel_handle_of_something_else():
+    with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
+        ncl.kernel_handle(len, (nt.int32,))
+
+
+def test_unsupported_architecture_is_reported_not_shipped_as_ptx():
+    @cuda.jit
+    def arch_probe(x):
+        x[0] = 1
+
+    ncl.set_compute_capability((99, 0))
+    try:
+        with pytest.raises(TypingError, match="building its cubin for compute capability "
+                                              r"\(99, 0\) failed"):
+            ncl.kernel_handle(arch_probe, (nt.float32[::1],))
+    finally:
+        ncl.set_compute_capability((9, 0))
+
+
+# -- 10. float16 in and out of CPU functions ---------------------------------------------
+
+def test_float16_argument_of_cpu_function_is_refused_with_a_sentence():
+    @njit
+    def ident(x):
+        return x
+
+    with pytest.raises(NumbaError, match="float16 values cannot be passed into or "
+                                         "returned from CPU nopython functions"):
+        ident(np.float16(1.5))
+
+
+def test_float16_result_of_cpu_function_is_refused_with_a_sentence():
+    @njit
+    def half_ptr_value(p):
+        return numba.carray(ncl.as_voidptr(p), (1,), np.float16)[0]
+
+    with pytest.raises(NumbaError, match="float16 values cannot be passed"):
+        half_ptr_value(ADDR)
+
+
+# -- 11. the package's sentence comes first ---------------------------------------------
+
+@pytest.mark.parametrize("body, what", [
+    ("fill[g, 32](view(p), 1.0)",
+     "kernel 'fill': griddim must be an integer or a tuple of 1 to 3 integers, got float64"),
+    ("fill[1, 32, 0, 0, 1](view(p), 1.0)",
+     "kernel 'fill': a launch configuration is [griddim, blockdim]"),
+    ("device_fn[1, 32](view(p))",
+     "'device_fn' is a CUDA device function (cuda.jit(device=True))"),
+    ("fill[1, 32, 1.5](view(p), 1.0)", "kernel 'fill': the stream must be"),
+    ("fill[1, 32, 0, g](view(p), 1.0)", "kernel 'fill': sharedmem must be an integer"),
+])
+def test_configuration_errors_are_the_first_line(body, what):
+    ns = {"fill": fill, "view": view, "device_fn": device_fn}
+    exec("def f(p, g):\n    %s\n" % body, ns)
+    assert typing_error(ns["f"], nt.intp, nt.float64).startswith(what)
+
+
+def test_typing_error_class_is_numbas():
+    # Numba re-raises typing errors as its own TypingError: that is the
+    # class to catch (the README says so).
+    def f(p, g):
+        fill[g, 32](view(p), 1.0)
+    with pytest.raises(TypingError):
+        njit((nt.intp, nt.float64))(f)
+
+
+# -- 12. clear messages instead of internal exceptions ----------------------------------
+
+def test_kernel_called_without_configuration():
+    def f(p):
+        fill(view(p), 1.0)
+    assert typing_error(f, nt.intp).startswith(
+        "kernel 'fill' is called without a launch configuration: write fill[griddim, blockdim]")
+
+
+def test_device_function_called_from_cpu_code():
+    def f(p):
+        device_fn(view(p))
+    assert "'device_fn' is a CUDA device function" in typing_error(f, nt.intp)
+
+
+def test_star_args_kernel_is_refused():
+    def f(p):
+        star_args[1, 1](view(p), 1)
+    assert typing_error(f, nt.intp).startswith(
+        "kernel 'star_args' has a *args parameter 'args'")
+
+
+@njit
+def launch_with_defaults(p):
+    return (with_defaults[1, 1].launch_status(view(p)),
+            with_defaults[1, 1].launch_status(view(p), 7),
+            with_defaults[1, 1].launch_status(view(p), 7, 0.5))
+
+
+def test_kernel_defaults_are_filled_in(fake_driver):
+    assert launch_with_defaults(ADDR) == (0, 0, 0)
+    tail = [(struct.unpack("<q", l.params[-2])[0], struct.unpack("<d", l.params[-1])[0])
+            for l in fake_driver.launches]
+    assert tail == [(3, 2.5), (7, 2.5), (7, 0.5)]
+
+
+def test_namedtuple_argument_is_refused():
+    Pair = collections.namedtuple("Pair", "a b")
+
+    def f(p):
+        fill[1, 1](view(p), Pair(1, 2))
+    msg = typing_error(f, nt.intp)
+    assert "kernel 'fill' parameter 'v' (argument 2)" in msg and "namedtuple (Pair)" in msg
+
+
+def test_raising_launch_inside_prange_is_refused():
+    @njit(parallel=True)
+    def par(p, n):
+        out = np.zeros(n)
+        for i in prange(n):
+            fill[1, 1](view(p), 1.0)
+            out[i] = i
+        return out.sum()
+
+    with pytest.raises(NumbaError, match="cannot be used inside prange"):
+        par(ADDR, 8)
+
+
+def test_status_launch_inside_prange_works(fake_driver):
+    @njit(parallel=True)
+    def par(p, n):
+        st = np.zeros(n, np.int32)
+        for i in prange(n):
+            st[i] = fill[1, 1].launch_status(view(p), 1.0)
+        return st.max()
+
+    assert par(ADDR, 8) == 0
+    assert len(fake_driver.launches) == 8
+
+
+@pytest.mark.parametrize("value, what", [
+    (9.0, "floats are ambiguous"),
+    ((9,), "a tuple of two integers is needed"),
+    ((9, 0, 1), "a tuple of two integers is needed"),
+    ("garbage", "'garbage' is not a compute capability"),
+    ("sm_", "is not a compute capability"),
+    ((2, 0), "is not a compute capability"),
+])
+def test_set_compute_capability_refuses_with_a_sentence(value, what):
+    with pytest.raises(ValueError) as info:
+        ncl.set_compute_capability(value)
+    assert "set_compute_capability()" in str(info.value) and what in str(info.value)
+    assert ncl.get_compute_capability() == (9, 0)  # unchanged
+
+
+@pytest.mark.parametrize("spelling", ["9.0", "9,0", "90", "sm_90", "compute_90", (9, 0),
+                                      (np.int64(9), 0)])
+def test_compute_capability_spellings(spelling):
+    try:
+        ncl.set_compute_capability(spelling)
+        assert ncl.get_compute_capability() == (9, 0)
+    finally:
+        ncl.set_compute_capability((9, 0))
+
+
+def run_child(code, **env):
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(code)],
+                         env=child_env(**env), capture_output=True, text=True, timeout=300)
+    return out
+
+
+def test_env_compute_capability_spellings_in_a_fresh_process():
+    code = """
+        import numba_cuda_launch as ncl
+        print(ncl.get_compute_capability())
+    """
+    for spelling in ("9.0", "90", "sm_90"):
+        out = run_child(code, NUMBA_CUDA_LAUNCH_CC=spelling)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "(9, 0)"
+
+
+def test_malformed_env_compute_capability_names_the_variable():
+    code = """
+        import numba, numpy as np
+        from numba import cuda, njit
+        import numba_cuda_launch as ncl
+
+        @cuda.jit
+        def k(x):
+            pass
+
+        @njit
+        def f(p):
+            k[1, 1](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
+
+        try:
+            f(4096)
+        except Exception as exc:
+            print(exc)
+    """
+    out = run_child(code, NUMBA_CUDA_LAUNCH_CC="garbage")
+    assert out.returncode == 0, out.stderr
+    assert "NUMBA_CUDA_LAUNCH_CC: 'garbage' is not a compute capability" in out.stdout
+
+
+def test_eager_kernel_with_no_gpu_gets_the_hint():
+    code = """
+        from numba import cuda
+        import numba_cuda_launch
+        try:
+            @cuda.jit("void(float32[::1])")
+            def k(x):
+                pass
+        except Exception as exc:
+            print(type(exc).__name__, exc)
+    """
+    out = run_child(code, NUMBA_CUDA_LAUNCH_CC="")
+    assert out.returncode == 0, out.stderr
+    if "set NUMBA_CUDA_LAUNCH_CC" not in out.stdout:
+        pytest.skip("a GPU is present: the eager kernel compiled")  # pragma: no cover
+    assert "numba_cuda_launch.set_compute_capability((9, 0))" in out.stdout
+
+
+# -- 4. cache=True across launch targets ----------------------------------------------
+
+CACHE_MODULE = """
+import numba, numpy as np
+from numba import cuda, njit
+import numba_cuda_launch as ncl
+
+@cuda.jit
+def add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+@njit(cache=True)
+def run(p, n):
+    x = numba.carray(ncl.as_voidptr(p), (n,), np.float32)
+    return add_one[1, 32].launch_status(x)
+"""
+
+CACHE_MAIN = """
+import numpy as np
+import cachemod
+a = np.zeros(4, np.float32)
+status = cachemod.run(a.ctypes.data, 4)
+hits = sum(cachemod.run.stats.cache_hits.values())
+print(status, a.tolist(), hits)
+"""
+
+
+def test_cached_code_is_keyed_on_the_launch_target(tmp_path):
+    (tmp_path / "cachemod.py").write_text(CACHE_MODULE)
+
+    def run(**env):
+        out = subprocess.run([sys.executable, "-c", PREAMBLE + CACHE_MAIN], cwd=tmp_path,
+                             env=child_env(**env), capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    driver90 = dict(NUMBA_CUDA_LAUNCH_CC="9.0", NUMBA_ENABLE_CUDASIM="0")
+    sim = dict(NUMBA_ENABLE_CUDASIM="1")
+    first = run(**driver90)
+    assert first[0] == "100" and first[-1] == "0"  # no driver here: NO_DEVICE, compiled
+    simulated = run(**sim)
+    assert simulated[0] == "0" and "1.0," in simulated[1]  # really simulated, not cached
+    simulated_again = run(**sim)
+    assert simulated_again[0] == "0" and simulated_again[-1] == "0"  # never from cache
+    back = run(**driver90)
+    assert back[0] == "100" and back[-1] == "0"  # the simulator's entry was not used
+    again = run(**driver90)
+    assert again[-1] == "1"  # same target: the cache is used
+    other_arch = run(NUMBA_CUDA_LAUNCH_CC="8.0", NUMBA_ENABLE_CUDASIM="0")
+    assert other_arch[-1] == "0"  # another architecture: compiled again
