@@ -19,6 +19,7 @@ from numba.core.errors import NumbaError, TypingError
 
 import numba_cuda_launch as ncl
 from childenv import PREAMBLE, child_env
+from conftest import HAVE_GPU
 from numba_cuda_launch.testing import RecordingDriver
 
 INVALID_VALUE = 1
@@ -404,7 +405,9 @@ def test_recorder_exited_out_of_order_raises_and_restores_the_table():
     assert driver.current_functions() == before
     inner.__exit__(None, None, None)  # already ended with the outer one
     assert driver.current_functions() == before
-    assert launch_view(ADDR, 4) != 0  # the real (absent) driver, not a freed recorder
+    with RecordingDriver() as fresh:  # the table works as before
+        assert launch_view(ADDR, 4) == 0
+    assert len(fresh.launches) == 1
     assert inner.launches == [] and outer.launches == []
 
 
@@ -443,6 +446,8 @@ def test_kernel_handle_of_something_else():
         ncl.kernel_handle(len, (nt.int32,))
 
 
+@pytest.mark.skipif(HAVE_GPU, reason="a configured compute capability applies only "
+                    "without a GPU (with one, images are built for the device)")
 def test_unsupported_architecture_is_reported_not_shipped_as_ptx():
     @cuda.jit
     def arch_probe(x):
@@ -584,20 +589,22 @@ def test_status_launch_inside_prange_works(fake_driver):
     ((2, 0), "is not a compute capability"),
 ])
 def test_set_compute_capability_refuses_with_a_sentence(value, what):
+    before = ncl.get_compute_capability()
     with pytest.raises(ValueError) as info:
         ncl.set_compute_capability(value)
     assert "set_compute_capability()" in str(info.value) and what in str(info.value)
-    assert ncl.get_compute_capability() == (9, 0)  # unchanged
+    assert ncl.get_compute_capability() == before  # unchanged
 
 
 @pytest.mark.parametrize("spelling", ["9.0", "9,0", "90", "sm_90", "compute_90", (9, 0),
                                       (np.int64(9), 0)])
 def test_compute_capability_spellings(spelling):
+    before = ncl.get_compute_capability()
     try:
         ncl.set_compute_capability(spelling)
         assert ncl.get_compute_capability() == (9, 0)
     finally:
-        ncl.set_compute_capability((9, 0))
+        ncl.set_compute_capability(before)
 
 
 def run_child(code, **env):
@@ -631,14 +638,20 @@ def test_malformed_env_compute_capability_names_the_variable():
         def f(p):
             k[1, 1](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
 
+        from numba_cuda_launch.testing import RecordingDriver
         try:
-            f(4096)
+            with RecordingDriver():
+                f(4096)
+            print("compiled")
         except Exception as exc:
             print(exc)
     """
     out = run_child(code, NUMBA_CUDA_LAUNCH_CC="garbage")
     assert out.returncode == 0, out.stderr
-    assert "NUMBA_CUDA_LAUNCH_CC: 'garbage' is not a compute capability" in out.stdout
+    if HAVE_GPU:  # the variable is never read: numba-cuda works as without it
+        assert out.stdout.strip() == "compiled"
+    else:
+        assert "NUMBA_CUDA_LAUNCH_CC: 'garbage' is not a compute capability" in out.stdout
 
 
 def test_eager_kernel_with_no_gpu_gets_the_hint():
@@ -681,8 +694,10 @@ def run(p, n):
 CACHE_MAIN = """
 import numpy as np
 import cachemod
+from numba_cuda_launch.testing import RecordingDriver
 a = np.zeros(4, np.float32)
-status = cachemod.run(a.ctypes.data, 4)
+with RecordingDriver():  # no real launch on host memory, GPU or not
+    status = cachemod.run(a.ctypes.data, 4)
 hits = sum(cachemod.run.stats.cache_hits.values())
 print(status, a.tolist(), hits)
 """
@@ -700,14 +715,15 @@ def test_cached_code_is_keyed_on_the_launch_target(tmp_path):
     driver90 = dict(NUMBA_CUDA_LAUNCH_CC="9.0", NUMBA_ENABLE_CUDASIM="0")
     sim = dict(NUMBA_ENABLE_CUDASIM="1")
     first = run(**driver90)
-    assert first[0] == "100" and first[-1] == "0"  # no driver here: NO_DEVICE, compiled
+    assert first[:2] == ["0", "[0.0,"] and first[-1] == "0"  # recorded, compiled
     simulated = run(**sim)
-    assert simulated[0] == "0" and "1.0," in simulated[1]  # really simulated, not cached
+    assert simulated[:2] == ["0", "[1.0,"]  # really simulated, not the cached driver code
     simulated_again = run(**sim)
-    assert simulated_again[0] == "0" and simulated_again[-1] == "0"  # never from cache
+    assert simulated_again[:2] == ["0", "[1.0,"] and simulated_again[-1] == "0"
     back = run(**driver90)
-    assert back[0] == "100" and back[-1] == "0"  # the simulator's entry was not used
+    assert back[:2] == ["0", "[0.0,"] and back[-1] == "0"  # the simulator's entry unused
     again = run(**driver90)
     assert again[-1] == "1"  # same target: the cache is used
-    other_arch = run(NUMBA_CUDA_LAUNCH_CC="8.0", NUMBA_ENABLE_CUDASIM="0")
-    assert other_arch[-1] == "0"  # another architecture: compiled again
+    if not HAVE_GPU:  # with a GPU the device decides the architecture
+        other_arch = run(NUMBA_CUDA_LAUNCH_CC="8.0", NUMBA_ENABLE_CUDASIM="0")
+        assert other_arch[-1] == "0"  # another architecture: compiled again
