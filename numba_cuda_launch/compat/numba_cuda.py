@@ -285,9 +285,13 @@ def install_deviceless_compilation():
         except Exception as exc:
             # An eager @cuda.jit(sig) kernel defined with no GPU: say how to
             # compile without one (the message is numba-cuda's, extended).
-            if "driver" in str(exc).lower() and NO_GPU_HINT not in str(exc):
-                exc.args = ((str(exc) + NO_GPU_HINT),) + tuple(exc.args[1:])
-            raise
+            if "driver" not in str(exc).lower() or NO_GPU_HINT in str(exc):
+                raise
+            try:
+                hinted = type(exc)(str(exc) + NO_GPU_HINT)
+            except Exception:
+                raise exc from None
+            raise hinted from exc
 
     def patched_ensure_cc(self, cc):
         if cc is None and _deviceless():
