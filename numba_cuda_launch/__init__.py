@@ -35,6 +35,7 @@ from numba_cuda_launch.errors import (  # noqa: E402
     error_name,
 )
 from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
+from numba_cuda_launch.interop.arrays import on_stream  # noqa: E402  (device arrays)
 from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
@@ -55,5 +56,6 @@ __all__ = [
     "get_compute_capability",
     "set_compute_capability",
     "check_pointers",
+    "on_stream",
     "pointer_checks_enabled",
 ]

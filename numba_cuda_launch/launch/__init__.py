@@ -15,6 +15,7 @@ lowering together:
 * :mod:`.params` -- numba-cuda's kernel parameter ABI;
 * :mod:`.kernels` -- the image and parameter types of a compiled kernel;
 * :mod:`.stream` -- stream objects as nopython values;
+* :mod:`.devicearray` -- device arrays as nopython values;
 * :mod:`.halffloat` -- float16 storage in CPU code;
 * :mod:`.pointer` -- ``as_voidptr``;
 * :mod:`.handle` -- ``kernel_handle()`` for C callers.
@@ -24,6 +25,7 @@ from numba_cuda_launch.compat import numba_cuda as _nc
 from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     halffloat,
     stream,
+    devicearray,
     launchconfig,
     call,
 )

@@ -16,6 +16,7 @@ from numba.core.typing.templates import signature
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 
 __all__ = ["KernelSelection", "select_kernel", "launch_signature", "lossy_conversion"]
 
@@ -38,9 +39,11 @@ def _describe(names, argtypes):
 
 
 def _unliteral(ty):
+    """The type a kernel is compiled for: literals dropped, device arrays
+    as the arrays the kernel receives."""
     if isinstance(ty, types.BaseTuple):
         return types.BaseTuple.from_types([_unliteral(t) for t in ty])
-    return types.unliteral(ty)
+    return as_array_type(types.unliteral(ty))
 
 
 def _launchable_problem(ty):
@@ -52,7 +55,7 @@ def _launchable_problem(ty):
             "numba.carray(ptr, shape, dtype), or give the kernel a signature "
             "(cuda.jit(sig)) with a CPointer parameter"
         )
-    if isinstance(ty, (types.Array, types.CPointer) + _compat.LAUNCHABLE_SCALARS):
+    if isinstance(ty, (types.Array, types.CPointer, DeviceArray) + _compat.LAUNCHABLE_SCALARS):
         return None
     if isinstance(ty, (types.NamedTuple, types.NamedUniTuple)):
         return ("a namedtuple (%s) is not passed to kernels from compiled code; pass "
@@ -118,7 +121,7 @@ def _conversion(typingctx, actual, formal):
         return Conversion.unsafe  # the seed's buffers[i] to a CPointer param
     if lossy_conversion(actual, formal):
         return None
-    return typingctx.can_convert(actual, formal)
+    return typingctx.can_convert(as_array_type(actual), formal)
 
 
 def _rating(convs):

@@ -1,8 +1,9 @@
 """``numba.cuda`` stream objects as arguments of CPU nopython functions.
 
-A numba-cuda ``Stream`` passed to an ``@njit`` function becomes a
-:class:`CUDAStream` value holding the raw ``CUstream`` handle, usable as the
-stream of ``kernel[grid, block, stream]``. Inside compiled code a raw handle
+A stream object passed to an ``@njit`` function -- numba-cuda's ``Stream``,
+a CuPy or PyTorch stream, anything with cuda.core's ``__cuda_stream__``
+protocol -- becomes a :class:`CUDAStream` value holding the raw ``CUstream``
+handle, usable as the stream of ``kernel[grid, block, stream]``. Inside compiled code a raw handle
 (``voidptr`` or an integer, 0 for the default stream) works as well.
 """
 
@@ -20,7 +21,8 @@ from numba.extending import (
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 
-__all__ = ["CUDAStream", "cuda_stream", "stream_handle_value"]
+__all__ = ["CUDAStream", "cuda_stream", "stream_handle", "stream_handle_value",
+           "is_stream_object"]
 
 
 class CUDAStream(types.Type):
@@ -42,14 +44,38 @@ class CUDAStreamModel(models.StructModel):
 make_attribute_wrapper(CUDAStream, "handle", "handle")
 
 
+def _foreign_stream_attribute(obj):
+    """The attribute holding the raw handle of a CuPy (``ptr``) or PyTorch
+    (``cuda_stream``) stream, recognised by class (neither package is
+    imported here), or None."""
+    cls = type(obj)
+    module = getattr(cls, "__module__", "") or ""
+    if module.startswith("cupy") and "Stream" in cls.__name__ and hasattr(obj, "ptr"):
+        return "ptr"
+    if module.startswith("torch.cuda") and hasattr(obj, "cuda_stream"):
+        return "cuda_stream"
+    return None
+
+
+def is_stream_object(obj):
+    """True for objects typed as :class:`CUDAStream`: numba-cuda streams
+    (registered by class), objects with cuda.core's ``__cuda_stream__``
+    protocol, CuPy and PyTorch streams."""
+    return hasattr(obj, "__cuda_stream__") or _foreign_stream_attribute(obj) is not None
+
+
 def stream_handle(obj):
     """The raw ``CUstream`` (an integer, 0 for the default stream) of a stream
     object: numba-cuda's ``Stream`` (``int(stream)``), an object with
-    cuda.core's ``__cuda_stream__`` protocol, or the CUDA simulator's stream
-    (which stands for no real stream: 0)."""
+    cuda.core's ``__cuda_stream__`` protocol (``(version, handle)``), a CuPy
+    or PyTorch stream, or the CUDA simulator's stream (which stands for no
+    real stream: 0)."""
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
         return int(proto()[1])
+    attr = _foreign_stream_attribute(obj)
+    if attr is not None:
+        return int(getattr(obj, attr))
     if _compat.is_simulator_stream(obj):
         return 0
     return int(obj)

@@ -1,0 +1,286 @@
+"""Device-array producers: numba-cuda, the CUDA Array Interface, DLPack.
+
+An object passed into an ``@njit``/``@cfunc`` function is typed as a
+:class:`~numba_cuda_launch.launch.devicearray.DeviceArray` when it is
+
+* a numba-cuda device array (``cuda.to_device``, ``device_array``,
+  ``mapped_array``, ``managed_array``);
+* any object exposing ``__cuda_array_interface__`` (versions 2 and 3: CuPy
+  arrays, PyTorch CUDA tensors, JAX GPU arrays, numba-cuda arrays);
+* any object with ``__dlpack__``/``__dlpack_device__`` on a CUDA device
+  (CUDA, CUDA host or CUDA managed memory), read through a DLPack capsule.
+
+The interface is read when the argument is typed (dtype, ndim, layout from
+the strides, read-only from ``data[1]`` or the DLPack read-only flag) and
+again at each call (pointer, shape, strides).
+
+Producer streams (the exact rule):
+
+* ``__cuda_array_interface__`` with a ``stream`` entry (version 3) that is
+  not None: the producer's stream is synchronised before the call, as
+  numba-cuda does, unless numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``
+  setting is 0; no entry or None: nothing to wait for.
+* DLPack: ``__dlpack__(stream=...)`` is given the consumer stream: the
+  stream named with :func:`on_stream` (``on_stream(x, s)``), else 1, the
+  legacy default stream (DLPack's meaning of no stream), with which kernels
+  launched on blocking streams are ordered. Work that runs on a
+  non-blocking stream must name it with :func:`on_stream`.
+"""
+
+import ctypes
+
+import numba
+import numpy as np
+from numba.core.typing.typeof import typeof_impl
+
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.launch.devicearray import DeviceArray, set_describer
+from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, stream_handle
+
+__all__ = ["on_stream", "describe", "device_array_type"]
+
+_kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
+_DEVICE_TYPES = (_kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_DL_FLAG_READ_ONLY = 1
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+# DLDataType code -> numpy kind
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+
+
+class _Described:
+    """What a device array object says about itself."""
+
+    __slots__ = ("data", "shape", "strides", "dtype", "readonly", "stream", "keepalive")
+
+    def __init__(self, data, shape, strides, dtype, readonly, stream=None, keepalive=None):
+        self.data, self.shape, self.dtype = data, tuple(shape), dtype
+        if strides is None:  # C-contiguous
+            strides, step = [], dtype.itemsize
+            for n in reversed(self.shape):
+                strides.insert(0, step)
+                step *= n
+        self.strides = tuple(strides)
+        self.readonly, self.stream, self.keepalive = readonly, stream, keepalive
+
+    @property
+    def layout(self):
+        if 0 in self.shape or len(self.shape) == 0:
+            return "C"
+        return ("C" if _contiguous(self.shape, self.strides, self.dtype.itemsize, False)
+                else "F" if _contiguous(self.shape, self.strides, self.dtype.itemsize, True)
+                else "A")
+
+
+def _contiguous(shape, strides, itemsize, fortran):
+    dims = list(zip(shape, strides))
+    if not fortran:
+        dims.reverse()
+    expect = itemsize
+    for n, s in dims:
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
+class on_stream:
+    """``on_stream(obj, stream)``: device array *obj* (of any producer) as an
+    argument of compiled code that will use it on *stream* (a stream object
+    or a raw ``CUstream`` integer): DLPack producers are given that stream
+    (``__dlpack__(stream=...)``) to order their work before it; for
+    ``__cuda_array_interface__`` producers the rule stays numba-cuda's
+    (their stream is synchronised). Pass the wrapper where the array would
+    go."""
+
+    __slots__ = ("obj", "stream")
+
+    def __init__(self, obj, stream):
+        self.obj = obj
+        self.stream = stream
+
+    def _consumer_stream(self):
+        if self.stream is None:
+            return None
+        return stream_handle(self.stream) if not isinstance(self.stream, int) else self.stream
+
+
+def _sync_producer_stream(stream):
+    """CAI v3: make the producer's work on *stream* complete before use."""
+    from numba.cuda import config as cuda_config
+
+    if stream is None or not getattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True):
+        return
+    if _compat.simulator_enabled():
+        return
+    from numba import cuda
+
+    cuda.external_stream(int(stream)).synchronize()
+
+
+def _from_cai(cai):
+    version = cai.get("version", 0)
+    if version < 2:
+        raise TypeError("__cuda_array_interface__ version %s: versions 2 and 3 are "
+                        "supported" % version)
+    if cai.get("mask") is not None:
+        raise TypeError("__cuda_array_interface__ with a mask is not supported")
+    data, readonly = cai["data"]
+    dtype = np.dtype(cai["typestr"])
+    return _Described(data or 0, cai["shape"], cai.get("strides"), dtype, bool(readonly),
+                      cai.get("stream") if version >= 3 else None)
+
+
+def _from_dlpack(obj, consumer):
+    dev_type, _ = obj.__dlpack_device__()
+    if dev_type not in _DEVICE_TYPES:
+        return None
+    stream = 1 if consumer is None else consumer
+    try:
+        capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
+    except TypeError:  # a producer of DLPack < 1.0
+        capsule = obj.__dlpack__(stream=stream)
+    name = _capsule_name(capsule)
+    ptr = _capsule_pointer(capsule, name)
+    readonly = False
+    if name == b"dltensor_versioned":
+        managed = _DLManagedTensorVersioned.from_address(ptr)
+        tensor = managed.dl_tensor
+        readonly = bool(managed.flags & _DL_FLAG_READ_ONLY)
+    else:
+        tensor = _DLTensor.from_address(ptr)
+    dt = tensor.dtype
+    if dt.lanes != 1 or dt.code not in _DL_KINDS:
+        raise TypeError("DLPack dtype (code %d, %d bits, %d lanes) has no NumPy equivalent"
+                        % (dt.code, dt.bits, dt.lanes))
+    dtype = np.dtype("?" if dt.code == 6 else "%s%d" % (_DL_KINDS[dt.code], dt.bits // 8))
+    ndim = tensor.ndim
+    shape = [tensor.shape[i] for i in range(ndim)]
+    strides = None if not tensor.strides else \
+        [tensor.strides[i] * dtype.itemsize for i in range(ndim)]
+    data = (tensor.data or 0) + tensor.byte_offset
+    return _Described(data, shape, strides, dtype, readonly, keepalive=capsule)
+
+
+def _numba_cuda_array_class():
+    if _compat.simulator_enabled():
+        return ()
+    from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+
+    return (DeviceNDArrayBase,)
+
+
+def describe(obj):
+    """Read a device array object (see the module docstring); None when it
+    is not one. Synchronises a CAI v3 producer stream (the rule above)."""
+    consumer = None
+    if isinstance(obj, on_stream):
+        consumer = obj._consumer_stream()
+        obj = obj.obj
+    if isinstance(obj, np.ndarray) and not isinstance(obj, _numba_cuda_array_class()):
+        return None
+    cai = getattr(obj, "__cuda_array_interface__", None) \
+        if not _compat.simulator_enabled() else None
+    if cai is not None:
+        desc = _from_cai(cai)
+        return desc
+    if _compat.simulator_enabled():
+        return _from_simulator(obj)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _from_dlpack(obj, consumer)
+    return None
+
+
+def _from_simulator(obj):
+    """numba-cuda's simulated device arrays (host memory standing for device
+    memory) and objects exposing the CUDA Array Interface under the
+    simulator."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    if isinstance(obj, FakeCUDAArray):
+        ary = obj._ary
+        return _Described(ary.ctypes.data, ary.shape, ary.strides, ary.dtype,
+                          not ary.flags.writeable)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    return _from_cai(cai) if cai is not None else None
+
+
+def device_array_type(desc):
+    """The :class:`DeviceArray` type of a described array."""
+    return DeviceArray(numba.from_dtype(desc.dtype), len(desc.shape), desc.layout,
+                       desc.readonly)
+
+
+def _fields(obj, ndim):
+    """Unboxing: ``(data, itemsize, shape..., strides...)``, after the
+    producer-stream rule."""
+    desc = describe(obj)
+    if desc is None or len(desc.shape) != ndim:
+        raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ndim))
+    _sync_producer_stream(desc.stream)
+    return (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides
+
+
+set_describer(_fields)
+
+
+def _typeof_device_array(val, c):
+    desc = describe(val)
+    return None if desc is None else device_array_type(desc)
+
+
+_generic_typeof = typeof_impl.dispatch(object)
+
+
+def _typeof_any(val, c):
+    """Numba's generic typeof, then stream objects and the device-array
+    protocols (objects of classes Numba has no typeof for)."""
+    ty = _generic_typeof(val, c)
+    if ty is None and is_stream_object(val):
+        return cuda_stream
+    if ty is None and (hasattr(val, "__cuda_array_interface__") or hasattr(val, "__dlpack__")):
+        try:
+            ty = _typeof_device_array(val, c)
+        except Exception:  # a producer whose interface cannot be read: not an array
+            ty = None
+    return ty
+
+
+def _register():
+    for cls in _numba_cuda_array_class() + (on_stream,):
+        typeof_impl.register(cls)(_typeof_device_array)
+    if _compat.simulator_enabled():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        typeof_impl.register(FakeCUDAArray)(_typeof_device_array)
+    if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
+        typeof_impl.register(object)(_typeof_any)
+
+
+_register()

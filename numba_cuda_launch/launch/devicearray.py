@@ -1,0 +1,247 @@
+"""Device arrays as values of CPU nopython code.
+
+A device array passed into an ``@njit``/``@cfunc`` function (numba-cuda's
+``DeviceNDArray``, anything with ``__cuda_array_interface__`` or DLPack: see
+:mod:`numba_cuda_launch.interop.arrays`) becomes a :class:`DeviceArray`: its
+dtype, ndim, layout and writability are part of the type, its data pointer,
+shape and strides are values. On the host it offers what does not touch
+device memory -- ``shape``, ``strides``, ``size``, ``ndim``, ``dtype``,
+``itemsize``, ``nbytes`` and basic slicing (views) -- and passing it to a
+kernel builds exactly the array parameters numba-cuda's Python launch builds.
+Reading or writing an element on the host is a typing error: it would
+dereference device memory.
+
+``DeviceArray`` is not a Numba ``Array`` (so no host array operation applies
+to it), but it has the same data model, so a kernel launch passes it as the
+``Array`` the kernel was compiled for, without copying. Its meminfo is NULL:
+the producer owns the memory, and the object passed in keeps it alive for
+the call.
+"""
+
+import operator
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.datamodel import models
+from numba.core.errors import TypingError
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
+    infer_getattr, infer_global, signature
+from numba.extending import NativeValue, lower_builtin, lower_cast, register_model, unbox
+
+__all__ = ["DeviceArray", "set_describer", "as_array_type"]
+
+
+class DeviceArray(types.Type):
+    """The type of a device array in CPU nopython code."""
+
+    def __init__(self, dtype, ndim, layout, readonly=False):
+        self.dtype, self.ndim, self.layout, self.readonly = dtype, ndim, layout, readonly
+        super().__init__(name="DeviceArray(%s, %dd, %s%s)"
+                         % (dtype, ndim, layout, ", readonly" if readonly else ""))
+
+    @property
+    def key(self):
+        return self.dtype, self.ndim, self.layout, self.readonly
+
+    @property
+    def as_array(self):
+        """The Numba array type a kernel receives it as."""
+        return types.Array(self.dtype, self.ndim, self.layout, readonly=self.readonly)
+
+
+def as_array_type(ty):
+    """*ty* with every DeviceArray (tuples searched) replaced by its array
+    type: what a kernel is compiled for."""
+    if isinstance(ty, DeviceArray):
+        return ty.as_array
+    if isinstance(ty, types.BaseTuple):
+        return types.BaseTuple.from_types([as_array_type(t) for t in ty])
+    return ty
+
+
+register_model(DeviceArray)(models.ArrayModel)
+
+
+@lower_cast(DeviceArray, types.Array)
+def _device_to_array(context, builder, fromty, toty, val):
+    # Same data model: only the layout may change (C or F to A), which is
+    # the same struct for Numba arrays.
+    return context.cast(builder, val, fromty.as_array, toty)
+
+
+# -- attributes and views ------------------------------------------------------------
+
+@infer_getattr
+class DeviceArrayAttributes(AttributeTemplate):
+    key = DeviceArray
+    metadata = {"target": "cpu"}
+
+    def resolve_shape(self, ary):
+        return types.UniTuple(types.intp, ary.ndim)
+
+    def resolve_strides(self, ary):
+        return types.UniTuple(types.intp, ary.ndim)
+
+    def resolve_size(self, ary):
+        return types.intp
+
+    def resolve_itemsize(self, ary):
+        return types.intp
+
+    def resolve_nbytes(self, ary):
+        return types.intp
+
+    def resolve_ndim(self, ary):
+        return types.IntegerLiteral(ary.ndim)
+
+    def resolve_dtype(self, ary):
+        return types.DType(ary.dtype)
+
+
+def _struct(context, builder, ty, val):
+    return cgutils.create_struct_proxy(ty.as_array)(context, builder, value=val)
+
+
+def _getattr_impl(name, fn):
+    from numba.core.imputils import lower_getattr
+
+    @lower_getattr(DeviceArray, name)
+    def impl(context, builder, ty, val):
+        return fn(context, builder, ty, _struct(context, builder, ty, val))
+    return impl
+
+
+_getattr_impl("shape", lambda c, b, t, a: a.shape)
+_getattr_impl("strides", lambda c, b, t, a: a.strides)
+_getattr_impl("size", lambda c, b, t, a: a.nitems)
+_getattr_impl("itemsize", lambda c, b, t, a: a.itemsize)
+_getattr_impl("nbytes", lambda c, b, t, a: b.mul(a.nitems, a.itemsize))
+_getattr_impl("ndim", lambda c, b, t, a: ir.Constant(c.get_value_type(types.intp), t.ndim))
+_getattr_impl("dtype", lambda c, b, t, a: c.get_dummy_value())
+
+
+_ON_DEVICE = ("%s: reading or writing elements of a device array on the host would "
+              "dereference device memory; pass the array to a kernel, or copy it to the "
+              "host first (outside the compiled function). Only shape, strides, size, "
+              "ndim, dtype, itemsize, nbytes and slicing (views) work on the host")
+
+
+def _view_signature(context, args):
+    """The signature of ``ary[index]`` for a basic slice of a device array;
+    TypingError for element access (None when *args* are not ours)."""
+    if len(args) != 2 or not isinstance(args[0], DeviceArray):
+        return None
+    ary, index = args
+    items = list(index) if isinstance(index, types.BaseTuple) else [index]
+    if not all(isinstance(i, (types.SliceType, types.Integer, types.EllipsisType,
+                              types.NoneType)) for i in items):
+        raise TypingError(_ON_DEVICE % ("indexing %s with %s" % (ary, index)))
+    res = context.resolve_function_type(operator.getitem, (ary.as_array, index), {})
+    if res is None or not isinstance(res.return_type, types.Array):
+        raise TypingError(_ON_DEVICE % ("%s[%s]" % (ary, index)))
+    out = res.return_type
+    return signature(DeviceArray(out.dtype, out.ndim, out.layout, ary.readonly),
+                     ary, res.args[1])
+
+
+@infer_global(operator.getitem)
+class DeviceArrayGetItem(AbstractTemplate):
+    """Basic slicing of a device array gives a device array view."""
+
+    metadata = {"target": "cpu"}
+
+    def generic(self, args, kws):
+        try:
+            return _view_signature(self.context, args)
+        except TypingError:
+            return None
+
+
+@infer
+class DeviceArrayIndexErrors(AbstractTemplate):
+    """Refuses element access and assignment with the reason, as the first
+    thing the user reads (builtin templates' errors are not aggregated; see
+    launchconfig.KernelConfigureErrors)."""
+
+    key = operator.getitem
+    metadata = {"target": "cpu"}
+
+    def generic(self, args, kws):
+        return _view_signature(self.context, args)
+
+
+class _DeviceArraySetItem(AbstractTemplate):
+    metadata = {"target": "cpu"}
+
+    def generic(self, args, kws):
+        if args and isinstance(args[0], DeviceArray):
+            raise TypingError(_ON_DEVICE % ("assigning to %s" % args[0]))
+        return None
+
+
+@infer
+class DeviceArraySetItem(_DeviceArraySetItem):
+    key = operator.setitem
+
+
+@infer
+class DeviceArrayStaticSetItem(_DeviceArraySetItem):
+    key = "static_setitem"
+
+
+@lower_builtin(operator.getitem, DeviceArray, types.Any)
+def _lower_view(context, builder, sig, args):
+    ary_ty, index_ty = sig.args
+    res_ty = sig.return_type.as_array
+    array_sig = signature(res_ty, ary_ty.as_array, index_ty)
+    impl = context.get_function(operator.getitem, array_sig)
+    return impl(builder, args)
+
+
+# -- from Python objects --------------------------------------------------------------
+
+_describer = None
+
+
+def set_describer(fn):
+    """Install ``fn(obj, ndim) -> (data, itemsize, shape..., strides...)``,
+    the function unboxing calls to read a device array object (see
+    :mod:`numba_cuda_launch.interop.arrays`)."""
+    global _describer
+    _describer = fn
+
+
+def _describe(obj, ndim):
+    return _describer(obj, ndim)
+
+
+@unbox(DeviceArray)
+def _unbox_device_array(typ, obj, c):
+    fields = types.UniTuple(types.intp, 2 + 2 * typ.ndim)
+    describe = c.pyapi.unserialize(c.pyapi.serialize_object(_describe))
+    ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, typ.ndim))
+    tup = c.pyapi.call_function_objargs(describe, [obj, ndim])
+    c.pyapi.decref(describe)
+    c.pyapi.decref(ndim)
+    out = cgutils.create_struct_proxy(typ.as_array)(c.context, c.builder)
+    failed = cgutils.alloca_once_value(c.builder, cgutils.true_bit)
+    with c.builder.if_then(cgutils.is_not_null(c.builder, tup), likely=True):
+        native = c.unbox(fields, tup)
+        c.pyapi.decref(tup)
+        with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
+            vals = [c.builder.extract_value(native.value, i) for i in range(len(fields))]
+            n = typ.ndim
+            shape, strides = vals[2:2 + n], vals[2 + n:]
+            nitems = c.context.get_constant(types.intp, 1)
+            for s in shape:
+                nitems = c.builder.mul(nitems, s)
+            intp = c.context.get_value_type(types.intp)
+            out.meminfo = ir.Constant(out.meminfo.type, None)
+            out.parent = ir.Constant(out.parent.type, None)
+            out.nitems = nitems
+            out.itemsize = vals[1]
+            out.data = c.builder.inttoptr(vals[0], out.data.type)
+            out.shape = cgutils.pack_array(c.builder, shape, intp)
+            out.strides = cgutils.pack_array(c.builder, strides, intp)
+            c.builder.store(cgutils.false_bit, failed)
+    return NativeValue(out._getvalue(), is_error=c.builder.load(failed))
