@@ -1,0 +1,316 @@
+"""Device arrays and stream objects as arguments of compiled launchers, on
+the CPU: fake producers over host memory (the CUDA Array Interface, DLPack),
+launches recorded by the recording driver and compared with the parameters
+numba-cuda's own launch builds for the same array."""
+
+import struct
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda, njit
+from numba.core import types as nt
+from numba.core.errors import TypingError
+
+import numba_cuda_launch as ncl
+from numba_cuda_launch.interop import arrays as producers
+from numba_cuda_launch.launch.devicearray import DeviceArray
+
+rng = np.random.default_rng()
+
+
+class CAI:
+    """A producer exposing ``__cuda_array_interface__`` over host memory."""
+
+    def __init__(self, a, version=3, stream=None, readonly=False, contiguous_strides=True):
+        self.a = a
+        strides = a.strides
+        if a.flags.c_contiguous and not contiguous_strides:
+            strides = None  # CAI: None means C-contiguous
+        self.__cuda_array_interface__ = dict(
+            shape=a.shape, strides=strides, typestr=a.dtype.str,
+            data=(a.ctypes.data, readonly), version=version)
+        if version >= 3:
+            self.__cuda_array_interface__["stream"] = stream
+
+
+class DLPackOnDevice:
+    """A DLPack producer over host memory that says it is on a CUDA device
+    (NumPy writes the capsule)."""
+
+    def __init__(self, a):
+        self.a = a
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA
+
+    def __dlpack__(self, stream=None, max_version=None, **kw):
+        self.streams.append(stream)
+        return self.a.__dlpack__(max_version=max_version) if max_version else self.a.__dlpack__()
+
+
+class CupyLikeStream:
+    __module__ = "cupy.cuda.stream"
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+CupyLikeStream.__name__ = "Stream"
+
+
+class ProtocolStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+@cuda.jit
+def scale(a, x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+@cuda.jit
+def scale2d(x, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = 2 * x[i, j]
+
+
+@cuda.jit
+def writes(x):
+    x[0] = 1
+
+
+@cuda.jit("void(float32[::1], float32[::1])")
+def eager_c(x, out):
+    pass
+
+
+@njit
+def launch_scale(x, out, stream):
+    scale[1, 32, stream](2.0, x, out)
+
+
+@njit
+def launch_2d(x, out):
+    scale2d[(2, 2), (8, 8)](x, out)
+
+
+def array_params(launch, first):
+    """The 5 + 2*ndim parameters of the array starting at parameter *first*."""
+    return [struct.unpack("<q", p)[0] for p in launch.params[first:]]
+
+
+def expected_params(a):
+    """numba-cuda's packing of an array (meminfo, parent, nitems, itemsize,
+    data, shape..., strides...)."""
+    return [0, 0, a.size, a.itemsize, a.ctypes.data] + list(a.shape) + list(a.strides)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_cai_arrays_launch_with_numba_cudas_parameters(fake_driver, version):
+    x, out = rng.standard_normal(8).astype(np.float32), np.zeros(8, np.float32)
+    launch_scale(CAI(x, version), CAI(out, version), 0)
+    (launch,) = fake_driver.launches
+    params = [struct.unpack("<q", p)[0] if len(p) == 8 else None for p in launch.params]
+    assert params[1:8] == expected_params(x)
+    assert params[8:] == expected_params(out)
+
+
+def test_cai_none_strides_means_c_contiguous(fake_driver):
+    x = np.zeros((3, 4), np.float32)
+    out = np.zeros((3, 4), np.float32)
+    launch_2d(CAI(x, contiguous_strides=False), CAI(out))
+    assert array_params(fake_driver.launches[0], 0)[:9] == expected_params(x)
+
+
+@pytest.mark.parametrize("make, layout", [
+    (lambda: np.zeros((4, 6), np.float32), "C"),
+    (lambda: np.asfortranarray(np.zeros((4, 6), np.float32)), "F"),
+    (lambda: np.zeros((8, 6), np.float32)[::2], "A"),
+    (lambda: np.zeros((4, 6), np.float32)[:, 1:], "A"),
+    (lambda: np.zeros((0, 6), np.float32), "C"),
+])
+def test_layout_from_strides(make, layout):
+    a = make()
+    assert numba.typeof(CAI(a)) == DeviceArray(nt.float32, 2, layout)
+
+
+def test_non_contiguous_view_launches_with_its_strides(fake_driver):
+    base = np.zeros((8, 6), np.float32)
+    x, out = base[::2, 1:], np.zeros((4, 5), np.float32)[:, :]
+    launch_2d(CAI(x), CAI(out))
+    assert array_params(fake_driver.launches[0], 0)[:9] == expected_params(x)
+
+
+def test_zero_size_array_launches(fake_driver):
+    x = np.zeros(0, np.float32)
+    launch_scale(CAI(x), CAI(x), 0)
+    params = array_params(fake_driver.launches[0], 1)
+    assert params[2] == 0 and params[5] == 0  # nitems, shape
+
+
+def test_readonly_producer_gives_readonly_type():
+    a = np.zeros(4, np.float32)
+    assert numba.typeof(CAI(a, readonly=True)) == DeviceArray(nt.float32, 1, "C", readonly=True)
+
+
+def test_kernel_writing_to_readonly_array_is_refused():
+    @njit
+    def f(x):
+        writes[1, 1](x)
+
+    with pytest.raises(TypingError) as info:
+        f(CAI(np.zeros(4, np.float32), readonly=True))
+    assert "kernel 'writes'" in str(info.value) and "readonly" in str(info.value)
+
+
+def test_eager_kernel_takes_device_array_and_refuses_wrong_dtype(fake_driver):
+    @njit
+    def f(x, out):
+        eager_c[1, 1](x, out)
+
+    a = np.zeros(4, np.float32)
+    f(CAI(a), CAI(a))
+    assert len(fake_driver.launches) == 1
+    with pytest.raises(TypingError, match="kernel 'eager_c' parameter 'x'"):
+        f(CAI(np.zeros(4, np.float64)), CAI(a))
+
+
+def test_host_attributes_and_views(fake_driver):
+    @njit
+    def f(x):
+        v = x[2:, ::2]
+        return (x.shape, x.strides, x.size, x.ndim, x.itemsize, x.nbytes,
+                v.shape, v.strides)
+
+    a = np.zeros((5, 6), np.float64)
+    v = a[2:, ::2]
+    assert f(CAI(a)) == (a.shape, a.strides, a.size, 2, 8, a.nbytes, v.shape, v.strides)
+
+
+def test_view_launches_at_its_offset(fake_driver):
+    @njit
+    def f(x, out):
+        scale[1, 32](2.0, x[3:], out[:5])
+
+    a, out = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    f(CAI(a), CAI(out))
+    params = fake_driver.launches[0].params
+    assert struct.unpack("<q", params[5])[0] == a.ctypes.data + 12  # x.data
+    assert struct.unpack("<q", params[3])[0] == 5  # x.nitems
+
+
+@pytest.mark.parametrize("body", ["return x[0]", "return x[1, 2]", "x[0] = 1.0",
+                                  "return x[x.shape[0] - 1]", "x[1:] = 2.0"])
+def test_element_access_on_the_host_is_a_typing_error(body):
+    ns = {}
+    exec("def f(x):\n    %s\n" % body, ns)
+    a = np.zeros((4, 4)) if "1, 2" in body else np.zeros(4)
+    with pytest.raises(TypingError) as info:
+        njit(ns["f"])(CAI(a))
+    assert "would dereference device memory" in str(info.value)
+
+
+def test_host_numpy_operations_are_refused_not_run():
+    @njit
+    def f(x):
+        return np.sum(x)
+
+    with pytest.raises(TypingError):
+        f(CAI(np.zeros(4)))
+
+
+def test_producer_stream_synchronised_per_cai_v3(monkeypatch, fake_driver):
+    synced = []
+    monkeypatch.setattr(producers, "_sync_producer_stream", synced.append)
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a, stream=0x1234), CAI(a, stream=None), 0)
+    launch_scale(CAI(a, version=2), CAI(a, stream=2), 0)
+    assert synced == [0x1234, None, None, 2]  # every argument asked; None waits for nothing
+
+
+def test_sync_setting_is_honoured(monkeypatch):
+    from numba.cuda import config as cuda_config
+
+    calls = []
+    monkeypatch.setattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", False)
+    monkeypatch.setattr(numba.cuda, "external_stream", lambda s: calls.append(s))
+    producers._sync_producer_stream(0x1234)
+    assert calls == []
+
+
+def test_dlpack_producer_is_read_from_its_capsule(fake_driver):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    out = np.zeros((3, 4), np.float32)
+    px, pout = DLPackOnDevice(x), DLPackOnDevice(out)
+    assert numba.typeof(px) == DeviceArray(nt.float32, 2, "C")
+    launch_2d(px, pout)
+    assert array_params(fake_driver.launches[0], 0)[:9] == expected_params(x)
+    assert px.streams[-1] == 1  # no consumer named: the legacy default stream
+
+
+def test_on_stream_names_the_consumer_stream_for_dlpack(fake_driver):
+    x = np.zeros(4, np.float32)
+    px = DLPackOnDevice(x)
+    launch_scale(ncl.on_stream(px, 0xABC), ncl.on_stream(DLPackOnDevice(x), 0xABC), 0xABC)
+    assert px.streams[-1] == 0xABC
+    assert fake_driver.launches[0].stream == 0xABC
+
+
+def test_readonly_dlpack_gives_readonly_type():
+    a = np.zeros(4, np.float32)
+    a.flags.writeable = False
+    ty = numba.typeof(DLPackOnDevice(a))
+    assert ty == DeviceArray(nt.float32, 1, "C", readonly=True)
+
+
+def test_dlpack_on_the_host_is_not_a_device_array():
+    class HostDLPack(DLPackOnDevice):
+        def __dlpack_device__(self):
+            return (1, 0)  # kDLCPU
+
+    @njit
+    def f(x):
+        return 0
+
+    with pytest.raises(TypingError):
+        f(HostDLPack(np.zeros(4)))
+
+
+@pytest.mark.parametrize("make", [lambda h: CupyLikeStream(h), lambda h: ProtocolStream(h), int])
+def test_stream_objects(fake_driver, make):
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a), CAI(a), make(0x5150))
+    assert fake_driver.launches[0].stream == 0x5150
+
+
+def test_carray_path_keeps_working(fake_driver):
+    @njit
+    def f(p):
+        x = numba.carray(ncl.as_voidptr(p), (4,), np.float32)
+        scale[1, 32](2.0, x, x)
+
+    f(0x10000)
+    assert struct.unpack("<q", fake_driver.launches[0].params[5])[0] == 0x10000
+
+
+def test_device_array_inside_a_tuple(fake_driver):
+    @cuda.jit
+    def pair(t):
+        t[1][0] = t[0][0]
+
+    @njit
+    def f(x, y):
+        pair[1, 1]((x, y))
+
+    a, b = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    f(CAI(a), CAI(b))
+    params = [struct.unpack("<q", p)[0] for p in fake_driver.launches[0].params]
+    assert params == expected_params(a) + expected_params(b)
