@@ -252,3 +252,36 @@ def test_stream_object_argument():
     x = np.zeros(8, np.float32)
     on_stream(ptr(x), 8, cuda.stream())
     np.testing.assert_array_equal(x, np.ones(8))
+
+
+# -- device arrays of the simulator --------------------------------------------------
+
+@cuda.jit
+def axpy_dev(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+@njit
+def launch_axpy_dev(a, x, y, out, stream):
+    axpy_dev[(out.size + 31) // 32, 32, stream](a, x, y, out)
+    return out.size, x[::2].shape[0]
+
+
+def test_simulated_device_arrays():
+    x = rng.standard_normal(50).astype(np.float32)
+    y = rng.standard_normal(50).astype(np.float32)
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    dout = cuda.to_device(np.full(50, np.nan, np.float32))
+    assert launch_axpy_dev(np.float32(3), dx, dy, dout, cuda.stream()) == (50, 25)
+    np.testing.assert_allclose(dout.copy_to_host(), 3 * x + y, rtol=1e-6)
+
+
+def test_simulated_device_array_element_access_refused():
+    @njit
+    def peek(x):
+        return x[0]
+
+    with pytest.raises(TypingError, match="would dereference device memory"):
+        peek(cuda.to_device(np.zeros(4)))

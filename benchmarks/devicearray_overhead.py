@@ -1,0 +1,188 @@
+"""Device arrays from Python into compiled launchers: the cost of a call.
+
+All rows in one process, one stream, host microseconds per call (median of
+batches of back-to-back calls, the stream idle before each batch):
+
+* numba-cuda's Python launch ``kernel[g, b](a, b, c)`` on three numba-cuda
+  device arrays, and an ``@njit`` launcher called with the same arrays;
+* CuPy's ``RawKernel`` on three CuPy arrays, and the ``@njit`` launcher
+  called with the same arrays;
+* per-argument unboxing cost of each producer (numba-cuda, CuPy, PyTorch,
+  JAX): an ``@njit`` function taking four arrays and launching nothing,
+  against one taking four integers;
+* inside compiled code: a loop launching on device-array arguments against
+  the same loop on ``carray`` views of the same memory.
+
+    python benchmarks/devicearray_overhead.py [--json out.json]
+"""
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from numba import cuda, njit  # noqa: E402
+
+import numba_cuda_launch as ncl  # noqa: E402
+
+N = 1024
+BATCH = 200
+BATCHES = 30
+
+
+@cuda.jit
+def add3(a, b, c):
+    i = cuda.grid(1)
+    if i < c.size:
+        c[i] = a[i] + b[i]
+
+
+@njit
+def launcher(a, b, c, stream):
+    add3[(c.size + 255) // 256, 256, stream](a, b, c)
+
+
+@njit
+def take4(a, b, c, d):
+    return a.size + b.size + c.size + d.size
+
+
+@njit
+def take4_ints(a, b, c, d):
+    return a + b + c + d
+
+
+@njit
+def loop_device_arrays(a, b, c, stream, n):
+    cfg = add3[(c.size + 255) // 256, 256, stream]
+    for _ in range(n):
+        cfg(a, b, c)
+
+
+@njit
+def loop_carrays(pa, pb, pc, size, stream, n):
+    a = numba.carray(ncl.as_voidptr(pa), (size,), np.float32)
+    b = numba.carray(ncl.as_voidptr(pb), (size,), np.float32)
+    c = numba.carray(ncl.as_voidptr(pc), (size,), np.float32)
+    cfg = add3[(size + 255) // 256, 256, stream]
+    for _ in range(n):
+        cfg(a, b, c)
+
+
+def per_call_us(call, sync, batch=BATCH, batches=BATCHES):
+    call()
+    sync()
+    times = []
+    for _ in range(batches):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            call()
+        times.append(time.perf_counter() - t0)
+    sync()
+    return float(np.median(times)) / batch * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    rows, checks = {}, []
+    stream = cuda.stream()
+    host = [np.random.default_rng().standard_normal(N).astype(np.float32) for _ in range(3)]
+    da, db, dc = (cuda.to_device(h, stream=stream) for h in host)
+    # numba-cuda arrays made on a stream carry it (CAI v3): each call would
+    # synchronise it; the Python launch does the same work. Plain arrays:
+    pa, pb, pc = (cuda.to_device(h) for h in host)
+    sync = stream.synchronize
+    rows["numba-cuda Python launch, 3 device arrays"] = per_call_us(
+        lambda: add3[N // 256, 256, stream](pa, pb, pc), sync)
+    rows["@njit launcher from Python, 3 numba-cuda arrays"] = per_call_us(
+        lambda: launcher(pa, pb, pc, stream), sync)
+    rows["@njit launcher, 3 numba-cuda arrays carrying their stream (CAI sync)"] = \
+        per_call_us(lambda: launcher(da, db, dc, stream), sync)
+    ratio = rows["@njit launcher from Python, 3 numba-cuda arrays"] / \
+        rows["numba-cuda Python launch, 3 device arrays"]
+    checks.append(("<= 0.3x numba-cuda's Python launch (3 numba-cuda arrays)", ratio,
+                   ratio <= 0.3))
+    unbox = {}
+    try:
+        import cupy as cp
+
+        ca, cb, cc = (cp.asarray(h) for h in host)
+        cstream = cp.cuda.Stream(non_blocking=True)
+        raw = cp.RawKernel(r"""
+        extern "C" __global__ void add3(const float* a, const float* b, float* c, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) c[i] = a[i] + b[i];
+        }""", "add3")
+        with cstream:
+            rows["CuPy RawKernel, 3 CuPy arrays"] = per_call_us(
+                lambda: raw((N // 256,), (256,), (ca, cb, cc, np.int32(N))),
+                cstream.synchronize)
+        rows["@njit launcher from Python, 3 CuPy arrays"] = per_call_us(
+            lambda: launcher(ca, cb, cc, cstream), cstream.synchronize)
+        ratio = rows["@njit launcher from Python, 3 CuPy arrays"] / \
+            rows["CuPy RawKernel, 3 CuPy arrays"]
+        checks.append(("<= 1.5x CuPy RawKernel (3 CuPy arrays)", ratio, ratio <= 1.5))
+        unbox["CuPy"] = (ca, cb, cc, ca)
+    except ImportError:
+        pass
+    unbox["numba-cuda"] = (pa, pb, pc, pa)
+    try:
+        import torch
+
+        t = [torch.from_numpy(h).cuda() for h in host]
+        unbox["PyTorch"] = (t[0], t[1], t[2], t[0])
+    except ImportError:
+        pass
+    try:
+        import jax.numpy as jnp
+
+        j = [jnp.asarray(h) for h in host]
+        unbox["JAX"] = (j[0], j[1], j[2], j[0])
+        unbox["JAX via on_stream (DLPack)"] = tuple(ncl.on_stream(x, stream) for x in
+                                                    (j[0], j[1], j[2], j[0]))
+    except ImportError:
+        pass
+    base = per_call_us(lambda: take4_ints(1, 2, 3, 4), lambda: None)
+    rows["@njit call with 4 integers (baseline)"] = base
+    for name, arrays in unbox.items():
+        us = per_call_us(lambda: take4(*arrays), lambda: None)
+        rows["unboxing one %s array (per argument)" % name] = (us - base) / 4
+    n = 20_000
+    for label, fn in (("device arrays", lambda: loop_device_arrays(pa, pb, pc, stream, n)),
+                      ("carray views", lambda: loop_carrays(
+                          pa.device_ctypes_pointer.value, pb.device_ctypes_pointer.value,
+                          pc.device_ctypes_pointer.value, N, stream, n))):
+        fn()
+        sync()
+        best = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            best.append(time.perf_counter() - t0)
+            sync()
+        rows["inside @njit: launch on %s" % label] = min(best) / n * 1e6
+    ratio = rows["inside @njit: launch on device arrays"] / rows["inside @njit: launch on carray views"]
+    checks.append(("inside compiled code, device arrays <= 1.05x carray views", ratio,
+                   ratio <= 1.05))
+    for name, us in rows.items():
+        print("%-75s %8.2f us" % (name, us))
+    for what, value, ok in checks:
+        print("%s %s (%.2f)" % ("PASS" if ok else "FAIL", what, value))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows_us": rows, "checks": [[w, v, ok] for w, v, ok in checks],
+                       "device": cuda.get_current_device().name.decode()
+                       if isinstance(cuda.get_current_device().name, bytes)
+                       else str(cuda.get_current_device().name)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

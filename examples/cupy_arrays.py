@@ -1,0 +1,34 @@
+"""CuPy arrays and a CuPy stream straight into a compiled launcher.
+
+    python examples/cupy_arrays.py      (needs a GPU and CuPy)
+"""
+
+import cupy as cp
+import numpy as np
+from numba import cuda, njit
+
+import numba_cuda_launch  # noqa: F401
+
+
+@cuda.jit
+def scale_rows(m, s, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = m[i, j] * s[i]
+
+
+@njit
+def launch(m, s, out, stream):
+    g = ((out.shape[0] + 15) // 16, (out.shape[1] + 15) // 16)
+    scale_rows[g, (16, 16), stream](m, s, out)
+
+
+if __name__ == "__main__":
+    m = cp.random.standard_normal((300, 200), dtype=cp.float32)
+    s = cp.arange(300, dtype=cp.float32)
+    out = cp.empty_like(m)
+    stream = cp.cuda.Stream(non_blocking=True)
+    launch(m, s, out, stream)          # CuPy arrays and stream, no conversion
+    launch(m.T, s[:200], out.T, stream)  # transposed views: F-ordered strides
+    stream.synchronize()
+    print("CuPy arrays: correct", bool(cp.allclose(out.T, m.T * s[:200, None])))
