@@ -259,17 +259,19 @@ _generic_typeof = typeof_impl.dispatch(object)
 
 
 def _typeof_any(val, c):
-    """Numba's generic typeof, then stream objects and the device-array
-    protocols (objects of classes Numba has no typeof for)."""
-    ty = _generic_typeof(val, c)
-    if ty is None and is_stream_object(val):
+    """For objects of classes Numba has no typeof for: stream objects and
+    device arrays first (Numba's generic typeof tries the buffer protocol,
+    which some device arrays refuse with an error), then Numba's."""
+    if is_stream_object(val):
         return cuda_stream
-    if ty is None and (hasattr(val, "__cuda_array_interface__") or hasattr(val, "__dlpack__")):
+    if hasattr(val, "__cuda_array_interface__") or hasattr(val, "__dlpack__"):
         try:
             ty = _typeof_device_array(val, c)
-        except Exception:  # a producer whose interface cannot be read: not an array
+        except Exception:  # a producer whose interface cannot be read: not ours
             ty = None
-    return ty
+        if ty is not None:
+            return ty
+    return _generic_typeof(val, c)
 
 
 def _register():
