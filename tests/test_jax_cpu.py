@@ -13,6 +13,7 @@ jax = pytest.importorskip("jax")
 
 import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch import xla_ffi  # noqa: E402
+from numba_cuda_launch import jax as ncl_jax  # noqa: E402
 from numba_cuda_launch.jax import jax_kernel  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
 from ffi_frames import FakeXla, Frame, ScalarAttr  # noqa: E402
@@ -521,3 +522,184 @@ def test_dtype_errors_are_clear():
         @numba.cfunc(nt.int64(nt.voidptr))
         def probe2(frame):
             return xla_ffi.buffer_as_array(xla_ffi.arg_buffer(frame, 0), 1, "x").size
+
+
+# -- jax.export: target names stable across processes, round trip on XLA:CPU --------
+
+EXPORT_CHILD = """
+import json, sys
+import numba_cuda_launch.interop.jax as J
+J._PLATFORMS = ("CUDA", "cpu")  # run the handler on XLA:CPU, launches recorded
+import jax
+import jax_export_kernels as m
+names = m.AXPB.target_names  # registered at import (signatures=)
+exported = J.export(jax.jit(m.f), platforms=["cpu"])(m.X)
+open(sys.argv[1], "wb").write(exported.serialize())
+print(json.dumps({"at_import": names, "after_export": m.AXPB.target_names}))
+"""
+
+CALL_CHILD = """
+import json, sys
+import numpy as np
+import numba_cuda_launch as ncl
+import numba_cuda_launch.interop.jax as J
+J._PLATFORMS = ("CUDA", "cpu")
+import jax
+from numba_cuda_launch.testing import RecordingDriver
+import jax_export_kernels as m
+names = m.AXPB.target_names
+
+def no_retrace(*args, **kwargs):
+    raise AssertionError("the kernel was traced again")
+
+m.AXPB._prepare = no_retrace
+exported = J.deserialize(open(sys.argv[1], "rb").read())
+x = np.random.default_rng().standard_normal(m.N).astype(np.float32)
+with RecordingDriver() as rec:
+    rec.register(ncl.kernel_handle(m.axpb, m.AXPB._argtypes([m.X], [m.X])))
+    out = jax.block_until_ready(exported.call(x))
+print(json.dumps({"names": names, "shape": list(out.shape), "launches": [
+    {"grid": l.grid, "block": l.block, "a": l.params[-2].hex(), "b": l.params[-1].hex(),
+     "data": int.from_bytes(l.params[4], "little")} for l in rec.launches]}))
+"""
+
+MISSING_CHILD = """
+import sys
+import numba_cuda_launch.interop.jax as J
+import jax
+data = open(sys.argv[1], "rb").read()
+try:
+    J.deserialize(data)
+except RuntimeError as exc:
+    print("DESERIALIZE:", exc)
+import numpy as np
+try:
+    jax.export.deserialize(data).call(np.ones(%d, np.float32))
+except Exception as exc:
+    print("XLA:", exc)
+"""
+
+
+def _child(code, *args):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from childenv import PREAMBLE, child_env
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = child_env(NUMBA_CUDA_LAUNCH_CC="9.0", JAX_PLATFORMS="cpu")
+    env["PYTHONPATH"] = here + os.pathsep + env["PYTHONPATH"]
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + code, *args], env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-4000:]
+    last = out.stdout.strip().splitlines()[-1]
+    return json.loads(last) if last.startswith("{") else out.stdout
+
+
+@pytest.fixture(scope="module")
+def exported_blob(tmp_path_factory):
+    """(path of the serialized export, what the exporting process said)."""
+    blob = str(tmp_path_factory.mktemp("export") / "f.jax")
+    return blob, _child(EXPORT_CHILD, blob)
+
+
+def test_export_round_trip_in_fresh_processes(exported_blob):
+    import jax_export_kernels as m
+
+    blob, exported = exported_blob
+    called = _child(CALL_CHILD, blob)
+    # the same name in both processes, made from what defines the kernel, not a counter
+    assert exported["at_import"] == exported["after_export"] == called["names"]
+    (name,) = called["names"]
+    assert name.startswith("ncl.jax_export_kernels.axpb.float32r1.float32r1.float32_int32.")
+    assert name == m.AXPB.register(jax.ShapeDtypeStruct((7,), np.float32), a=0.0, b=0)
+    # the deserialized function ran the registered handler: one launch, configured
+    # and with the scalars as exported (a = 2.5 as float32, b = -3 as int32)
+    (launch,) = called["launches"]
+    assert called["shape"] == [m.N]
+    assert launch["grid"] == [(m.N + 127) // 128, 1, 1] and launch["block"] == [128, 1, 1]
+    assert launch["a"] == np.float32(m.A).tobytes().hex()
+    assert launch["b"] == np.int32(m.B).tobytes().hex()
+    assert launch["data"] != 0
+
+
+def test_export_without_the_kernel_registered_is_a_clear_error(exported_blob):
+    text = _child(MISSING_CHILD % 3000, exported_blob[0])
+    deser = [l for l in text.splitlines() if l.startswith("DESERIALIZE:")]
+    assert deser, text
+    assert "calls numba-cuda-launch kernels not registered in this process" in deser[0]
+    assert ("kernel jax_export_kernels.axpb; inputs float32r1 -> outputs float32r1; "
+            "scalars float32, int32") in text
+    assert "Import the module that defines each kernel" in text
+    # what XLA itself says without the check
+    assert "No FFI handler registered for ncl.jax_export_kernels.axpb." in text
+
+
+def test_target_names_distinguish_signatures_and_options():
+    import jax_export_kernels as m
+
+    f32, f64 = (jax.ShapeDtypeStruct((5,), t) for t in (np.float32, np.float64))
+    n32 = m.AXPB.register(f32, a=1.0, b=2)
+    assert m.AXPB.register(jax.ShapeDtypeStruct((9,), np.float32), a=3.0, b=4) == n32
+    n64 = m.AXPB.register(f64, a=1.0, b=2)
+    assert n64 != n32 and ".float64r1.float64r1." in n64
+    # another wrapper of the same kernel with the same options shares the handler ...
+    same = jax_kernel(m.axpb, lambda x, a, b: x, m.launch, scalars={"a": np.float32, "b": np.int32})
+    assert same.register(f32, a=1.0, b=2) == n32
+    # ... while other options make another target
+    other = jax_kernel(m.axpb, lambda x, a, b: x, m.launch, command_buffer=False,
+                       scalars={"a": np.float32, "b": np.int32})
+    assert other.register(f32, a=1.0, b=2) not in (n32, n64)
+    named = jax_kernel(m.axpb, lambda x, a, b: x, m.launch, name="my/kernel",
+                       scalars={"a": np.float32, "b": np.int32})
+    assert named.register(f32, a=1.0, b=2).startswith("ncl.my_kernel.float32r1.")
+    assert {n32, n64} <= set(ncl_jax.registered_targets())
+    checks = m.AXPB.disabled_checks()
+    assert [c.is_custom_call() for c in checks] == sorted([n32, n64])
+
+
+def test_same_qualname_different_kernels_get_distinct_targets():
+    def make(scale):
+        @cuda.jit
+        def scaled(x, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = scale * x[i]
+        return jax_kernel(scaled, lambda x: x, (1, 32))
+
+    s = jax.ShapeDtypeStruct((4,), np.float32)
+    first, second = make(2.0).register(s), make(3.0).register(s)
+    assert first != second and second == first + ".2"
+    assert "make._locals_.scaled" in first
+
+
+def test_signatures_argument_errors():
+    with pytest.raises(TypeError, match="kernel 'saxpy': signatures must be a list of input "
+                                        "tuples, got ShapeDtypeStruct"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=SPEC)
+    with pytest.raises(TypeError, match="kernel 'saxpy': each signature is a tuple of inputs"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=[SPEC])
+    with pytest.raises(TypeError, match="kernel 'saxpy': scalars \\['a'\\] were declared; got"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=[(SPEC, SPEC)])
+
+
+def test_multiprocess_example_orchestration_on_cpu():
+    """examples/jax_multiprocess.py's launcher, jax.distributed set-up, sharded
+    computation and checks, on two CPU processes with a jnp stand-in for the
+    kernel (tests/test_jax_gpu.py runs it with the kernel on two GPUs)."""
+    import os
+    import subprocess
+    import sys
+
+    from childenv import child_env
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(root, "examples", "jax_multiprocess.py"),
+                          "--platform", "cpu", "--timeout", "120"],
+                         env=child_env(JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "OK: 2 processes (cpu:0, cpu:" in out.stdout
+    assert "process 0 of 2" in out.stdout and "process 1 of 2" in out.stdout
