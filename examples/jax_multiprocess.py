@@ -40,7 +40,6 @@ def inputs(n):
 
 def computation(platform):
     """step(x, y) -> (a*x + y, sum of it): the kernel on this device's data."""
-    import jax
     import jax.numpy as jnp
     import numpy as np
 
@@ -92,7 +91,10 @@ def run_worker(process_id, num_processes, coordinator, out, platform):
 
     if platform == "cpu":
         jax.config.update("jax_platforms", "cpu")
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        try:  # cross-process CPU collectives (the default in some JAX versions)
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        except Exception:
+            pass
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                process_id=process_id)
     import numpy as np
@@ -155,11 +157,13 @@ def launch(num_processes, platform, timeout):
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     common = ["--out", out, "--platform", platform, "--num-processes", str(num_processes),
               "--coordinator", coordinator]
+    # GPU i of what this process may use (CUDA_VISIBLE_DEVICES, if set) for process i
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     workers = []
     for pid in range(num_processes):
         wenv = dict(env)
         if platform == "gpu":
-            wenv["CUDA_VISIBLE_DEVICES"] = str(pid)
+            wenv["CUDA_VISIBLE_DEVICES"] = visible[pid] if len(visible) > pid else str(pid)
         workers.append(subprocess.Popen([sys.executable, me, "worker", str(pid)] + common,
                                         env=wenv))
     try:
@@ -170,7 +174,10 @@ def launch(num_processes, platform, timeout):
                 w.kill()
     if any(codes):
         raise SystemExit("a worker failed (exit codes %s)" % codes)
-    single = subprocess.run([sys.executable, me, "single"] + common, env=env, timeout=timeout)
+    senv = dict(env)
+    if platform == "gpu":
+        senv["CUDA_VISIBLE_DEVICES"] = visible[0] if visible else "0"
+    single = subprocess.run([sys.executable, me, "single"] + common, env=senv, timeout=timeout)
     if single.returncode:
         raise SystemExit("the single-process run failed")
 

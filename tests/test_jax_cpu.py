@@ -683,6 +683,8 @@ def test_signatures_argument_errors():
         jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=[SPEC])
     with pytest.raises(TypeError, match="kernel 'saxpy': scalars \\['a'\\] were declared; got"):
         jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=[(SPEC, SPEC)])
+    with pytest.raises(TypeError, match="export\\(\\) takes a jax.jit-ed function"):
+        ncl_jax.export(lambda x: x)
 
 
 def test_multiprocess_example_orchestration_on_cpu():

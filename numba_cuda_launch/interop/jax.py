@@ -559,6 +559,10 @@ def export(fun, *, disabled_checks=(), **kwargs):
     ``export(jax.jit(f), platforms=...)(*args)`` traces *fun* once to
     register its kernels' targets, then exports with those targets exempted
     from the custom-call safety check (plus *disabled_checks*)."""
+    if not hasattr(fun, "trace"):
+        raise TypeError("export() takes a jax.jit-ed function (as jax.export.export does), "
+                        "got %s" % _describe(fun))
+
     def exporter(*args, **kw):
         fun.trace(*args, **kw)
         checks = list(disabled_checks) + globals()["disabled_checks"]()
