@@ -28,7 +28,8 @@ setup(
         "cu12": ["numba-cuda[cu12]>=0.26"],
         "cu13": ["numba-cuda[cu13]>=0.26"],
         "test": ["pytest", "pytest-xdist"],
-        "jax": ["jax>=0.6"],
+        # flatbuffers: jax.export serialization (jax does not require it)
+        "jax": ["jax>=0.6", "flatbuffers"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -1,24 +1,38 @@
-"""Numba kernels in jax.jit: per-call cost against jnp, a ctypes Python
-handler and a raw C cuLaunchKernel loop, all in one run.
+"""Numba kernels in jax.jit: per-call cost of this package's handler against
+jnp, brainevent's numba-CUDA bridge, a ctypes Python handler and a raw C
+cuLaunchKernel loop, with XLA's command buffers on (its default) and off.
 
-    python benchmarks/jax_overhead.py [--json out.json]
+    python benchmarks/jax_overhead.py [--json out.json] [--markdown out.md]
 
-Rows (microseconds): one `jax.jit` call (dispatch + one kernel, calls back
-to back, blocking at the end), and per custom call inside one jit of 50
-chained calls. (a) the same computation in jnp; (b) this project's handler
-(a nopython cfunc); (c) a handler written as a ctypes Python callback that
-launches with numba-cuda from Python, the design other libraries use.
+Rows (microseconds), all computing out = 2 x + y on 1024 float32:
+(a) jnp; (b) this package's handler (a nopython cfunc), declared
+command-buffer compatible; (b') the same declared incompatible (XLA calls it
+on every execution); (b'') the same with the 2 passed as a scalar attribute;
+(c) a handler written as a ctypes Python callback launching with numba-cuda
+from Python; (d) brainevent's ``numba_cuda_kernel`` (brainevent 0.2.1,
+``brainevent/_op/numba_cuda_ffi.py``: a ctypes Python callback as well).
+Columns: one ``jax.jit`` call (dispatch + one kernel, calls back to back,
+blocking at the end); per custom call inside one jit of 50 chained calls;
+the same with ``--xla_gpu_enable_command_buffer=`` (command buffers off,
+measured in a child process, since XLA reads its flags once).
+
+brainevent is optional: without it row (d) is left out (it needs brainunit,
+saiunit and array_api_compat besides JAX).
 """
 
 import argparse
 import ctypes
 import json
 import os
+import subprocess
 import sys
 import time
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+NO_COMMAND_BUFFERS = "--xla_gpu_enable_command_buffer="
+if "--child-no-command-buffers" in sys.argv:  # before JAX reads XLA_FLAGS
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + NO_COMMAND_BUFFERS).strip()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -35,6 +49,14 @@ import launch_overhead as lo  # noqa: E402
 
 N = 1024
 CHAIN = 50
+GRID, BLOCK = (N + 255) // 256, 256
+
+
+@cuda.jit
+def axpy2(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * x[i] + y[i]
 
 
 @cuda.jit
@@ -44,15 +66,13 @@ def saxpy(x, y, out, a):
         out[i] = a * x[i] + y[i]
 
 
-def launch_rule(x, y, a):
+def launch_rule(x, *rest, **scalars):
     return (x.shape[0] + 255) // 256, 256
 
 
-NCL = jax_kernel(saxpy, lambda x, y, a: x, launch_rule, scalars={"a": np.float32})
-# The same without declaring command-buffer compatibility: XLA then calls the
-# handler on every execution instead of replaying a captured CUDA graph.
-NCL_NO_GRAPH = jax_kernel(saxpy, lambda x, y, a: x, launch_rule, scalars={"a": np.float32},
-                          command_buffer=False, name="ncl_bench_no_graph")
+NCL = jax_kernel(axpy2, lambda x, y: x, launch_rule)
+NCL_NO_CB = jax_kernel(axpy2, lambda x, y: x, launch_rule, command_buffer=False)
+NCL_SCALAR = jax_kernel(saxpy, lambda x, y, a: x, launch_rule, scalars={"a": np.float32})
 
 
 # -- (c) a ctypes Python callback handler -----------------------------------------
@@ -95,7 +115,7 @@ def _python_handler(frame):
     api = _u64(frame + 16)
     _STREAM_GET_T(_u64(api + 80))(ctypes.addressof(get_args))
     stream = cuda.external_stream(get_args[3])
-    saxpy[(out.size + 255) // 256, 256, stream](x, y, out, np.float32(2.0))
+    axpy2[(out.size + 255) // 256, 256, stream](x, y, out)
     return None
 
 
@@ -104,22 +124,44 @@ jax.ffi.register_ffi_target("bench_python_handler", jax.ffi.pycapsule(PY_HANDLER
                             platform="CUDA", api_version=1)
 
 
-def python_saxpy(x, y):
+def python_axpy2(x, y):
     return jax.ffi.ffi_call("bench_python_handler", jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+
+# -- (d) brainevent's bridge ---------------------------------------------------------
+
+def brainevent_axpy2():
+    """brainevent's numba_cuda_kernel over the same kernel, or (None, why)."""
+    try:
+        import brainevent
+        from brainevent._op.numba_cuda_ffi import numba_cuda_kernel
+
+        fn = numba_cuda_kernel(axpy2, outs=jax.ShapeDtypeStruct((N,), jnp.float32),
+                               grid=GRID, block=BLOCK)
+    except Exception as exc:  # not installed, a dependency missing, no GPU
+        return None, "brainevent not usable: %s: %s" % (type(exc).__name__, exc)
+    return fn, "brainevent %s" % getattr(brainevent, "__version__", "?")
 
 
 # -- measurement -------------------------------------------------------------------
 
-def per_call_us(fn, *args, calls=2000, repeats=7):
+def per_call_us(fn, *args, budget_s=0.2, repeats=5):
+    """Median over *repeats* of the time per call of back-to-back calls,
+    blocking at the end of each repeat; the number of calls is sized so a
+    repeat takes about *budget_s*."""
     jax.block_until_ready(fn(*args))
-    best = []
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    one = max(time.perf_counter() - t0, 1e-6)
+    calls = int(min(5000, max(5, budget_s / one)))
+    times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(calls):
             out = fn(*args)
         jax.block_until_ready(out)
-        best.append((time.perf_counter() - t0) / calls * 1e6)
-    return float(np.median(best))
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+    return float(np.median(times))
 
 
 def chained(step):
@@ -132,7 +174,7 @@ def chained(step):
 
 
 def c_launch_us():
-    """A raw cuLaunchKernel loop in C on the same saxpy kernel."""
+    """A raw cuLaunchKernel loop in C on the saxpy kernel (host cost per launch)."""
     import tempfile
 
     clib = lo.build_c_baseline(tempfile.mkdtemp())
@@ -156,58 +198,182 @@ def c_launch_us():
     kh = h.handle
 
     def batch(n):
-        clib.bench_launch(launch, kh, int(stream.handle), params, 4, 256, n, ctypes.byref(status))
+        clib.bench_launch(launch, kh, int(stream.handle), params, GRID, BLOCK, n,
+                          ctypes.byref(status))
     return lo.median_us(batch, stream.synchronize)
+
+
+def frame_decode_ns(reps=2_000_000):
+    """Host nanoseconds the handler spends reading one call frame: three
+    buffer views, seven launch attributes and a scalar looked up by name, the
+    stage (what an XLA instantiate-stage cache could save). No GPU needed."""
+    import numba
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "tests"))
+    from ffi_frames import FakeXla, Frame
+
+    ffi = xla_ffi
+
+    @numba.cfunc(nt.int64(nt.voidptr, nt.int64))
+    def decode(frame, reps):
+        acc = 0
+        for _ in range(reps):
+            a0 = ffi.buffer_as_array(ffi.arg_buffer(frame, 0), 1, np.float32)
+            a1 = ffi.buffer_as_array(ffi.arg_buffer(frame, 1), 1, np.float32)
+            a2 = ffi.buffer_as_array(ffi.ret_buffer(frame, 0), 1, np.float32)
+            acc += (ffi.attr_int(frame, "ncl_grid_x") + ffi.attr_int(frame, "ncl_grid_y")
+                    + ffi.attr_int(frame, "ncl_grid_z") + ffi.attr_int(frame, "ncl_block_x")
+                    + ffi.attr_int(frame, "ncl_block_y") + ffi.attr_int(frame, "ncl_block_z")
+                    + ffi.attr_int(frame, "ncl_sharedmem")
+                    + np.int64(ffi.attr_float(frame, "ncl_s_a")) + ffi.execution_stage(frame)
+                    + a0.shape[0] + a1.shape[0] + a2.shape[0])
+        return acc
+
+    xla = FakeXla()
+    attrs = {"ncl_%s_%s" % (w, a): np.int64(v) for w, v in (("grid", GRID), ("block", BLOCK))
+             for a in "xyz"}
+    attrs.update(ncl_sharedmem=np.int64(0), ncl_s_a=np.float32(2))
+    frame = Frame(xla, args=[(0x1000, (N,), np.float32)] * 2, rets=[(0x3000, (N,), np.float32)],
+                  attrs=attrs)
+    fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(decode.address)
+    fn(frame.address, 10)
+    best = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        fn(frame.address, reps)
+        best.append((time.perf_counter() - t0) / reps * 1e9)
+    return float(min(best))
+
+
+def steps():
+    be, be_note = brainevent_axpy2()
+    rows = {
+        "(a) jnp": lambda x, y: 2.0 * x + y,
+        "(b) numba-cuda-launch cfunc handler": NCL,
+        "(b') same, command_buffer=False": NCL_NO_CB,
+        "(b'') same, the 2 as a scalar attribute": lambda x, y: NCL_SCALAR(x, y, a=2.0),
+        "(c) ctypes Python handler + numba-cuda launch": python_axpy2,
+    }
+    if be is not None:
+        rows["(d) brainevent numba_cuda_kernel (ctypes Python handler)"] = be
+    return rows, be_note
+
+
+def measure():
+    """{row: {"one jit call us", "per chained call us"}} in this process."""
+    rng = np.random.default_rng()
+    x = jnp.asarray(rng.standard_normal(N).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal(N).astype(np.float32))
+    expect = 2.0 * np.asarray(x) + np.asarray(y)
+    rows, note = steps()
+    out = {}
+    for name, step in rows.items():
+        one = jax.jit(step)
+        np.testing.assert_allclose(np.asarray(one(x, y)), expect, rtol=1e-6)
+        chain = chained(step)
+        out[name] = {"one jit call us": per_call_us(one, x, y),
+                     "per chained call us": per_call_us(chain, x, y) / CHAIN}
+        print("  %-58s one call %8.2f us | chained %8.2f us"
+              % (name, out[name]["one jit call us"], out[name]["per chained call us"]),
+              flush=True)
+    return out, note
+
+
+def no_command_buffer_run():
+    """The chained rows measured in a child with command buffers off."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child-no-command-buffers"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    if done.returncode != 0:
+        print("command-buffers-off run failed:\n" + done.stderr[-3000:])
+        return {}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def markdown(rows, c_us, checks, device, note):
+    lines = ["| | one `jax.jit` call (us) | per call, chain of %d (us) | per call, chain, "
+             "command buffers off (us) |" % CHAIN, "|---|---|---|---|"]
+    for name, r in rows.items():
+        off = r.get("per chained call us, command buffers off")
+        lines.append("| %s | %.2f | %.2f | %s |" % (
+            name, r["one jit call us"], r["per chained call us"],
+            "%.2f" % off if off is not None else "n/a"))
+    if c_us:
+        lines.append("| raw C `cuLaunchKernel` loop, same kernel (host cost per launch) "
+                     "| – | %.2f | – |" % c_us)
+    lines.append("")
+    lines.append("%s; %s; JAX %s." % (device, note, jax.__version__))
+    lines.append("")
+    lines += ["- %s %s (%.2f)" % ("PASS" if ok else "FAIL", label, value)
+              for label, ok, value in checks]
+    return "\n".join(lines) + "\n"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json")
+    parser.add_argument("--markdown")
+    parser.add_argument("--child-no-command-buffers", action="store_true",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--frame-decode", action="store_true",
+                        help="only the host cost of reading a call frame (no GPU needed)")
     args = parser.parse_args()
+    if args.frame_decode:
+        print("frame decode: %.0f ns per call" % frame_decode_ns())
+        return 0
     if not any(d.platform == "gpu" for d in jax.devices()):
         print("JAX sees no GPU: nothing to measure")
         return 0
-    rng = np.random.default_rng()
-    x = jnp.asarray(rng.standard_normal(N).astype(np.float32))
-    y = jnp.asarray(rng.standard_normal(N).astype(np.float32))
-    steps = {
-        "(a) jnp": lambda x, y: 2.0 * x + y,
-        "(b) numba-cuda-launch cfunc handler": lambda x, y: NCL(x, y, a=2.0),
-        "(b') same, command_buffer=False": lambda x, y: NCL_NO_GRAPH(x, y, a=2.0),
-        "(c) ctypes Python handler + numba-cuda launch": python_saxpy,
-    }
-    expect = np.asarray(2.0 * x + y)
-    rows = {}
-    for name, step in steps.items():
-        one = jax.jit(step)
-        np.testing.assert_allclose(np.asarray(one(x, y)), expect, rtol=1e-6)
-        chain = chained(step)
-        rows[name] = {"one jit call us": per_call_us(one, x, y),
-                      "per chained call us": per_call_us(chain, x, y, calls=200) / CHAIN}
-        print("%-48s one call %8.2f us | per call in a chain of %d: %8.2f us"
-              % (name, rows[name]["one jit call us"], CHAIN, rows[name]["per chained call us"]),
-              flush=True)
+    if args.child_no_command_buffers:
+        rows, _ = measure()
+        print(json.dumps(rows))
+        return 0
+    print("command buffers: XLA's default")
+    rows, note = measure()
+    print("command buffers off (%s), in a child process" % NO_COMMAND_BUFFERS)
+    for name, r in no_command_buffer_run().items():
+        if name in rows:
+            rows[name]["per chained call us, command buffers off"] = r["per chained call us"]
+            rows[name]["one jit call us, command buffers off"] = r["one jit call us"]
     c_us = c_launch_us()
     print("C cuLaunchKernel loop, same kernel: %s us" % ("%.2f" % c_us if c_us else "n/a"))
-    a, b, b2, c = (rows[k] for k in steps)
+    decode_ns = frame_decode_ns()
+    print("frame decode (host, per call): %.0f ns" % decode_ns)
+    a = rows["(a) jnp"]
+    b = rows["(b) numba-cuda-launch cfunc handler"]
+    c = rows["(c) ctypes Python handler + numba-cuda launch"]
+    d = next((r for k, r in rows.items() if k.startswith("(d)")), None)
+    chain = "per chained call us"
     checks = [
         ("one jit call within 5% of jnp", b["one jit call us"] <= 1.05 * a["one jit call us"],
          b["one jit call us"] / a["one jit call us"]),
+        ("per chained call <= 2.7 us (command buffers on)", b[chain] <= 2.7, b[chain]),
         (">= 30x faster than the ctypes Python handler (chained)",
-         c["per chained call us"] >= 30 * b["per chained call us"],
-         c["per chained call us"] / b["per chained call us"]),
+         c[chain] >= 30 * b[chain], c[chain] / b[chain]),
     ]
+    if d is not None:
+        checks.append((">= 30x faster than brainevent's bridge (chained)",
+                       d[chain] >= 30 * b[chain], d[chain] / b[chain]))
+        off = "per chained call us, command buffers off"
+        if off in b and off in d:
+            checks.append((">= 30x faster than brainevent's bridge (chained, command buffers "
+                           "off)", d[off] >= 30 * b[off], d[off] / b[off]))
     if c_us:
-        for label, row in (("", b), (" (command_buffer=False)", b2)):
-            checks.append(("per chained call <= 1.2x raw C cuLaunchKernel" + label,
-                           row["per chained call us"] <= 1.2 * c_us,
-                           row["per chained call us"] / c_us))
-    for name, ok, value in checks:
-        print("%s %s (%.2f)" % ("PASS" if ok else "FAIL", name, value))
+        checks.append(("per chained call <= 1.2x raw C cuLaunchKernel", b[chain] <= 1.2 * c_us,
+                       b[chain] / c_us))
+    for label, ok, value in checks:
+        print("%s %s (%.2f)" % ("PASS" if ok else "FAIL", label, value))
+    device = "%s (%d visible)" % (jax.devices()[0].device_kind, len(jax.devices()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": str(jax.devices()[0]), "jax": jax.__version__, "rows": rows,
-                       "c_launch_us": c_us, "targets": checks}, f, indent=1)
+            json.dump({"device": device, "jax": jax.__version__, "brainevent": note,
+                       "rows": rows, "c_launch_us": c_us, "frame_decode_ns": decode_ns,
+                       "targets": checks}, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, c_us, checks, device, note)
+                    + "\nHandler's host cost of reading a call frame: %.0f ns per call.\n"
+                    % decode_ns)
     return 0
 
 

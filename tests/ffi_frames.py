@@ -78,6 +78,16 @@ class ErrorCreateArgs(ctypes.Structure):
                 ("errc", ctypes.c_int)]
 
 
+class ScalarAttr:
+    """A scalar attribute given by its ``XLA_FFI_DataType`` code and raw
+    bytes, for types NumPy or XLA do not produce (F16 and BF16 attributes,
+    unknown codes). The bytes are followed by 0xA5 filler up to 8, so a
+    reader that reads past the value's width gets garbage."""
+
+    def __init__(self, code, raw):
+        self.code, self.raw = code, bytes(raw)
+
+
 _ERR_T = ctypes.CFUNCTYPE(_vp, ctypes.POINTER(ErrorCreateArgs))
 _STREAM_T = ctypes.CFUNCTYPE(_vp, ctypes.POINTER(StreamGetArgs))
 
@@ -153,6 +163,12 @@ class Frame:
                 obj = ByteSpan(data, len(data))
                 self._keep.append(data)
                 types.append(4)
+            elif isinstance(value, ScalarAttr):
+                data = ctypes.create_string_buffer(
+                    value.raw + b"\xa5" * max(0, 8 - len(value.raw)), max(8, len(value.raw)))
+                obj = Scalar(value.code, ctypes.addressof(data))
+                self._keep.append(data)
+                types.append(3)
             elif isinstance(value, np.ndarray):
                 obj = Array(xla_ffi.dtype_code(value.dtype), value.size, value.ctypes.data)
                 self._keep.append(value)

@@ -3,6 +3,7 @@ with call frames built in memory, launches recorded by the recording driver,
 and the trace-time errors."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -12,9 +13,11 @@ jax = pytest.importorskip("jax")
 
 import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch import xla_ffi  # noqa: E402
+from numba_cuda_launch import jax as ncl_jax  # noqa: E402
 from numba_cuda_launch.jax import jax_kernel  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
-from ffi_frames import FakeXla, Frame  # noqa: E402
+from ffi_frames import FakeXla, Frame, ScalarAttr  # noqa: E402
+from numba.core import types as ncl_types  # noqa: E402
 
 rng = np.random.default_rng()
 
@@ -213,5 +216,492 @@ def test_unsupported_dtype():
 def test_bad_launch_rule():
     k = jax_kernel(saxpy, lambda x, y, a: x, lambda x, y, a: (0, 128), scalars={"a": np.float32})
     x = np.ones(4, np.float32)
-    with pytest.raises(ValueError, match="grid must be positive"):
+    with pytest.raises(ValueError, match="kernel .saxpy.: grid from the launch rule must be positive, got 0"):
         k(x, x, a=1.0)
+
+
+def test_bad_launch_values_refused():
+    x = np.ones(4, np.float32)
+    for rule, what in ((lambda x, y, a: (2.0, 128), "grid"), (lambda x, y, a: (2, (128.0,)), "block"),
+                       (lambda x, y, a: (2, True), "block")):
+        k = jax_kernel(saxpy, lambda x, y, a: x, rule, scalars={"a": np.float32})
+        with pytest.raises(TypeError, match="kernel 'saxpy': %s from the launch rule must be an "
+                                            "integer or a tuple of 1-3 integers" % what):
+            k(x, x, a=1.0)
+    k = jax_kernel(saxpy, lambda x, y, a: x, lambda x, y, a: 128, scalars={"a": np.float32})
+    with pytest.raises(TypeError, match="kernel 'saxpy': launch rule must give \\(grid, block\\), "
+                                        "got int 128"):
+        k(x, x, a=1.0)
+    with pytest.raises(TypeError, match="kernel 'saxpy': grid from the launch must be an integer"):
+        jax_kernel(saxpy, SPEC, ((8.5,), (128,)), scalars={"a": np.float32})
+
+
+def test_sharedmem_must_be_a_non_negative_integer():
+    with pytest.raises(ValueError, match="kernel 'saxpy': sharedmem must be >= 0 bytes, got -1"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=-1)
+    for bad in (2.5, True, "64"):
+        with pytest.raises(TypeError, match="kernel 'saxpy': sharedmem must be a number of bytes"):
+            jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=bad)
+    k = jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=np.int32(256))
+    assert k.sharedmem == 256 and type(k.sharedmem) is int
+
+
+def test_constructor_argument_errors():
+    with pytest.raises(TypeError, match="kernel 'saxpy': launch must be \\(grid, block\\), a "
+                                        "function .* got NoneType None"):
+        jax_kernel(saxpy, SPEC, None, scalars={"a": np.float32})
+    with pytest.raises(TypeError, match="kernel 'saxpy': launch must be .* got int 7"):
+        jax_kernel(saxpy, SPEC, 7, scalars={"a": np.float32})
+    with pytest.raises(TypeError, match="kernel 'saxpy': scalars must be a dict \\{parameter "
+                                        "name: dtype\\}, got list \\['a'\\]"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars=["a"])
+    with pytest.raises(TypeError, match="kernel 'saxpy': out_shapes is required"):
+        jax_kernel(saxpy, None, (8, 128), scalars={"a": np.float32})
+    with pytest.raises(TypeError, match="kernel 'saxpy' scalar 'a': 'nonsense' is not a dtype"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": "nonsense"})
+
+
+def test_out_shapes_giving_a_non_shape():
+    x = np.ones(4, np.float32)
+    k = jax_kernel(saxpy, lambda x, y, a: 3, saxpy_launch, scalars={"a": np.float32})
+    with pytest.raises(TypeError, match="kernel 'saxpy': out_shapes gave int 3 for output 0; "
+                                        "expected a jax.ShapeDtypeStruct"):
+        k(x, x, a=1.0)
+    k = jax_kernel(saxpy, lambda x, y, a: [x, "y"], saxpy_launch, scalars={"a": np.float32})
+    with pytest.raises(TypeError, match="out_shapes gave str 'y' for output 1"):
+        k(x, x, a=1.0)
+
+
+def test_positional_scalar_is_not_an_input():
+    x = np.ones(4, np.float32)
+    with pytest.raises(TypeError, match="kernel 'saxpy' input 2: expected an array .* got float "
+                                        "2.0; scalars are passed by keyword \\(a=...\\)"):
+        SAXPY(x, x, 2.0)
+
+
+# -- scalars: bound by the kernel's parameter names ------------------------------
+
+@cuda.jit
+def axpb(x, out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + b
+
+
+def fixed_frame(xla, n, **scalars):
+    attrs = {"ncl_grid_x": np.int64(1), "ncl_grid_y": np.int64(1), "ncl_grid_z": np.int64(1),
+             "ncl_block_x": np.int64(32), "ncl_block_y": np.int64(1), "ncl_block_z": np.int64(1),
+             "ncl_sharedmem": np.int64(0)}
+    attrs.update({"ncl_s_" + k: v for k, v in scalars.items()})
+    return Frame(xla, args=[(0x1000, (n,), np.float32)], rets=[(0x2000, (n,), np.float32)],
+                 attrs=attrs)
+
+
+def test_scalars_bound_by_parameter_name_not_declaration_order():
+    k = jax_kernel(axpb, lambda x, **kw: x, (1, 32), scalars={"b": np.int32, "a": np.float32})
+    spec = jax.ShapeDtypeStruct((10,), np.float32)
+    assert list(k.scalars) == ["a", "b"]
+    assert k._argtypes([spec], [spec])[2:] == (ncl_types.float32, ncl_types.int32)
+    handler = k.handler([spec], [spec])
+    a, b = np.float32(rng.standard_normal()), np.int32(rng.integers(-1000, 1000))
+    xla = FakeXla()
+    with RecordingDriver() as rec:
+        rec.register(ncl.kernel_handle(axpb, k._argtypes([spec], [spec])))
+        # XLA passes the attributes as the call site made them: a float32, b int32
+        assert call(handler, fixed_frame(xla, 10, a=a, b=b)) is None
+    (launch,) = rec.launches
+    assert launch.params[-2:] == [a.tobytes(), b.tobytes()]
+    # and the call site names them so: a float32 attribute for a, int32 for b
+    text = jax.jit(lambda x: k(x, b=7, a=0.5)).lower(np.ones(10, np.float32)).as_text()
+    assert "ncl_s_a = 5.000000e-01 : f32" in text and "ncl_s_b = 7 : i32" in text
+
+
+def test_scalar_names_must_be_the_trailing_parameters():
+    with pytest.raises(TypeError) as info:
+        jax_kernel(axpb, SPEC, (1, 32), scalars={"a": np.float32, "c": np.int32})
+    assert str(info.value) == ("kernel 'axpb': scalars must be named as the kernel's last 2 "
+                               "parameter(s) ['a', 'b'] (in any order); got ['a', 'c']")
+    with pytest.raises(TypeError, match="last 1 parameter\\(s\\) \\['b'\\] \\(in any order\\); "
+                                        "got \\['a'\\]"):
+        jax_kernel(axpb, SPEC, (1, 32), scalars={"a": np.float32})
+    # names that are no identifiers are refused the same way (no generated-code error)
+    with pytest.raises(TypeError, match="got \\['a b', \"b'\"\\]"):
+        jax_kernel(axpb, SPEC, (1, 32), scalars={"a b": np.float32, "b'": np.int32})
+
+
+@cuda.jit
+def only_scalars(a, b):
+    pass
+
+
+def test_kernel_needs_an_array_parameter():
+    with pytest.raises(TypeError, match="kernel 'only_scalars' has parameters \\(a, b\\); with 2 "
+                                        "scalar\\(s\\) it would have no array parameter"):
+        jax_kernel(only_scalars, SPEC, (1, 32), scalars={"a": np.float32, "b": np.int32})
+
+
+def attrs_of(k, **scalars):
+    """The scalar attributes a call site makes (from the lowered module)."""
+    text = jax.jit(lambda x: k(x, **scalars)).lower(np.ones(10, np.float32)).as_text()
+    return {m.group(1): (m.group(2), m.group(3))  # (value, type; None for bools)
+            for m in re.finditer(r"ncl_s_(\w+) = ([^ ,}]+)(?: : (\w+))?", text)}
+
+
+@cuda.jit
+def typed_scalars(x, out, i8, u8, f32, f16, flag):
+    pass
+
+
+TYPED = jax_kernel(typed_scalars, lambda x, **kw: x, (1, 32),
+                   scalars={"i8": np.int8, "u8": np.uint8, "f32": np.float32, "f16": np.float16,
+                            "flag": np.bool_})
+OK = dict(i8=-5, u8=200, f32=1.5, f16=0.1, flag=False)
+
+
+@pytest.mark.parametrize("name, value, error, message", [
+    ("i8", 2.7, TypeError, "kernel 'typed_scalars' scalar 'i8' \\(int8\\): got float 2.7; "
+                           "float -> integer conversion is refused"),
+    ("i8", np.float64(3.0), TypeError, "scalar 'i8' \\(int8\\): got float 3.0; float -> integer"),
+    ("i8", 300, ValueError, "scalar 'i8' \\(int8\\): 300 is out of range \\[-128, 127\\]"),
+    ("u8", -1, ValueError, "scalar 'u8' \\(uint8\\): -1 is out of range \\[0, 255\\]"),
+    ("i8", 2 ** 80, ValueError, "out of range \\[-128, 127\\]"),
+    ("f32", 1 + 2j, TypeError, "scalar 'f32' \\(float32\\): got complex \\(1\\+2j\\); "
+                               "complex -> real conversion is refused"),
+    ("f32", 1e39, ValueError, "scalar 'f32' \\(float32\\): 1e\\+39 is out of range"),
+    ("f16", 70000.0, ValueError, "scalar 'f16' \\(float16\\): 70000.0 is out of range "
+                                 "\\(largest finite float16 is 65504.0\\)"),
+    ("flag", 1, TypeError, "scalar 'flag' \\(bool\\): expected True or False, got int 1"),
+    ("f32", "1.5", TypeError, "scalar 'f32' \\(float32\\): expected a number, got str '1.5'"),
+    ("f32", np.ones(2, np.float32), TypeError, "expected a number, got ndarray"),
+])
+def test_lossy_scalar_conversions_refused(name, value, error, message):
+    with pytest.raises(error, match=message):
+        TYPED(np.ones(10, np.float32), **dict(OK, **{name: value}))
+
+
+def test_exact_scalar_conversions_accepted():
+    got = attrs_of(TYPED, **dict(OK, i8=True, u8=np.uint64(255), f32=3, flag=np.bool_(True)))
+    assert got["i8"] == ("1", "i8") and got["u8"] == ("255", "ui8")
+    assert got["f32"] == ("3.000000e+00", "f32") and got["flag"] == ("true", None)
+    # 0-d arrays count as their element; inf and nan stay what they are
+    got = attrs_of(TYPED, **dict(OK, i8=np.array(-7, np.int64), f32=np.float64("inf")))
+    assert got["i8"] == ("-7", "i8") and got["f32"] == ("0x7F800000", "f32")
+
+
+def test_traced_scalar_refused():
+    with pytest.raises(TypeError, match="scalar 'f32' \\(float32\\): got a traced value; scalars "
+                                        "are static XLA attributes"):
+        jax.jit(lambda x, s: TYPED(x, **dict(OK, f32=s)))(np.ones(10, np.float32), 1.0)
+
+
+# -- float16 scalars ---------------------------------------------------------------
+
+@cuda.jit
+def scale_half(x, out, h):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * h
+
+
+def test_float16_scalar_reaches_the_kernel_as_its_bits():
+    k = jax_kernel(scale_half, lambda x, h: x, (1, 32), scalars={"h": np.float16})
+    spec = jax.ShapeDtypeStruct((10,), np.float16)
+    h = np.float16(rng.standard_normal() * 100)
+    # XLA carries no F16 attribute: the call site passes the exact float32
+    text = jax.jit(lambda x: k(x, h=h)).lower(np.ones(10, np.float16)).as_text()
+    assert "ncl_s_h = " in text and ": f32" in text.split("ncl_s_h = ")[1].split(",")[0]
+    handler = k.handler([spec], [spec])
+    xla = FakeXla()
+    values = [h, np.float16(-0.0), np.float16(6e-8), np.float16(65504), np.float16("inf")]
+    with RecordingDriver() as rec:
+        rec.register(ncl.kernel_handle(scale_half, k._argtypes([spec], [spec])))
+        for v in values:
+            frame = Frame(xla, args=[(0x10, (10,), np.float16)], rets=[(0x20, (10,), np.float16)],
+                          attrs={"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32),
+                                 "ncl_s_h": np.float32(v)})
+            assert call(handler, frame) is None
+    assert [l.params[-1] for l in rec.launches] == [v.tobytes() for v in values]
+
+
+def test_bfloat16_scalar_refused():
+    import jax.numpy as jnp
+
+    with pytest.raises(TypeError, match="kernel 'scale_half' scalar 'h': bfloat16 scalars "
+                                        "cannot be passed"):
+        jax_kernel(scale_half, lambda x, h: x, (1, 32), scalars={"h": jnp.bfloat16})
+
+
+# -- xla_ffi scalar readers: every width read at its width ---------------------------
+
+def _reader(kind):
+    import numba
+    from numba.core import types as nt
+
+    if kind == "float":
+        @numba.cfunc(nt.float64(nt.voidptr))
+        def probe(frame):
+            return xla_ffi.attr_float(frame, "v", -1.25)
+        return ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p)(probe.address)
+
+    @numba.cfunc(nt.int64(nt.voidptr))
+    def probe(frame):
+        return xla_ffi.attr_int(frame, "v", -7)
+    return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(probe.address)
+
+
+READ_FLOAT, READ_INT = _reader("float"), _reader("int")
+
+
+def read(reader, value):
+    frame = Frame(FakeXla(), attrs={"v": value})
+    return reader(frame.address)
+
+
+def test_f16_and_bf16_attributes_read_exactly():
+    halves = np.concatenate([rng.standard_normal(20) * 1000, [6e-8, -3e-6, 65504, 0.0]])
+    for v in halves.astype(np.float16):
+        assert read(READ_FLOAT, ScalarAttr(10, v.tobytes())) == float(v)
+    assert np.isinf(read(READ_FLOAT, ScalarAttr(10, np.float16("-inf").tobytes())))
+    assert np.isnan(read(READ_FLOAT, ScalarAttr(10, np.float16("nan").tobytes())))
+    for v in (rng.standard_normal(20) * 1e30).astype(np.float32):
+        bits = (v.view(np.uint32) >> 16).astype(np.uint16)  # bfloat16: top half of a float32
+        expect = float((bits.astype(np.uint32) << 16).view(np.float32))
+        assert read(READ_FLOAT, ScalarAttr(16, bits.tobytes())) == expect
+    assert read(READ_INT, ScalarAttr(10, np.float16(-3.75).tobytes())) == -3
+
+
+def test_every_half_bit_pattern_converts():
+    import numba
+
+    @numba.njit
+    def convert_all(out):
+        for b in range(65536):
+            out[b] = xla_ffi.half_bits_to_float(b)
+
+    out = np.empty(65536)
+    convert_all(out)
+    expect = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
+    np.testing.assert_array_equal(out, expect)  # NaNs in the same places, all else exact
+    assert np.array_equal(np.signbit(out), np.signbit(expect))
+
+
+def test_narrow_integer_attributes_read_at_their_width():
+    # the bytes after the value are filler: a reader that reads past it is wrong
+    for code, value in ((2, np.int8(-100)), (3, np.int16(-30000)), (7, np.uint16(65000)),
+                        (6, np.uint8(250)), (1, np.bool_(True)), (4, np.int32(-2 ** 31)),
+                        (8, np.uint32(2 ** 32 - 2))):
+        assert read(READ_INT, ScalarAttr(code, value.tobytes())) == int(value), code
+        assert read(READ_FLOAT, ScalarAttr(code, value.tobytes())) == float(value), code
+
+
+def test_unreadable_scalar_attribute_counts_as_absent():
+    for code in (15, 0, 99):  # C64, invalid, unknown
+        assert read(READ_INT, ScalarAttr(code, b"\x01" * 8)) == -7
+        assert read(READ_FLOAT, ScalarAttr(code, b"\x01" * 8)) == -1.25
+
+
+def test_dtype_errors_are_clear():
+    import numba
+    from numba.core import types as nt
+    from numba.core.errors import TypingError
+
+    with pytest.raises(TypeError, match="XLA FFI: no kernel-compatible XLA data type for dtype "
+                                        "<U4; supported: bool, int8"):
+        xla_ffi.dtype_code(np.dtype("U4"))
+    with pytest.raises(TypeError, match="for dtype bfloat16"):
+        xla_ffi.dtype_code(jax.numpy.bfloat16)
+    with pytest.raises(TypeError, match="for dtype 'not a dtype'"):
+        xla_ffi.dtype_code("not a dtype")
+    with pytest.raises(TypingError, match="attr_array_data: dtype must be one of int8, int16, "
+                                          "int32, int64, uint8, uint16, uint32, uint64, "
+                                          "float32, float64 .* got class\\(float16\\)"):
+        @numba.cfunc(nt.int64(nt.voidptr))
+        def probe(frame):
+            return xla_ffi.attr_array_data(frame, "w", np.float16).size
+    with pytest.raises(TypingError, match="buffer_as_array: dtype must be one of .* got "):
+        @numba.cfunc(nt.int64(nt.voidptr))
+        def probe2(frame):
+            return xla_ffi.buffer_as_array(xla_ffi.arg_buffer(frame, 0), 1, "x").size
+
+
+# -- jax.export: target names stable across processes, round trip on XLA:CPU --------
+
+EXPORT_CHILD = """
+import json, sys
+import numba_cuda_launch.interop.jax as J
+J._PLATFORMS = ("CUDA", "cpu")  # run the handler on XLA:CPU, launches recorded
+import jax
+import jax_export_kernels as m
+names = m.AXPB.target_names  # registered at import (signatures=)
+exported = J.export(jax.jit(m.f), platforms=["cpu"])(m.X)
+open(sys.argv[1], "wb").write(exported.serialize())
+print(json.dumps({"at_import": names, "after_export": m.AXPB.target_names}))
+"""
+
+CALL_CHILD = """
+import json, sys
+import numpy as np
+import numba_cuda_launch as ncl
+import numba_cuda_launch.interop.jax as J
+J._PLATFORMS = ("CUDA", "cpu")
+import jax
+from numba_cuda_launch.testing import RecordingDriver
+import jax_export_kernels as m
+names = m.AXPB.target_names
+
+def no_retrace(*args, **kwargs):
+    raise AssertionError("the kernel was traced again")
+
+m.AXPB._prepare = no_retrace
+exported = J.deserialize(open(sys.argv[1], "rb").read())
+x = np.random.default_rng().standard_normal(m.N).astype(np.float32)
+with RecordingDriver() as rec:
+    rec.register(ncl.kernel_handle(m.axpb, m.AXPB._argtypes([m.X], [m.X])))
+    out = jax.block_until_ready(exported.call(x))
+print(json.dumps({"names": names, "shape": list(out.shape), "launches": [
+    {"grid": l.grid, "block": l.block, "a": l.params[-2].hex(), "b": l.params[-1].hex(),
+     "data": int.from_bytes(l.params[4], "little")} for l in rec.launches]}))
+"""
+
+MISSING_CHILD = """
+import sys
+import numba_cuda_launch.interop.jax as J
+import jax
+data = open(sys.argv[1], "rb").read()
+try:
+    J.deserialize(data)
+except RuntimeError as exc:
+    print("DESERIALIZE:", exc)
+import numpy as np
+try:
+    jax.export.deserialize(data).call(np.ones(%d, np.float32))
+except Exception as exc:
+    print("XLA:", exc)
+"""
+
+
+def _child(code, *args):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from childenv import PREAMBLE, child_env
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = child_env(NUMBA_CUDA_LAUNCH_CC="9.0", JAX_PLATFORMS="cpu")
+    env["PYTHONPATH"] = here + os.pathsep + env["PYTHONPATH"]
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + code, *args], env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-4000:]
+    last = out.stdout.strip().splitlines()[-1]
+    return json.loads(last) if last.startswith("{") else out.stdout
+
+
+@pytest.fixture(scope="module")
+def exported_blob(tmp_path_factory):
+    """(path of the serialized export, what the exporting process said)."""
+    blob = str(tmp_path_factory.mktemp("export") / "f.jax")
+    return blob, _child(EXPORT_CHILD, blob)
+
+
+def test_export_round_trip_in_fresh_processes(exported_blob):
+    import jax_export_kernels as m
+
+    blob, exported = exported_blob
+    called = _child(CALL_CHILD, blob)
+    # the same name in both processes, made from what defines the kernel, not a counter
+    assert exported["at_import"] == exported["after_export"] == called["names"]
+    (name,) = called["names"]
+    assert name.startswith("ncl.jax_export_kernels.axpb.float32r1.float32r1.float32_int32.")
+    assert name == m.AXPB.register(jax.ShapeDtypeStruct((7,), np.float32), a=0.0, b=0)
+    # the deserialized function ran the registered handler: one launch, configured
+    # and with the scalars as exported (a = 2.5 as float32, b = -3 as int32)
+    (launch,) = called["launches"]
+    assert called["shape"] == [m.N]
+    assert launch["grid"] == [(m.N + 127) // 128, 1, 1] and launch["block"] == [128, 1, 1]
+    assert launch["a"] == np.float32(m.A).tobytes().hex()
+    assert launch["b"] == np.int32(m.B).tobytes().hex()
+    assert launch["data"] != 0
+
+
+def test_export_without_the_kernel_registered_is_a_clear_error(exported_blob):
+    text = _child(MISSING_CHILD % 3000, exported_blob[0])
+    deser = [l for l in text.splitlines() if l.startswith("DESERIALIZE:")]
+    assert deser, text
+    assert "calls numba-cuda-launch kernels not registered in this process" in deser[0]
+    assert ("kernel jax_export_kernels.axpb; inputs float32r1 -> outputs float32r1; "
+            "scalars float32, int32") in text
+    assert "Import the module that defines each kernel" in text
+    # what XLA itself says without the check
+    assert "No FFI handler registered for ncl.jax_export_kernels.axpb." in text
+
+
+def test_target_names_distinguish_signatures_and_options():
+    import jax_export_kernels as m
+
+    f32, f64 = (jax.ShapeDtypeStruct((5,), t) for t in (np.float32, np.float64))
+    n32 = m.AXPB.register(f32, a=1.0, b=2)
+    assert m.AXPB.register(jax.ShapeDtypeStruct((9,), np.float32), a=3.0, b=4) == n32
+    n64 = m.AXPB.register(f64, a=1.0, b=2)
+    assert n64 != n32 and ".float64r1.float64r1." in n64
+    # another wrapper of the same kernel with the same options shares the handler ...
+    same = jax_kernel(m.axpb, lambda x, a, b: x, m.launch, scalars={"a": np.float32, "b": np.int32})
+    assert same.register(f32, a=1.0, b=2) == n32
+    # ... while other options make another target
+    other = jax_kernel(m.axpb, lambda x, a, b: x, m.launch, command_buffer=False,
+                       scalars={"a": np.float32, "b": np.int32})
+    assert other.register(f32, a=1.0, b=2) not in (n32, n64)
+    named = jax_kernel(m.axpb, lambda x, a, b: x, m.launch, name="my/kernel",
+                       scalars={"a": np.float32, "b": np.int32})
+    assert named.register(f32, a=1.0, b=2).startswith("ncl.my_kernel.float32r1.")
+    assert {n32, n64} <= set(ncl_jax.registered_targets())
+    checks = m.AXPB.disabled_checks()
+    assert [c.is_custom_call() for c in checks] == sorted([n32, n64])
+
+
+def test_same_qualname_different_kernels_get_distinct_targets():
+    def make(scale):
+        @cuda.jit
+        def scaled(x, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = scale * x[i]
+        return jax_kernel(scaled, lambda x: x, (1, 32))
+
+    s = jax.ShapeDtypeStruct((4,), np.float32)
+    first, second = make(2.0).register(s), make(3.0).register(s)
+    assert first != second and second == first + ".2"
+    assert "make._locals_.scaled" in first
+
+
+def test_signatures_argument_errors():
+    with pytest.raises(TypeError, match="kernel 'saxpy': signatures must be a list of input "
+                                        "tuples, got ShapeDtypeStruct"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=SPEC)
+    with pytest.raises(TypeError, match="kernel 'saxpy': each signature is a tuple of inputs"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=[SPEC])
+    with pytest.raises(TypeError, match="kernel 'saxpy': scalars \\['a'\\] were declared; got"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, signatures=[(SPEC, SPEC)])
+    with pytest.raises(TypeError, match="export\\(\\) takes a jax.jit-ed function"):
+        ncl_jax.export(lambda x: x)
+
+
+def test_multiprocess_example_orchestration_on_cpu():
+    """examples/jax_multiprocess.py's launcher, jax.distributed set-up, sharded
+    computation and checks, on two CPU processes with a jnp stand-in for the
+    kernel (tests/test_jax_gpu.py runs it with the kernel on two GPUs)."""
+    import os
+    import subprocess
+    import sys
+
+    from childenv import child_env
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(root, "examples", "jax_multiprocess.py"),
+                          "--platform", "cpu", "--timeout", "120"],
+                         env=child_env(JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "OK: 2 processes (cpu:0, cpu:" in out.stdout
+    assert "process 0 of 2" in out.stdout and "process 1 of 2" in out.stdout

@@ -259,3 +259,89 @@ def test_shard_map_over_two_gpus():
     out = f(xs, ys)
     assert {s.device for s in out.addressable_shards} == set(devices)
     np.testing.assert_array_equal(np.asarray(out), x + x + y)
+
+
+def test_scalars_bound_by_name_and_float16_scalar():
+    # declared in another order than the kernel's parameters: bound by name
+    k = jax_kernel(axpb, lambda x, a, b: x, lambda x, a, b: grid_for(x),
+                   scalars={"b": np.int32, "a": np.float32})
+    x = random(3000, np.float32)
+    a, b = np.float32(rng.standard_normal()), int(rng.integers(-50, 50))
+    out = jax.jit(lambda x: k(x, b=b, a=a))(x)
+    np.testing.assert_allclose(np.asarray(out), a * x.astype(np.float64) + b, rtol=1e-6, atol=1e-5)
+
+    @cuda.jit
+    def scale_half(x, out, h):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] * h
+
+    kh = jax_kernel(scale_half, lambda x, h: x, lambda x, h: grid_for(x),
+                    scalars={"h": np.float16})
+    xh = random(1000, np.float16)
+    h = np.float16(rng.standard_normal() * 10)
+    out = np.asarray(jax.jit(lambda x: kh(x, h=h))(xh))
+    np.testing.assert_array_equal(out, xh * h)  # half multiply, rounded once
+
+
+EXPORT_PROGRAM = """
+import sys
+import jax
+import numba_cuda_launch.jax as J
+import jax_export_kernels as m
+exported = J.export(jax.jit(m.f))(m.X)
+assert exported.platforms == ("cuda",), exported.platforms
+open(sys.argv[1], "wb").write(exported.serialize())
+print("NAMES", m.AXPB.target_names)
+"""
+
+CALL_EXPORTED_PROGRAM = """
+import sys
+import numpy as np
+import jax
+import numba_cuda_launch.jax as J
+import jax_export_kernels as m  # registers the exported signature at import
+
+def no_retrace(*args, **kwargs):
+    raise AssertionError("the kernel was traced again")
+
+m.AXPB._prepare = no_retrace
+exported = J.deserialize(open(sys.argv[1], "rb").read())
+x = np.random.default_rng().standard_normal(m.N).astype(np.float32)
+out = np.asarray(jax.jit(exported.call)(x))
+np.testing.assert_allclose(out, m.reference(x), rtol=1e-5, atol=1e-5)
+print("NAMES", m.AXPB.target_names)
+"""
+
+
+def _run_child(program, *args, timeout=300):
+    env = child_env(XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    env["PYTHONPATH"] = os.path.join(ROOT, "tests") + os.pathsep + env["PYTHONPATH"]
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(program), *args],
+                         env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    return out.stdout
+
+
+def test_export_round_trip_two_processes(tmp_path):
+    blob = str(tmp_path / "f.jax")
+    exported = _run_child(EXPORT_PROGRAM, blob)
+    called = _run_child(CALL_EXPORTED_PROGRAM, blob)
+    names = [l for l in exported.splitlines() if l.startswith("NAMES")]
+    assert names and names == [l for l in called.splitlines() if l.startswith("NAMES")]
+    assert "ncl.jax_export_kernels.axpb.float32r1.float32r1.float32_int32." in names[0]
+
+
+@pytest.mark.skipif(len([d for d in jax.devices() if d.platform == "gpu"]) < 2,
+                    reason="needs 2 GPUs")
+def test_multiprocess_example_two_gpus(tmp_path):
+    # the example's processes are no `-c` programs: the numpy shim reaches them
+    # through a sitecustomize module
+    (tmp_path / "sitecustomize.py").write_text(PREAMBLE)
+    env = child_env()
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "jax_multiprocess.py"),
+                          "--timeout", "240"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-4000:]
+    assert "OK: 2 processes" in out.stdout, out.stdout

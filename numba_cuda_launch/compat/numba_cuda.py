@@ -126,6 +126,12 @@ def dispatcher_name(dispatcher):
     return _py_func(dispatcher).__name__
 
 
+def dispatcher_qualified_name(dispatcher):
+    """``module.qualname`` of the kernel's Python function (what defines it)."""
+    fn = _py_func(dispatcher)
+    return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
+
+
 def dispatcher_param_names(dispatcher):
     import inspect
 

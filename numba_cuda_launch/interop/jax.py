@@ -7,76 +7,328 @@ attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
 and launches the kernel with ``kernel[grid, block, stream, sharedmem]``.
 
 The kernel is called as ``kernel(*inputs, *outputs, *scalars)``: input and
-output arrays (C-ordered views of XLA's buffers) followed by the declared
-static scalars. JAX is an optional dependency (``pip install
-numba-cuda-launch[jax]``), imported when this module is.
+output arrays (C-ordered views of XLA's buffers) followed by the static
+scalars, which are the kernel's trailing parameters, bound by name.
+
+FFI target names are derived from what defines the handler -- the kernel's
+module and qualified name, the dtypes and ranks of the call, the options --
+never from a counter, so a function exported with ``jax.export`` finds its
+targets again in another process that imports the kernel's module and
+registers the same signatures (:meth:`JaxKernel.register`, ``signatures=``).
+JAX is an optional dependency (``pip install numba-cuda-launch[jax]``),
+imported when this module is.
 """
 
-import itertools
+import hashlib
+import re
 import threading
+from collections.abc import Mapping
 
 import jax
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import types as nt
+from numba.extending import intrinsic, register_jitable
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import xla_ffi
+from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.selection import select_kernel
 
-__all__ = ["jax_kernel", "JaxKernel"]
+__all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
+           "registered_targets", "missing_targets"]
 
-_counter = itertools.count()
-_lock = threading.Lock()
-_KEEPALIVE = []  # registered handlers must outlive every executable using them
+# The contract between call sites (attribute names and meaning) and the
+# handlers: part of every target name, bumped whenever that contract changes,
+# so an old export never meets a handler that reads it differently.
+_ABI = 1
+_PREFIX = "ncl."
+# Platforms the handlers are registered for. XLA:CPU only for the tests, which
+# run generated handlers there against the recording driver.
+_PLATFORMS = ("CUDA",)
+_lock = threading.RLock()
+# Target name -> _Target, for the life of the process: XLA keeps the handler
+# pointers of every executable, and one name maps to one handler.
+_REGISTRY = {}
 
 
-def _dim3(value, what):
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if not 1 <= len(items) <= 3:
-        raise ValueError("%s must be an integer or 1-3 integers, got %r" % (what, value))
-    items = tuple(int(v) for v in items)
-    if any(v < 1 for v in items):
-        raise ValueError("%s must be positive, got %r" % (what, value))
-    return items + (1,) * (3 - len(items))
+class _Target:
+    __slots__ = ("name", "kernel", "rule", "config", "handler")
+
+    def __init__(self, name, kernel, rule, config, handler):
+        self.name, self.kernel, self.rule, self.config, self.handler = \
+            name, kernel, rule, config, handler
+
+    def same_handler(self, kernel, rule, config):
+        return self.kernel is kernel and self.rule is rule and self.config == config
 
 
 def _is_jitted(fn):
     return isinstance(fn, numba.core.dispatcher.Dispatcher)
 
 
+def _describe(value):
+    text = repr(value)
+    return "%s %s" % (type(value).__name__, text if len(text) < 60 else text[:57] + "...")
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def _spec(x):
-    return jax.ShapeDtypeStruct(tuple(x.shape), np.dtype(x.dtype))
+    shape, dtype = x.shape, np.dtype(x.dtype)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError("shape %r is not a tuple" % (shape,))
+    return jax.ShapeDtypeStruct(tuple(shape), dtype)
+
+
+def _sanitize(text):
+    return re.sub(r"[^A-Za-z0-9_.]", "_", text)
+
+
+def _number(value):
+    """(kind, value) of a static scalar: 'b' bool, 'i' int, 'f' float, 'c'
+    complex; None for anything else. 0-d arrays (NumPy, concrete JAX) count
+    as their element."""
+    if isinstance(value, (bool, np.bool_)):
+        return "b", bool(value)
+    if isinstance(value, (int, np.integer)):
+        return "i", int(value)
+    if isinstance(value, (float, np.floating)):
+        return "f", value
+    if isinstance(value, (complex, np.complexfloating)):
+        return "c", value
+    if isinstance(value, (np.ndarray, jax.Array)) and getattr(value, "shape", None) == ():
+        return _number(np.asarray(value)[()])
+    return None
+
+
+def _scalar_attribute(kname, pname, dtype, value):
+    """The XLA attribute for scalar *pname* of *dtype* given *value*: refused
+    when the conversion would lose information (float -> integer, complex ->
+    real, a number -> bool, out of range)."""
+    what = "kernel %r scalar %r (%s)" % (kname, pname, dtype)
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(
+            "%s: got a traced value; scalars are static XLA attributes fixed when the "
+            "function is traced: pass a Python or NumPy number, or make it an input array"
+            % what)
+    number = _number(value)
+    if number is None:
+        raise TypeError("%s: expected a number, got %s" % (what, _describe(value)))
+    kind, v = number
+    if dtype.kind == "b":
+        if kind != "b":
+            raise TypeError("%s: expected True or False, got %s (a bool parameter takes "
+                            "only a bool)" % (what, _describe(value)))
+        return np.bool_(v)
+    if kind == "c":
+        raise TypeError("%s: got complex %r; complex -> real conversion is refused "
+                        "(it drops the imaginary part)" % (what, complex(v)))
+    if dtype.kind in "iu":
+        if kind == "f":
+            raise TypeError("%s: got float %r; float -> integer conversion is refused (it "
+                            "truncates): pass an integer" % (what, float(v)))
+        info = np.iinfo(dtype)
+        if not info.min <= v <= info.max:
+            raise ValueError("%s: %d is out of range [%d, %d]" % (what, v, info.min, info.max))
+        return dtype.type(v)
+    # float parameter: bools and integers convert (rounding), overflow is refused
+    try:
+        with np.errstate(over="ignore"):
+            converted = np.asarray(v, dtype=np.float64).astype(dtype)[()]
+            finite_in = np.isfinite(np.float64(v))
+    except OverflowError:
+        converted, finite_in = np.inf, True
+    if finite_in and not np.isfinite(converted):
+        raise ValueError("%s: %r is out of range (largest finite %s is %r)"
+                         % (what, v if kind == "i" else float(v), dtype,
+                            np.finfo(dtype).max.item()))
+    if dtype == np.float16:
+        # XLA's scalar attributes carry F32/F64 only; every float16 is exactly
+        # a float32, and the handler converts it back with integer arithmetic.
+        return np.float32(converted)
+    return converted
+
+
+def _dim3(value, what, kname):
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(items) <= 3 or not all(_is_int(v) for v in items):
+        raise TypeError("kernel %r: %s must be an integer or a tuple of 1-3 integers, got %s"
+                        % (kname, what, _describe(value)))
+    items = tuple(int(v) for v in items)
+    if any(v < 1 for v in items):
+        raise ValueError("kernel %r: %s must be positive, got %r" % (kname, what, value))
+    return items + (1,) * (3 - len(items))
+
+
+def _launch_dims(config, kname, source):
+    if not isinstance(config, (tuple, list)) or len(config) != 2:
+        raise TypeError("kernel %r: %s must give (grid, block), got %s"
+                        % (kname, source, _describe(config)))
+    return (_dim3(config[0], "grid from the %s" % source, kname),
+            _dim3(config[1], "block from the %s" % source, kname))
+
+
+def _signature_key(in_specs, out_specs):
+    return (tuple((len(s.shape), np.dtype(s.dtype)) for s in in_specs),
+            tuple((len(s.shape), np.dtype(s.dtype)) for s in out_specs))
+
+
+def _signature_text(key, scalar_dtypes):
+    def part(items):
+        return "_".join("%sr%d" % (dt.name, rank) for rank, dt in items) or "none"
+    return "%s.%s.%s" % (part(key[0]), part(key[1]),
+                         "_".join(d.name for d in scalar_dtypes) or "none")
+
+
+@intrinsic
+def _half_from_bits(typingctx, bits):
+    """A float16 value (LLVM ``half``) with IEEE binary16 *bits*: a bitcast,
+    not a conversion, so no runtime helper is needed."""
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], nt.uint16)
+        return builder.bitcast(v, ir.HalfType())
+    return nt.float16(bits), codegen
+
+
+@register_jitable
+def _as_half(x):
+    return _half_from_bits(float_to_half_bits(x))
 
 
 class JaxKernel:
     """A kernel callable on ``jax.Array`` values (see :func:`jax_kernel`)."""
 
     def __init__(self, kernel, out_shapes, launch, scalars, sharedmem,
-                 input_output_aliases, vmap_method, command_buffer, name):
+                 input_output_aliases, vmap_method, command_buffer, name, signatures=None):
         if not _compat.is_kernel_dispatcher(kernel):
-            raise TypeError("jax_kernel() needs a @cuda.jit kernel, got %r" % (kernel,))
+            raise TypeError("jax_kernel() needs a @cuda.jit kernel, got %s" % _describe(kernel))
         self.kernel = kernel
-        self.kernel_name = _compat.dispatcher_name(kernel)
+        self.kernel_name = kname = _compat.dispatcher_name(kernel)
+        self.scalars = self._bind_scalars(scalars)
+        if out_shapes is None:
+            raise TypeError("kernel %r: out_shapes is required: a jax.ShapeDtypeStruct, a list "
+                            "of them, or a function of the inputs' structs and the scalars"
+                            % kname)
         self.out_shapes = out_shapes
+        if launch is None or not (callable(launch) or isinstance(launch, (tuple, list))):
+            raise TypeError(
+                "kernel %r: launch must be (grid, block), a function of the inputs' structs "
+                "and the scalars returning it, or an @njit function of the input shapes and "
+                "the scalars; got %s" % (kname, _describe(launch)))
         self.launch = launch
-        self.scalars = dict(scalars or {})
-        self.sharedmem = sharedmem
+        self._static_dims = None if callable(launch) else _launch_dims(launch, kname, "launch")
+        if isinstance(sharedmem, (bool, np.bool_)) or not isinstance(sharedmem, (int, np.integer)):
+            raise TypeError("kernel %r: sharedmem must be a number of bytes (an integer), got %s"
+                            % (kname, _describe(sharedmem)))
+        if sharedmem < 0:
+            raise ValueError("kernel %r: sharedmem must be >= 0 bytes, got %d" % (kname, sharedmem))
+        self.sharedmem = int(sharedmem)
+        if input_output_aliases is not None and not isinstance(input_output_aliases, Mapping):
+            raise TypeError("kernel %r: input_output_aliases must be a dict {input index: "
+                            "output index}, got %s" % (kname, _describe(input_output_aliases)))
         self.input_output_aliases = dict(input_output_aliases or {})
         self.vmap_method = vmap_method
-        self.command_buffer = command_buffer
-        self.name = name or "numba_cuda_launch_%s" % self.kernel_name
-        self._targets = {}
+        self.command_buffer = bool(command_buffer)
+        if name is not None and not isinstance(name, str):
+            raise TypeError("kernel %r: name must be a string, got %s" % (kname, _describe(name)))
+        self.name = name
+        self._base = _PREFIX + _sanitize(name or _compat.dispatcher_qualified_name(kernel))
+        self._rule = launch if _is_jitted(launch) else None
         self.batch_aware = vmap_method in ("expand_dims", "broadcast_all")
-        if self.batch_aware and not _is_jitted(launch):
+        if self.batch_aware and self._rule is None:
             raise ValueError(
                 "kernel %r: with vmap_method=%r the kernel sees batched arrays whose "
                 "shapes are only known when XLA runs it; give `launch` as an @njit "
                 "function of the input shapes (and scalars), evaluated at run time"
-                % (self.kernel_name, vmap_method))
+                % (kname, vmap_method))
+        rule_id = None if self._rule is None else "%s.%s" % (
+            self._rule.py_func.__module__, self._rule.py_func.__qualname__)
+        self._config = (_ABI, self.command_buffer, self.batch_aware, rule_id,
+                        tuple(self.scalars.values()))
+        self._tag = hashlib.sha1(repr(self._config).encode()).hexdigest()[:8]
+        self._targets = {}  # signature key -> target name
+        if signatures is not None:
+            if not isinstance(signatures, (list, tuple)):
+                raise TypeError("kernel %r: signatures must be a list of input tuples, got %s"
+                                % (kname, _describe(signatures)))
+            for sig in signatures:
+                if not isinstance(sig, (list, tuple)):
+                    raise TypeError("kernel %r: each signature is a tuple of inputs (shape/dtype "
+                                    "structs), optionally ending with a dict of scalars; got %s"
+                                    % (kname, _describe(sig)))
+                sig = list(sig)
+                values = sig.pop() if sig and isinstance(sig[-1], Mapping) else {}
+                self.register(*sig, **values)
+
+    def _bind_scalars(self, scalars):
+        """{name: dtype} in the kernel's parameter order; the names must be the
+        kernel's trailing parameters."""
+        kname = self.kernel_name
+        if scalars is None:
+            scalars = {}
+        if not isinstance(scalars, Mapping):
+            raise TypeError("kernel %r: scalars must be a dict {parameter name: dtype}, got %s"
+                            % (kname, _describe(scalars)))
+        params = _compat.dispatcher_param_names(self.kernel)
+        if len(scalars) >= len(params):
+            raise TypeError(
+                "kernel %r has parameters (%s); with %d scalar(s) it would have no array "
+                "parameter: a kernel called through jax_kernel takes at least one array "
+                "(an input or an output) before its scalars"
+                % (kname, ", ".join(params), len(scalars)))
+        trailing = params[len(params) - len(scalars):] if scalars else []
+        if set(scalars) != set(trailing):
+            raise TypeError(
+                "kernel %r: scalars must be named as the kernel's last %d parameter(s) %s "
+                "(in any order); got %s"
+                % (kname, len(scalars), trailing, [str(k) for k in scalars]))
+        bound = {}
+        for pname in trailing:
+            try:
+                dtype = np.dtype(scalars[pname])
+            except TypeError:
+                raise TypeError("kernel %r scalar %r: %r is not a dtype"
+                                % (kname, pname, scalars[pname])) from None
+            if dtype.name == "bfloat16":
+                raise TypeError(
+                    "kernel %r scalar %r: bfloat16 scalars cannot be passed: XLA attributes "
+                    "carry no bfloat16 and Numba has no bfloat16 CPU type; declare it "
+                    "np.float32 and convert in the kernel" % (kname, pname))
+            if dtype.kind not in "biuf":
+                raise TypeError("kernel %r scalar %r must be a boolean, integer or float "
+                                "dtype, got %s" % (kname, pname, dtype))
+            bound[pname] = dtype
+        return bound
 
     # -- trace time -----------------------------------------------------------
+
+    def _scalar_attrs(self, scalar_values):
+        unknown = set(scalar_values) - set(self.scalars)
+        missing = set(self.scalars) - set(scalar_values)
+        if unknown or missing:
+            raise TypeError("kernel %r: scalars %s were declared; got %s"
+                            % (self.kernel_name, sorted(self.scalars), sorted(scalar_values)))
+        return {name: _scalar_attribute(self.kernel_name, name, dtype, scalar_values[name])
+                for name, dtype in self.scalars.items()}
+
+    def _inputs(self, arrays):
+        specs = []
+        for i, a in enumerate(arrays):
+            try:
+                specs.append(_spec(a))
+            except Exception:
+                raise TypeError(
+                    "kernel %r input %d: expected an array (anything with .shape and .dtype), "
+                    "got %s; scalars are passed by keyword (%s)"
+                    % (self.kernel_name, i, _describe(a),
+                       ", ".join("%s=..." % n for n in self.scalars) or "this kernel has none")
+                ) from None
+        return specs
 
     def _outputs(self, in_specs, scalar_values):
         outs = self.out_shapes
@@ -89,20 +341,18 @@ class JaxKernel:
                                                     sorted(scalar_values), exc)) from exc
         single = not isinstance(outs, (tuple, list))
         outs = [outs] if single else list(outs)
-        return [_spec(o) for o in outs], single
+        specs = []
+        for i, o in enumerate(outs):
+            try:
+                specs.append(_spec(o))
+            except Exception:
+                raise TypeError(
+                    "kernel %r: out_shapes gave %s for output %d; expected a "
+                    "jax.ShapeDtypeStruct (anything with .shape and .dtype) or a list of them"
+                    % (self.kernel_name, _describe(o), i)) from None
+        return specs, single
 
-    def _check_scalars(self, scalar_values):
-        for name, dtype in self.scalars.items():
-            if np.dtype(dtype).kind not in "biuf":
-                raise TypeError("kernel %r: scalar %r must be a boolean, integer or float "
-                                "dtype, got %s" % (self.kernel_name, name, np.dtype(dtype)))
-        unknown = set(scalar_values) - set(self.scalars)
-        missing = set(self.scalars) - set(scalar_values)
-        if unknown or missing:
-            raise TypeError("kernel %r: scalars %s were declared; got %s"
-                            % (self.kernel_name, sorted(self.scalars), sorted(scalar_values)))
-
-    def _check(self, in_specs, out_specs, scalar_values):
+    def _check(self, in_specs, out_specs):
         params = _compat.dispatcher_param_names(self.kernel)
         n = len(in_specs) + len(out_specs) + len(self.scalars)
         if n != len(params):
@@ -116,8 +366,9 @@ class JaxKernel:
                     raise TypeError("kernel %r %s %d: dtype %s cannot be passed to a kernel"
                                     % (self.kernel_name, what, i, s.dtype))
         for i, o in self.input_output_aliases.items():
-            if not (0 <= i < len(in_specs) and 0 <= o < len(out_specs)):
-                raise ValueError("kernel %r: input_output_aliases {%d: %d} names no such "
+            if not (_is_int(i) and _is_int(o) and 0 <= i < len(in_specs)
+                    and 0 <= o < len(out_specs)):
+                raise ValueError("kernel %r: input_output_aliases {%r: %r} names no such "
                                  "input/output" % (self.kernel_name, i, o))
             if (in_specs[i].shape, in_specs[i].dtype) != (out_specs[o].shape, out_specs[o].dtype):
                 raise ValueError(
@@ -129,84 +380,114 @@ class JaxKernel:
     def _argtypes(self, in_specs, out_specs, extra_dims=0):
         arrays = [nt.Array(numba.from_dtype(s.dtype), len(s.shape) + extra_dims, "C")
                   for s in list(in_specs) + list(out_specs)]
-        return tuple(arrays) + tuple(numba.from_dtype(np.dtype(t)) for t in self.scalars.values())
+        return tuple(arrays) + tuple(numba.from_dtype(t) for t in self.scalars.values())
+
+    def _prepare(self, arrays, scalar_values):
+        """Everything a call needs, computed at trace time: the target name
+        (registered), the output structs and the attributes."""
+        in_specs = self._inputs(arrays)
+        scalar_attrs = self._scalar_attrs(scalar_values)
+        out_specs, single = self._outputs(in_specs, scalar_values)
+        self._check(in_specs, out_specs)
+        attrs = {"ncl_sharedmem": np.int64(self.sharedmem)}
+        if self._rule is None:
+            if self._static_dims is not None:
+                grid, block = self._static_dims
+            else:
+                grid, block = _launch_dims(self.launch(*in_specs, **scalar_values),
+                                           self.kernel_name, "launch rule")
+            attrs.update({"ncl_grid_%s" % a: np.int64(v) for a, v in zip("xyz", grid)})
+            attrs.update({"ncl_block_%s" % a: np.int64(v) for a, v in zip("xyz", block)})
+        attrs.update({"ncl_s_" + name: v for name, v in scalar_attrs.items()})
+        return self._target(in_specs, out_specs), out_specs, single, attrs
 
     def handler(self, in_specs, out_specs):
         """The compiled FFI handler (a ``@cfunc``) for these input and output
-        shape/dtype structs; compiled once per dtype-and-rank signature."""
-        return self._compiled(in_specs, out_specs)[1]
+        shape/dtype structs; compiled and registered once per dtype-and-rank
+        signature."""
+        return _REGISTRY[self._target(in_specs, out_specs)].handler
 
-    def _compiled(self, in_specs, out_specs):
-        key = (tuple((len(s.shape), np.dtype(s.dtype)) for s in in_specs),
-               tuple((len(s.shape), np.dtype(s.dtype)) for s in out_specs))
-        with _lock:
-            compiled = self._targets.get(key)
-            if compiled is None:
-                variants = [self._argtypes(in_specs, out_specs, extra)
-                            for extra in ((0, 1) if self.batch_aware else (0,))]
-                for argtypes in variants:
-                    try:
-                        select_kernel(self.kernel, argtypes)
-                    except KernelTypingError as exc:
-                        raise TypeError(
-                            "%s\n(the kernel is called with the inputs, then the outputs, "
-                            "then the scalars%s)" % (exc, ", with a leading batch dimension"
-                                                     if argtypes is not variants[0] else "")
-                        ) from None
-                handler = _make_handler(self.kernel, len(in_specs), variants,
-                                        list(self.scalars.items()), self.command_buffer,
-                                        self.launch if _is_jitted(self.launch) else None)
-                compiled = self._targets[key] = ["%s_%d" % (self.name, next(_counter)),
-                                                 handler, False]
-        return compiled
+    def target_name(self, in_specs, out_specs):
+        """The FFI target name for these input and output structs (registered)."""
+        return self._target(in_specs, out_specs)
+
+    def register(self, *inputs, **scalar_values):
+        """Compile and register the handler for calls with these inputs
+        (arrays or shape/dtype structs; only dtypes and ranks matter) and
+        scalars, as a call would, without tracing any function; returns the
+        FFI target name. A process that deserializes an exported function
+        must register every signature the function calls before calling it."""
+        return self._prepare(inputs, scalar_values)[0]
+
+    @property
+    def target_names(self):
+        """Names of the FFI targets registered for this kernel so far."""
+        return sorted(self._targets.values())
 
     def _target(self, in_specs, out_specs):
-        compiled = self._compiled(in_specs, out_specs)
-        with _lock:
-            if not compiled[2]:
-                name, handler, _ = compiled
-                stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
-                if self.command_buffer:
-                    stages["initialize"] = stages["execute"]
-                jax.ffi.register_ffi_target(name, stages, platform="CUDA", api_version=1)
-                _KEEPALIVE.append(handler)
-                compiled[2] = True
-        return compiled[0]
+        key = _signature_key(in_specs, out_specs)
+        name = self._targets.get(key)
+        if name is None:
+            with _lock:
+                name = self._targets.get(key)
+                if name is None:
+                    name = self._targets[key] = self._register(key, in_specs, out_specs)
+        return name
+
+    def _register(self, key, in_specs, out_specs):
+        base = "%s.%s.%s" % (self._base, _signature_text(key, self.scalars.values()), self._tag)
+        name, n = base, 1
+        while name in _REGISTRY:
+            if _REGISTRY[name].same_handler(self.kernel, self._rule, self._config):
+                return name  # another JaxKernel over the same kernel and options
+            n += 1  # a different kernel of the same name (e.g. defined in a function)
+            name = "%s.%d" % (base, n)
+        variants = [self._argtypes(in_specs, out_specs, extra)
+                    for extra in ((0, 1) if self.batch_aware else (0,))]
+        for argtypes in variants:
+            try:
+                select_kernel(self.kernel, argtypes)
+            except KernelTypingError as exc:
+                raise TypeError(
+                    "%s\n(the kernel is called with the inputs, then the outputs, "
+                    "then the scalars%s)" % (exc, ", with a leading batch dimension"
+                                             if argtypes is not variants[0] else "")
+                ) from None
+        handler = _make_handler(self.kernel, self.kernel_name, len(in_specs), variants,
+                                list(self.scalars.items()), self.command_buffer, self._rule)
+        stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
+        if self.command_buffer:
+            stages["initialize"] = stages["execute"]
+        for platform in _PLATFORMS:
+            jax.ffi.register_ffi_target(name, stages, platform=platform, api_version=1)
+        _REGISTRY[name] = _Target(name, self.kernel, self._rule, self._config, handler)
+        return name
 
     def __call__(self, *arrays, **scalar_values):
-        self._check_scalars(scalar_values)
-        in_specs = [_spec(a) for a in arrays]
-        out_specs, single = self._outputs(in_specs, scalar_values)
-        self._check(in_specs, out_specs, scalar_values)
-        attrs = {"ncl_sharedmem": np.int64(self.sharedmem)}
-        if not _is_jitted(self.launch):
-            if callable(self.launch):
-                grid, block = self.launch(*in_specs, **scalar_values)
-            else:
-                grid, block = self.launch
-            grid, block = _dim3(grid, "grid"), _dim3(block, "block")
-            attrs.update({"ncl_grid_%s" % a: np.int64(v) for a, v in zip("xyz", grid)})
-            attrs.update({"ncl_block_%s" % a: np.int64(v) for a, v in zip("xyz", block)})
-        for name, ty in self.scalars.items():
-            attrs["ncl_s_" + name] = np.asarray(scalar_values[name], dtype=ty)[()]
+        name, out_specs, single, attrs = self._prepare(arrays, scalar_values)
         call = jax.ffi.ffi_call(
-            self._target(in_specs, out_specs), out_specs,
+            name, out_specs,
             input_output_aliases=self.input_output_aliases or None,
             vmap_method=self.vmap_method)
         out = call(*arrays, **attrs)
         return out[0] if single else out
 
+    def disabled_checks(self):
+        """``jax.export`` safety-check exemptions for this kernel's targets."""
+        return _checks(self.target_names)
+
 
 def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
                input_output_aliases=None, vmap_method="sequential",
-               command_buffer=True, name=None):
+               command_buffer=True, name=None, signatures=None):
     """Wrap a ``@cuda.jit`` kernel as a function on ``jax.Array`` values.
 
     Parameters
     ----------
     kernel:
         the kernel; it is called as ``kernel(*inputs, *outputs, *scalars)``
-        with C-ordered arrays over XLA's buffers.
+        with C-ordered arrays over XLA's buffers. It needs at least one
+        array parameter.
     out_shapes:
         a ``jax.ShapeDtypeStruct`` (or anything with ``shape`` and ``dtype``),
         a list of them, or a function of the inputs' shape/dtype structs and
@@ -218,8 +499,11 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
         and the scalars (positionally), evaluated by the handler at run time
         with the shapes XLA passes (needed for batch-aware ``vmap``).
     scalars:
-        ``{name: dtype}`` of static scalar parameters, passed by keyword at
-        call time and to the kernel after the outputs, as XLA attributes.
+        ``{name: dtype}`` of static scalar parameters: the kernel's last
+        parameters, named as in the kernel (any order here). Passed by
+        keyword at call time, as XLA attributes; a value the dtype cannot
+        hold exactly in kind (a float for an integer, a complex for a real,
+        a number for a bool, out of range) is refused.
     sharedmem:
         dynamic shared memory in bytes.
     input_output_aliases:
@@ -234,15 +518,114 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
         declare the handler safe for XLA command buffers (CUDA graphs): the
         kernel image is loaded in the handler's initialize stage, before any
         capture.
+    name:
+        the base of the FFI target names, instead of the kernel's
+        ``module.qualname``.
+    signatures:
+        calls to register the handler for now (at import, for a kernel
+        defined at module level): a list of input tuples (arrays or
+        ``jax.ShapeDtypeStruct``; only dtypes and ranks matter), each
+        optionally ending with a dict of scalar values. A process that
+        deserializes an exported function needs its signatures registered
+        before calling it; see :meth:`JaxKernel.register`.
     """
     return JaxKernel(kernel, out_shapes, launch, scalars, sharedmem,
-                     input_output_aliases, vmap_method, command_buffer, name)
+                     input_output_aliases, vmap_method, command_buffer, name, signatures)
 
 
-def _make_handler(kernel, n_in, variants, scalars, command_buffer, launch_rule):
+# -- jax.export ---------------------------------------------------------------
+
+def registered_targets():
+    """Names of every FFI target this package registered in this process."""
+    with _lock:
+        return sorted(_REGISTRY)
+
+
+def _checks(names):
+    from jax import export as jex
+
+    return [jex.DisabledSafetyCheck.custom_call(n) for n in names]
+
+
+def disabled_checks():
+    """``jax.export.DisabledSafetyCheck`` exemptions for every target
+    registered so far (``jax.export`` refuses custom calls it does not know
+    to be stable; this package's target names are stable by construction)."""
+    return _checks(registered_targets())
+
+
+def export(fun, *, disabled_checks=(), **kwargs):
+    """``jax.export.export`` for a ``jax.jit`` function calling kernels:
+    ``export(jax.jit(f), platforms=...)(*args)`` traces *fun* once to
+    register its kernels' targets, then exports with those targets exempted
+    from the custom-call safety check (plus *disabled_checks*)."""
+    if not hasattr(fun, "trace"):
+        raise TypeError("export() takes a jax.jit-ed function (as jax.export.export does), "
+                        "got %s" % _describe(fun))
+
+    def exporter(*args, **kw):
+        fun.trace(*args, **kw)
+        checks = list(disabled_checks) + globals()["disabled_checks"]()
+        return jax.export.export(fun, disabled_checks=checks, **kwargs)(*args, **kw)
+    return exporter
+
+
+_TARGET_IN_MLIR = re.compile(r'(?:custom_call @|call_target_name = ")(%s[A-Za-z0-9_.]+)'
+                             % re.escape(_PREFIX))
+
+
+def missing_targets(exported):
+    """This package's FFI targets an ``Exported`` calls that are not
+    registered in this process (sorted names)."""
+    names = set(_TARGET_IN_MLIR.findall(exported.mlir_module()))
+    with _lock:
+        return sorted(names - set(_REGISTRY))
+
+
+def _explain(name):
+    parts = name[len(_PREFIX):].split(".")
+    if len(parts) > 1 and parts[-1].isdigit():
+        parts = parts[:-1]
+    if len(parts) < 5:
+        return name
+    ins, outs, scalars = parts[-4], parts[-3], parts[-2]
+    return "%s (kernel %s; inputs %s -> outputs %s; scalars %s)" % (
+        name, ".".join(parts[:-4]), ins.replace("_", ", "), outs.replace("_", ", "),
+        scalars.replace("_", ", "))
+
+
+def deserialize(blob):
+    """``jax.export.deserialize(blob)``, refusing with a clear error an
+    export whose kernels' targets this process has not registered (XLA
+    would fail later, when compiling the call, with ``No FFI handler
+    registered for ...``)."""
+    exported = jax.export.deserialize(blob)
+    missing = missing_targets(exported)
+    if missing:
+        raise RuntimeError(
+            "the exported function calls numba-cuda-launch kernels not registered in this "
+            "process:\n  %s\nImport the module that defines each kernel and register these "
+            "signatures before deserializing: jax_kernel(..., signatures=[...]) at import, or "
+            "k.register(*inputs, **scalars) (rank rN means N dimensions; see docs/jax.md)"
+            % "\n  ".join(_explain(n) for n in missing))
+    return exported
+
+
+# -- the handler ----------------------------------------------------------------
+
+def _make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
     """Generate and compile the FFI handler cfunc for one signature; one
     branch per rank variant (a batch-aware kernel also takes a leading batch
-    dimension), chosen by the rank of the first buffer."""
+    dimension), chosen by the rank of the first buffer. No user text is
+    placed in the generated source: attribute names and messages are
+    constants of its namespace."""
+    major, minor = xla_ffi.api_version()
+    ns = {"ffi": xla_ffi, "kernel": kernel, "MAJOR": major, "MINOR": minor,
+          "LAUNCH": launch_rule, "HALF": _as_half,
+          "TRAITS": xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0,
+          "MSG_RANK": "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected "
+                      "rank" % kernel_name,
+          "MSG_LAUNCH": "numba_cuda_launch: CUDA kernel '%s'" % kernel_name}
     lines = [
         "def handler(frame):",
         "    if ffi.is_metadata_query(frame):",
@@ -250,7 +633,16 @@ def _make_handler(kernel, n_in, variants, scalars, command_buffer, launch_rule):
         "    rank = ffi.buffer_rank(%s)" % ("ffi.arg_buffer(frame, 0)" if n_in
                                         else "ffi.ret_buffer(frame, 0)"),
     ]
-    dtypes = {}
+    scalar_reads = []
+    for j, (pname, dtype) in enumerate(scalars):
+        ns["AN%d" % j] = "ncl_s_" + pname
+        ns["ST%d" % j] = dtype.type
+        if dtype == np.float16:  # an F32 attribute, to half bits without LLVM's helpers
+            scalar_reads.append("        s%d = HALF(ffi.attr_float(frame, AN%d))" % (j, j))
+        else:
+            getter = "attr_float" if dtype.kind == "f" else "attr_int"
+            scalar_reads.append("        s%d = ST%d(ffi.%s(frame, AN%d))" % (j, j, getter, j))
+    scalar_names = ["s%d" % j for j in range(len(scalars))]
     for v, argtypes in enumerate(variants):
         arrays = [t for t in argtypes if isinstance(t, nt.Array)]
         lines.append("    %s rank == %d:" % ("if" if v == 0 else "elif", arrays[0].ndim))
@@ -259,13 +651,9 @@ def _make_handler(kernel, n_in, variants, scalars, command_buffer, launch_rule):
             buf = "ffi.arg_buffer(frame, %d)" % i if i < n_in else \
                 "ffi.ret_buffer(frame, %d)" % (i - n_in)
             lines.append("        a%d = ffi.buffer_as_array(%s, %d, DT%d)" % (i, buf, ty.ndim, i))
-            dtypes["DT%d" % i] = np.dtype(str(ty.dtype)).type
+            ns["DT%d" % i] = np.dtype(str(ty.dtype)).type
             names.append("a%d" % i)
-        scalar_names = []
-        for j, (name, dtype) in enumerate(scalars):
-            getter = "attr_float" if np.dtype(dtype).kind in "fc" else "attr_int"
-            lines.append("        s%d = ST%d(ffi.%s(frame, 'ncl_s_%s'))" % (j, j, getter, name))
-            scalar_names.append("s%d" % j)
+        lines += scalar_reads
         args = ", ".join(names + scalar_names)
         if launch_rule is not None:
             shapes = ", ".join("a%d.shape" % i for i in range(n_in))
@@ -289,20 +677,10 @@ def _make_handler(kernel, n_in, variants, scalars, command_buffer, launch_rule):
         ]
     lines += [
         "    else:",
-        "        return ffi.error(frame, ffi.c_string(%r))"
-        % ("numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank"
-           % _compat.dispatcher_name(kernel)),
+        "        return ffi.error(frame, ffi.c_string(MSG_RANK))",
         "    if status != 0:",
-        "        return ffi.launch_error(frame, status, %r)"
-        % ("numba_cuda_launch: CUDA kernel '%s'" % _compat.dispatcher_name(kernel)),
+        "        return ffi.launch_error(frame, status, MSG_LAUNCH)",
         "    return ffi.ok()",
     ]
-    major, minor = xla_ffi.api_version()
-    ns = {"ffi": xla_ffi, "kernel": kernel, "np": np, "MAJOR": major, "MINOR": minor,
-          "LAUNCH": launch_rule,
-          "TRAITS": xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0}
-    ns.update(dtypes)
-    for j, (_, dtype) in enumerate(scalars):
-        ns["ST%d" % j] = np.dtype(dtype).type
     exec("\n".join(lines), ns)
     return numba.cfunc(nt.voidptr(nt.voidptr))(ns["handler"])

@@ -44,7 +44,8 @@ __all__ = [
     "buffer_data", "buffer_rank", "buffer_dim", "buffer_as_array",
     "attr_index", "attr_int", "attr_float", "attr_string_data",
     "attr_string_len", "attr_array_size", "attr_array_data", "stream",
-    "error", "launch_error", "ok", "c_string",
+    "error", "launch_error", "ok", "c_string", "half_bits_to_float",
+    "bfloat16_bits_to_float",
 ]
 
 # XLA_FFI_CallFrame: struct_size, extension_start, api, ctx, stage, then
@@ -77,13 +78,34 @@ DTYPES = {
     np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12,
     np.dtype(np.complex64): 15, np.dtype(np.complex128): 18,
 }
-_INT_CODES = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+# XLA_FFI_DataType codes of the scalar attributes the readers decode: PRED,
+# S8-S64, U8-U64, F16, F32, F64 and BF16. (XLA itself passes only PRED,
+# integers, F32 and F64 as scalar attributes; the rest come from other
+# producers of call frames.)
+_F16, _F32, _F64, _BF16 = 10, 11, 12, 16
+_SCALAR_CODES = (1, 2, 3, 4, 5, 6, 7, 8, 9, _F16, _F32, _F64, _BF16)
+# Element types XLA gives array attributes (DenseArray/DenseElements attrs).
+_ARRAY_ATTR_DTYPES = tuple(np.dtype(t) for t in (
+    np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float32, np.float64))
+
+
+def _dtype_text(dtype):
+    try:
+        return str(np.dtype(dtype))
+    except TypeError:
+        return repr(dtype)
 
 
 def dtype_code(dtype):
-    """The ``XLA_FFI_DataType`` of a NumPy dtype (KeyError if XLA's FFI has
-    none a kernel could take)."""
-    return DTYPES[np.dtype(dtype)]
+    """The ``XLA_FFI_DataType`` of a NumPy dtype; ``TypeError`` for a dtype
+    no kernel could take (strings, objects, datetimes, bfloat16...)."""
+    try:
+        return DTYPES[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(
+            "XLA FFI: no kernel-compatible XLA data type for dtype %s; supported: %s"
+            % (_dtype_text(dtype), ", ".join(str(d) for d in DTYPES))) from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -139,12 +161,50 @@ _load_ptr = _make_load(types.voidptr)
 _load_i64 = _make_load(types.int64)
 _load_i32 = _make_load(types.int32)
 _load_u8 = _make_load(types.uint8)
+_load_u16 = _make_load(types.uint16)
 _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
 _store_i32 = _make_store(types.int32)
 _store_i64 = _make_store(types.int64)
 _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
+
+
+def _make_bitcast(from_type, to_type):
+    @intrinsic
+    def bitcast(typingctx, value):
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], from_type)
+            return builder.bitcast(v, context.get_value_type(to_type))
+        return to_type(value), codegen
+    return bitcast
+
+
+_f64_from_bits = _make_bitcast(types.int64, types.float64)
+_f32_from_bits = _make_bitcast(types.int32, types.float32)
+
+
+@register_jitable
+def half_bits_to_float(bits):
+    """The float64 value of IEEE binary16 *bits* (exact). Integer arithmetic
+    and a bitcast: Numba's LLVM half conversions need runtime helpers that
+    not every JIT resolves."""
+    bits = np.int64(bits) & 0xFFFF
+    sign = (bits >> 15) << 63
+    e = (bits >> 10) & 0x1F
+    mant = bits & 0x3FF
+    if e == 0:  # zero or subnormal: mant * 2**-24, exact in float64
+        v = np.float64(mant) * 5.9604644775390625e-08
+        return -v if sign else v
+    if e == 31:  # inf or nan (payload kept in the top mantissa bits)
+        return _f64_from_bits(sign | (np.int64(0x7FF) << 52) | (mant << 42))
+    return _f64_from_bits(sign | ((e - 15 + 1023) << 52) | (mant << 42))
+
+
+@register_jitable
+def bfloat16_bits_to_float(bits):
+    """The float64 value of bfloat16 *bits* (the top half of a float32)."""
+    return np.float64(_f32_from_bits(np.int32((np.int64(bits) & 0xFFFF) << 16)))
 
 
 @intrinsic
@@ -302,6 +362,7 @@ def buffer_as_array(buf, ndim, dtype):
 def _buffer_as_array(buf, ndim, dtype):
     if not isinstance(ndim, types.IntegerLiteral):
         raise TypingError("buffer_as_array: ndim must be a constant integer")
+    _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
     n = ndim.literal_value
     src = "def impl(buf, ndim, dtype):\n    return numba.carray(buffer_data(buf), (%s), dtype)\n" % (
         "".join("buffer_dim(buf, %d), " % d for d in range(n)))
@@ -357,46 +418,79 @@ def _attr_type(frame, i):
 
 @register_jitable
 def _typed_attr(frame, i, kind):
-    """The value of attribute *i* if it exists and is of *kind*, else NULL."""
+    """The value of attribute *i* if it exists and is of *kind* (a scalar
+    also of a data type the readers decode), else NULL."""
     if i < 0 or _attr_type(frame, i) != kind:
         return _null()
-    return _attr_value(frame, i)
+    v = _attr_value(frame, i)
+    if kind == _ATTR_SCALAR:
+        code = _load_i32(v, 0)
+        known = False
+        for c in _SCALAR_CODES:
+            if code == c:
+                known = True
+        if not known:
+            return _null()
+    return v
 
 
 @register_jitable
-def _scalar_as_int(scalar):
-    code = _load_i32(scalar, 0)
-    value = _load_ptr(scalar, 8)
-    if code == 1 or code == 2 or code == 6:
+def _is_float_code(code):
+    return code == _F32 or code == _F64 or code == _F16 or code == _BF16
+
+
+@register_jitable
+def _float_value(code, value):
+    """The value of a floating-point scalar of XLA type *code* at *value*."""
+    if code == _F32:
+        return np.float64(_load_f32(value, 0))
+    if code == _F64:
+        return _load_f64(value, 0)
+    if code == _F16:
+        return half_bits_to_float(_load_u16(value, 0))
+    return bfloat16_bits_to_float(_load_u16(value, 0))
+
+
+@register_jitable
+def _int_value(code, value):
+    """The value of a boolean or integer scalar of XLA type *code* at
+    *value*, read at its own width (U64 above 2**63 wraps)."""
+    if code == 1 or code == 6:
+        return np.int64(_load_u8(value, 0))
+    if code == 2:
         v = np.int64(_load_u8(value, 0))
-        if code == 2 and v > 127:
-            v -= 256
-        return v
-    if code == 3 or code == 7:
-        v = np.int64(_load_i32(value, 0)) & 0xFFFF
-        if code == 3 and v > 32767:
-            v -= 65536
-        return v
+        return v - 256 if v > 127 else v
+    if code == 7:
+        return np.int64(_load_u16(value, 0))
+    if code == 3:
+        v = np.int64(_load_u16(value, 0))
+        return v - 65536 if v > 32767 else v
     if code == 4:
         return np.int64(_load_i32(value, 0))
     if code == 8:
         return np.int64(_load_i32(value, 0)) & 0xFFFFFFFF
-    if code == 11:
-        return np.int64(_load_f32(value, 0))
-    if code == 12:
-        return np.int64(_load_f64(value, 0))
     return _load_i64(value, 0)
 
 
 @register_jitable
 def _scalar_as_float(scalar):
+    """A scalar attribute of any decoded type as float64."""
     code = _load_i32(scalar, 0)
     value = _load_ptr(scalar, 8)
-    if code == 11:
-        return np.float64(_load_f32(value, 0))
-    if code == 12:
-        return _load_f64(value, 0)
-    return np.float64(_scalar_as_int(scalar))
+    if _is_float_code(code):
+        return _float_value(code, value)
+    return np.float64(_int_value(code, value))
+
+
+@register_jitable
+def _scalar_as_int(scalar):
+    """A scalar attribute of any decoded type as int64 (a float one truncated
+    toward zero)."""
+    code = _load_i32(scalar, 0)
+    value = _load_ptr(scalar, 8)
+    if _is_float_code(code):
+        return np.int64(_float_value(code, value))
+    return _int_value(code, value)
 
 
 def _attribute_getter(pyname, kind, read, default, doc):
@@ -445,9 +539,12 @@ _count = register_jitable(lambda v: _load_i64(v, 8))
 # name: (attribute kind, read the value, missing: constant or converter, doc)
 _ATTRIBUTE_GETTERS = {
     "attr_int": (_ATTR_SCALAR, _scalar_as_int, np.int64,
-                 "Integer scalar attribute *name* (a constant), or *default* if absent."),
+                 "Scalar attribute *name* (a constant) as int64 (a float one truncated), "
+                 "or *default* if absent or of a type the reader does not decode."),
     "attr_float": (_ATTR_SCALAR, _scalar_as_float, np.float64,
-                   "Float scalar attribute *name* (a constant), or *default* if absent."),
+                   "Scalar attribute *name* (a constant) as float64 (F16 and BF16 "
+                   "included), or *default* if absent or of a type the reader does "
+                   "not decode."),
     "attr_string_len": (_ATTR_STRING, _count, -1,
                         "Length of string attribute *name* (-1 if absent)."),
     "attr_array_size": (_ATTR_ARRAY, _count, -1,
@@ -474,16 +571,31 @@ def _attr_string_data(frame, name):
 
 def attr_array_data(frame, name, dtype):
     """Array attribute *name* as a 1-D array of *dtype* (empty if absent or
-    of another element type)."""
+    of another element type). XLA's array attributes hold int8-64, uint8-64,
+    float32 or float64 elements; another *dtype* is a typing error."""
     raise NotImplementedError("only in nopython code")
+
+
+def _constant_dtype(dtype, fn, allowed):
+    """The NumPy dtype a nopython ``dtype`` argument (``np.float32``) names,
+    if it is one of *allowed*; else a TypingError naming *fn*."""
+    from numba.np.numpy_support import as_dtype
+
+    try:
+        np_dtype = as_dtype(getattr(dtype, "dtype", dtype))
+    except Exception:
+        np_dtype = None
+    if np_dtype is None or np_dtype not in allowed:  # (np.dtype(None) is float64)
+        raise TypingError("%s: dtype must be one of %s (a NumPy scalar type such as "
+                          "np.float32), got %s"
+                          % (fn, ", ".join(str(d) for d in allowed), dtype))
+    return np_dtype
 
 
 @overload(attr_array_data, prefer_literal=True)
 def _attr_array_data(frame, name, dtype):
     _name_key(name, "attr_array_data")
-    from numba.np.numpy_support import as_dtype
-
-    code = DTYPES[as_dtype(getattr(dtype, "dtype", dtype))]
+    code = DTYPES[_constant_dtype(dtype, "attr_array_data", _ARRAY_ATTR_DTYPES)]
 
     def impl(frame, name, dtype):
         arr = _typed_attr(frame, attr_index(frame, name), _ATTR_ARRAY)
