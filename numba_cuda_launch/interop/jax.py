@@ -661,10 +661,11 @@ def _make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, 
             get_config = ["            grid, block = %s" % config]
         else:
             get_config = [
+                # y and z default to 1 (the call site always sets all six)
                 "            grid = (ffi.attr_int(frame, 'ncl_grid_x'), "
-                "ffi.attr_int(frame, 'ncl_grid_y'), ffi.attr_int(frame, 'ncl_grid_z'))",
+                "ffi.attr_int(frame, 'ncl_grid_y', 1), ffi.attr_int(frame, 'ncl_grid_z', 1))",
                 "            block = (ffi.attr_int(frame, 'ncl_block_x'), "
-                "ffi.attr_int(frame, 'ncl_block_y'), ffi.attr_int(frame, 'ncl_block_z'))",
+                "ffi.attr_int(frame, 'ncl_block_y', 1), ffi.attr_int(frame, 'ncl_block_z', 1))",
             ]
         lines += [
             "        if ffi.execution_stage(frame) != ffi.STAGE_EXECUTE:",

@@ -34,6 +34,7 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload, register_jitable
 
+from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
 from numba_cuda_launch.runtime import driver
 
 __all__ = [
@@ -180,25 +181,7 @@ def _make_bitcast(from_type, to_type):
     return bitcast
 
 
-_f64_from_bits = _make_bitcast(types.int64, types.float64)
 _f32_from_bits = _make_bitcast(types.int32, types.float32)
-
-
-@register_jitable
-def half_bits_to_float(bits):
-    """The float64 value of IEEE binary16 *bits* (exact). Integer arithmetic
-    and a bitcast: Numba's LLVM half conversions need runtime helpers that
-    not every JIT resolves."""
-    bits = np.int64(bits) & 0xFFFF
-    sign = (bits >> 15) << 63
-    e = (bits >> 10) & 0x1F
-    mant = bits & 0x3FF
-    if e == 0:  # zero or subnormal: mant * 2**-24, exact in float64
-        v = np.float64(mant) * 5.9604644775390625e-08
-        return -v if sign else v
-    if e == 31:  # inf or nan (payload kept in the top mantissa bits)
-        return _f64_from_bits(sign | (np.int64(0x7FF) << 52) | (mant << 42))
-    return _f64_from_bits(sign | ((e - 15 + 1023) << 52) | (mant << 42))
 
 
 @register_jitable

@@ -104,16 +104,25 @@ def float_to_half_bits(x):
     return types.uint16(sign | half)
 
 
+@intrinsic
+def _bits_float64(typingctx, bits):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
 @register_jitable
-def half_bits_to_float(h):
-    """The float64 value of IEEE binary16 bits *h* (exact; integer and
-    float64 arithmetic only, like :func:`float_to_half_bits`)."""
-    h = types.int64(h) & 0xFFFF
-    sign = -1.0 if h & 0x8000 else 1.0
-    e = (h >> 10) & 0x1F
-    m = h & 0x3FF
-    if e == 0:
-        return sign * m * 5.960464477539063e-08  # 2**-24: subnormals
-    if e == 31:
-        return sign * np.inf if m == 0 else np.nan
-    return sign * (1024 + m) * 2.0 ** (e - 25)
+def half_bits_to_float(bits):
+    """The float64 value of IEEE binary16 *bits* (exact, NaN payloads and
+    signs kept): integer arithmetic and a bitcast, like
+    :func:`float_to_half_bits`."""
+    bits = np.int64(bits) & 0xFFFF
+    sign = (bits >> 15) << 63
+    e = (bits >> 10) & 0x1F
+    mant = bits & 0x3FF
+    if e == 0:  # zero or subnormal: mant * 2**-24, exact in float64
+        v = np.float64(mant) * 5.9604644775390625e-08
+        return -v if sign else v
+    if e == 31:  # inf or nan (payload kept in the top mantissa bits)
+        return _bits_float64(sign | (np.int64(0x7FF) << 52) | (mant << 42))
+    return _bits_float64(sign | ((e - 15 + 1023) << 52) | (mant << 42))
