@@ -16,6 +16,7 @@ from numba.core.typing.templates import signature
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.launch.kernelkind import kernel_kind
 
 __all__ = ["KernelSelection", "select_kernel", "launch_signature"]
 
@@ -75,11 +76,12 @@ def _rating(convs):
                  for kind in (Conversion.unsafe, Conversion.safe, Conversion.promote))
 
 
-def _select_compiled(dispatcher, typingctx, args):
-    name = _compat.dispatcher_name(dispatcher)
-    names = _compat.dispatcher_param_names(dispatcher)
+def _select_compiled(kind, dispatcher, typingctx, args):
+    name = kind.name(dispatcher)
+    names = kind.param_names(dispatcher)
+    compiled = kind.compiled_kernels(dispatcher)
     candidates, first_failure = [], None
-    for argtypes, kernel in _compat.compiled_kernels(dispatcher).items():
+    for argtypes, kernel in compiled.items():
         if len(argtypes) != len(args):
             continue
         convs = []
@@ -91,13 +93,13 @@ def _select_compiled(dispatcher, typingctx, args):
             convs.append(conv)
         else:
             candidates.append((_rating(convs), argtypes, kernel))
-    sigs = "; ".join(_describe(names, a) for a in _compat.compiled_kernels(dispatcher))
+    sigs = "; ".join(_describe(names, a) for a in compiled)
     if not candidates:
         if len(args) != len(names):
             raise KernelTypingError(
                 "kernel %r takes %d argument(s) (%s), got %d"
                 % (name, len(names), ", ".join(names), len(args)))
-        if first_failure and len(_compat.compiled_kernels(dispatcher)) == 1:
+        if first_failure and len(compiled) == 1:
             i, actual, formal = first_failure
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s, expected %s "
@@ -117,22 +119,22 @@ def _select_compiled(dispatcher, typingctx, args):
     return KernelSelection(kernel, tuple(argtypes))
 
 
-def _compile_for(dispatcher, args):
-    name = _compat.dispatcher_name(dispatcher)
-    names = _compat.dispatcher_param_names(dispatcher)
+def _compile_for(kind, dispatcher, args):
+    name = kind.name(dispatcher)
+    names = kind.param_names(dispatcher)
     if len(args) != len(names):
         raise KernelTypingError(
             "kernel %r takes %d argument(s) (%s), got %d"
             % (name, len(names), ", ".join(names), len(args)))
     for i, ty in enumerate(args):
-        problem = _launchable_problem(ty)
+        problem = _launchable_problem(ty) or kind.argument_problem(ty)
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
                 % (name, names[i], i + 1, ty, problem))
     argtypes = tuple(_unliteral(t) for t in args)
     try:
-        kernel = _compat.compile_kernel(dispatcher, argtypes)
+        kernel = kind.compile(dispatcher, argtypes)
     except Exception as exc:
         hint = ""
         if get_compute_capability() is None and "driver" in str(exc).lower():
@@ -161,17 +163,18 @@ def select_kernel(dispatcher, args, typingctx=None):
 
         typingctx = cpu_target.typing_context
     args = tuple(args)
-    if _compat.can_compile(dispatcher):
-        exact = _compat.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
+    kind = kernel_kind(dispatcher)
+    if kind.can_compile(dispatcher):
+        exact = kind.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
         selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args))
-                     if exact is not None else _compile_for(dispatcher, args))
+                     if exact is not None else _compile_for(kind, dispatcher, args))
     else:
-        selection = _select_compiled(dispatcher, typingctx, args)
-    reasons = _compat.unsupported_kernel_features(selection.kernel)
+        selection = _select_compiled(kind, dispatcher, typingctx, args)
+    reasons = kind.unsupported_features(dispatcher, selection.kernel)
     if reasons:
         raise KernelTypingError(
             "kernel %r cannot be launched from compiled code: %s"
-            % (_compat.dispatcher_name(dispatcher), "; ".join(reasons)))
+            % (kind.name(dispatcher), "; ".join(reasons)))
     return selection
 
 

@@ -35,16 +35,33 @@ def _if_ok(builder, status_ptr):
 
 
 class DriverBackend(LaunchBackend):
-    """Launches numba-cuda kernels through the CUDA driver."""
+    """Launches numba-cuda kernels through the CUDA driver. Another kernel
+    source whose kernels are cubins launched by ``cuLaunchKernel`` subclasses
+    it and overrides :meth:`image`, :meth:`param_array` and
+    :meth:`cooperative`."""
 
     name = "driver"
 
     def claims(self, kernel):
         return not _compat.is_simulated(kernel)
 
+    def image(self, kernel):
+        """The :class:`KernelImage` of *kernel*."""
+        return image_for_kernel(kernel)
+
+    def cooperative(self, kernel):
+        """True if *kernel* needs ``cuLaunchCooperativeKernel``."""
+        return _compat.kernel_is_cooperative(kernel)
+
+    def param_array(self, context, builder, kernel, formal_types, values):
+        """Emit the ``kernelParams`` array (``void**``) of a launch."""
+        flat = flatten_values(context, builder, formal_types, values)
+        return emit_param_array(
+            builder, flat, _compat.kernel_param_llvm_types(kernel), context.target_data)
+
     def emit_preload(self, context, builder, kernel):
         # cuKernelGetFunction forces the per-context load of a CUkernel.
-        status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
+        status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
             with _if_ok(builder, status_ptr):
@@ -54,15 +71,13 @@ class DriverBackend(LaunchBackend):
         return builder.load(status_ptr)
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
-        flat = flatten_values(context, builder, formal_types, values)
-        params = emit_param_array(
-            builder, flat, _compat.kernel_param_llvm_types(kernel), context.target_data)
-        status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
+        params = self.param_array(context, builder, kernel, formal_types, values)
+        status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
         with _if_ok(builder, status_ptr):
             common = [handle] + launch_dims(builder, cfg) + [cfg.sharedmem, cfg.stream, params]
 
             def launch():
-                if _compat.kernel_is_cooperative(kernel):
+                if self.cooperative(kernel):
                     return driver.call(builder, "cuLaunchCooperativeKernel", common)
                 null = ir.Constant(ir.IntType(8).as_pointer().as_pointer(), None)
                 return driver.call(builder, "cuLaunchKernel", common + [null])
