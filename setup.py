@@ -29,6 +29,9 @@ setup(
         "cu13": ["numba-cuda[cu13]>=0.26"],
         "test": ["pytest", "pytest-xdist"],
         "jax": ["jax>=0.6"],
+        # numba-cuda-mlir kernels (docs/numba-cuda-mlir.md); it needs Python 3.11+
+        # and takes libNVVM/nvJitLink from the cu12/cu13 extra.
+        "mlir": ["numba-cuda-mlir>=0.6; python_version >= '3.11'"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

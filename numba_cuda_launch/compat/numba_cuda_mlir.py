@@ -81,9 +81,13 @@ def install_deviceless_compilation():
     which returns ``tools._cached_cc`` once set: that cache is filled with the
     configured value. A no-op with a GPU, with nothing configured, or before
     numba_cuda_mlir is imported."""
-    tools = _module("tools")
     cc = get_compute_capability()
-    if tools is None or cc is None or getattr(tools, "_cached_cc", None) is not None:
+    if "numba_cuda_mlir" not in sys.modules or cc is None:
+        return
+    import importlib
+
+    tools = importlib.import_module("numba_cuda_mlir.tools")
+    if getattr(tools, "_cached_cc", None) is not None:
         return
     from numba import cuda
 
