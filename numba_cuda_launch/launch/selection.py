@@ -4,7 +4,9 @@ Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's conversion
 rules (a ``voidptr`` converts to any ``CPointer``); lazy kernels compile for
 the argument types through numba-cuda's dispatcher, sharing its caches with
 Python launches. Every refusal is a :class:`KernelTypingError` naming the
-kernel and the parameter.
+kernel and the parameter. What depends on the kind of kernel object
+(numba-cuda's dispatchers, numba-cuda-mlir's) is asked of its
+:class:`~numba_cuda_launch.launch.kernelkind.KernelKind`.
 """
 
 from dataclasses import dataclass
