@@ -30,6 +30,9 @@ setup(
         "test": ["pytest", "pytest-xdist"],
         # flatbuffers: jax.export serialization (jax does not require it)
         "jax": ["jax>=0.6", "flatbuffers"],
+        # numba-cuda-mlir kernels (docs/numba-cuda-mlir.md); it needs Python 3.11+
+        # and takes libNVVM/nvJitLink from the cu12/cu13 extra.
+        "mlir": ["numba-cuda-mlir>=0.6; python_version >= '3.11'"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -18,17 +18,17 @@ Beside them, :mod:`.errors` and :mod:`.config` are used by all layers.
 """
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import numba_cuda_mlir as _compat_mlir
 
 _compat.check_versions()
 if not _compat.simulator_enabled():
     _compat.install_deviceless_compilation()
     _compat.install_call_refusal()
+_compat_mlir.install_deviceless_compilation()
 
 from numba_cuda_launch._version import __version__  # noqa: E402
-from numba_cuda_launch.config import (  # noqa: E402
-    get_compute_capability,
-    set_compute_capability,
-)
+from numba_cuda_launch import config as _config  # noqa: E402
+from numba_cuda_launch.config import get_compute_capability  # noqa: E402
 from numba_cuda_launch.errors import (  # noqa: E402
     CudaLaunchError,
     KernelTypingError,
@@ -59,3 +59,12 @@ __all__ = [
     "on_stream",
     "pointer_checks_enabled",
 ]
+
+
+def set_compute_capability(cc):
+    """Build kernel images for compute capability *cc* (e.g. ``(9, 0)`` or
+    ``"9.0"``) when no GPU is present; ``None`` clears the setting. Applies
+    to numba-cuda-mlir too once it is imported (its eager kernels compile at
+    decoration, so import it before calling this)."""
+    _config.set_compute_capability(cc)
+    _compat_mlir.install_deviceless_compilation()

@@ -10,8 +10,11 @@ lowering together:
 * :mod:`.call` -- ``cfg(args...)``, ``cfg.launch_status(...)``,
   ``cfg.preload(...)``: typing and lowering, through a backend;
 * :mod:`.backends` -- how a launch is carried out: the CUDA driver
-  (:mod:`.backends.driver`) or numba-cuda's simulator
-  (:mod:`.backends.simulator`);
+  (:mod:`.backends.driver`), numba-cuda's simulator
+  (:mod:`.backends.simulator`) or numba-cuda-mlir kernels through the driver
+  (:mod:`.backends.mlir`);
+* :mod:`.kernelkind` -- what selection needs to know per kind of kernel
+  object (numba-cuda dispatchers by default);
 * :mod:`.params` -- numba-cuda's kernel parameter ABI;
 * :mod:`.kernels` -- the image and parameter types of a compiled kernel;
 * :mod:`.stream` -- stream objects as nopython values;
@@ -30,6 +33,7 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     call,
 )
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
+from numba_cuda_launch.launch.backends import mlir as _mlir_backend  # noqa: F401
 
 if _nc.simulator_enabled():
     from numba_cuda_launch.launch.backends import simulator as _simulator_backend  # noqa: F401

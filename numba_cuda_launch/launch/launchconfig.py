@@ -13,9 +13,9 @@ from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
 from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.launch.kernelkind import kernel_kind
 from numba_cuda_launch.launch.selection import launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
@@ -39,6 +39,10 @@ CONFIG_PROBLEMS = {
 }
 
 
+def _kernel_name(dispatcher):
+    return kernel_kind(dispatcher).name(dispatcher)
+
+
 class LaunchConfig(types.Callable):
     """A kernel with its launch configuration: the value of
     ``kernel[griddim, blockdim, stream, sharedmem]``.
@@ -52,7 +56,7 @@ class LaunchConfig(types.Callable):
         self.dispatcher_type = dispatcher_type
         super().__init__(
             name="LaunchConfig(%s)"
-            % _compat.dispatcher_name(dispatcher_type.dispatcher)
+            % _kernel_name(dispatcher_type.dispatcher)
         )
 
     @property
@@ -65,7 +69,7 @@ class LaunchConfig(types.Callable):
 
     @property
     def kernel_name(self):
-        return _compat.dispatcher_name(self.dispatcher)
+        return _kernel_name(self.dispatcher)
 
     def get_call_type(self, context, args, kws):
         return launch_signature(self, args, kws)
@@ -140,8 +144,8 @@ def _check_constant(kernel, what, value):
 def check_config_types(dispatcher, index_types):
     """Raise a KernelTypingError naming the kernel unless *index_types* is a
     valid ``(griddim, blockdim[, stream[, sharedmem]])``."""
-    name = _compat.dispatcher_name(dispatcher)
-    if _compat.is_device_function(dispatcher):
+    name = _kernel_name(dispatcher)
+    if kernel_kind(dispatcher).is_device_function(dispatcher):
         raise KernelTypingError(
             "%r is a CUDA device function (cuda.jit(device=True)); only "
             "kernels can be launched with [griddim, blockdim, ...]" % name
@@ -226,7 +230,7 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
         if not isinstance(disp_ty, KERNEL_TYPES):
             return None
         items = index if isinstance(index, tuple) else (index,)
-        name = _compat.dispatcher_name(disp_ty.dispatcher)
+        name = _kernel_name(disp_ty.dispatcher)
         for what, item in zip(("griddim", "blockdim"), items):
             for v in (item if isinstance(item, tuple) else (item,)):
                 _check_constant(name, what, v)

@@ -4,7 +4,9 @@ Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's conversion
 rules (a ``voidptr`` converts to any ``CPointer``); lazy kernels compile for
 the argument types through numba-cuda's dispatcher, sharing its caches with
 Python launches. Every refusal is a :class:`KernelTypingError` naming the
-kernel and the parameter.
+kernel and the parameter. What depends on the kind of kernel object
+(numba-cuda's dispatchers, numba-cuda-mlir's) is asked of its
+:class:`~numba_cuda_launch.launch.kernelkind.KernelKind`.
 """
 
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
+from numba_cuda_launch.launch.kernelkind import kernel_kind
 
 __all__ = ["KernelSelection", "select_kernel", "launch_signature", "lossy_conversion"]
 
@@ -129,11 +132,12 @@ def _rating(convs):
                  for kind in (Conversion.unsafe, Conversion.safe, Conversion.promote))
 
 
-def _select_compiled(dispatcher, typingctx, args):
-    name = _compat.dispatcher_name(dispatcher)
-    names = _compat.dispatcher_param_names(dispatcher)
+def _select_compiled(kind, dispatcher, typingctx, args):
+    name = kind.name(dispatcher)
+    names = kind.param_names(dispatcher)
+    compiled = kind.compiled_kernels(dispatcher)
     candidates, first_failure = [], None
-    for argtypes, kernel in _compat.compiled_kernels(dispatcher).items():
+    for argtypes, kernel in compiled.items():
         if len(argtypes) != len(args):
             continue
         convs = []
@@ -145,13 +149,13 @@ def _select_compiled(dispatcher, typingctx, args):
             convs.append(conv)
         else:
             candidates.append((_rating(convs), argtypes, kernel))
-    sigs = "; ".join(_describe(names, a) for a in _compat.compiled_kernels(dispatcher))
+    sigs = "; ".join(_describe(names, a) for a in compiled)
     if not candidates:
         if len(args) != len(names):
             raise KernelTypingError(
                 "kernel %r takes %d argument(s) (%s), got %d"
                 % (name, len(names), ", ".join(names), len(args)))
-        if first_failure and len(_compat.compiled_kernels(dispatcher)) == 1:
+        if first_failure and len(compiled) == 1:
             i, actual, formal = first_failure
             why = lossy_conversion(actual, formal)
             raise KernelTypingError(
@@ -172,22 +176,22 @@ def _select_compiled(dispatcher, typingctx, args):
     return KernelSelection(kernel, tuple(argtypes), tuple(names))
 
 
-def _compile_for(dispatcher, args):
-    name = _compat.dispatcher_name(dispatcher)
-    names = _compat.dispatcher_param_names(dispatcher)
+def _compile_for(kind, dispatcher, args):
+    name = kind.name(dispatcher)
+    names = kind.param_names(dispatcher)
     if len(args) != len(names):
         raise KernelTypingError(
             "kernel %r takes %d argument(s) (%s), got %d"
             % (name, len(names), ", ".join(names), len(args)))
     for i, ty in enumerate(args):
-        problem = _launchable_problem(ty)
+        problem = _launchable_problem(ty) or kind.argument_problem(ty)
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
                 % (name, names[i], i + 1, ty, problem))
     argtypes = tuple(_unliteral(t) for t in args)
     try:
-        kernel = _compat.compile_kernel(dispatcher, argtypes)
+        kernel = kind.compile(dispatcher, argtypes)
     except Exception as exc:
         hint = ""
         if get_compute_capability() is None and "driver" in str(exc).lower() \
@@ -199,7 +203,7 @@ def _compile_for(dispatcher, args):
     return KernelSelection(kernel, argtypes, tuple(names))
 
 
-def _fill_defaults(dispatcher, args):
+def _fill_defaults(kind, dispatcher, args):
     """The argument types with the kernel's defaults for trailing parameters
     not given, and those defaults' values; refuses ``*args``/``**kwargs``
     kernels, whose parameter list compiled code cannot know."""
@@ -207,8 +211,8 @@ def _fill_defaults(dispatcher, args):
 
     from numba import typeof
 
-    name = _compat.dispatcher_name(dispatcher)
-    params = _compat.dispatcher_parameters(dispatcher)
+    name = kind.name(dispatcher)
+    params = kind.parameters(dispatcher)
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
             raise KernelTypingError(
@@ -246,31 +250,23 @@ def select_kernel(dispatcher, args, typingctx=None):
         from numba.core.registry import cpu_target
 
         typingctx = cpu_target.typing_context
-    args, defaults = _fill_defaults(dispatcher, args)
-    if _compat.can_compile(dispatcher):
-        exact = _compat.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
-        selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args),
-                                     tuple(_compat.dispatcher_param_names(dispatcher)))
-                     if exact is not None else _compile_for(dispatcher, args))
+    kind = kernel_kind(dispatcher)
+    args, defaults = _fill_defaults(kind, dispatcher, args)
+    names = tuple(kind.param_names(dispatcher))
+    if kind.can_compile(dispatcher):
+        exact = kind.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
+        selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args), names)
+                     if exact is not None else _compile_for(kind, dispatcher, args))
     else:
-        selection = _select_compiled(dispatcher, typingctx, args)
+        selection = _select_compiled(kind, dispatcher, typingctx, args)
     if defaults:
-        selection = KernelSelection(selection.kernel, selection.argtypes,
-                                    selection.param_names, defaults)
-    reasons = _compat.unsupported_kernel_features(selection.kernel)
-    if reasons:
+        selection = KernelSelection(selection.kernel, selection.argtypes, names, defaults)
+    reasons = kind.unsupported_features(dispatcher, selection.kernel)
+    problem = kind.image_problem(selection.kernel)
+    if reasons or problem:
         raise KernelTypingError(
             "kernel %r cannot be launched from compiled code: %s"
-            % (_compat.dispatcher_name(dispatcher), "; ".join(reasons)))
-    if not _compat.is_simulated(selection.kernel):
-        try:
-            _compat.kernel_image(selection.kernel)  # cached by numba-cuda
-        except Exception as exc:
-            raise KernelTypingError(
-                "kernel %r: building its cubin for compute capability %s failed "
-                "(is that architecture supported by the installed CUDA toolkit?):\n%s"
-                % (_compat.dispatcher_name(dispatcher),
-                   _compat.target_compute_capability(), exc)) from exc
+            % (kind.name(dispatcher), "; ".join(reasons + [problem] if problem else reasons)))
     return selection
 
 

@@ -36,7 +36,10 @@ def _if_ok(builder, status_ptr):
 
 
 class DriverBackend(LaunchBackend):
-    """Launches numba-cuda kernels through the CUDA driver."""
+    """Launches numba-cuda kernels through the CUDA driver. Another kernel
+    source whose kernels are cubins launched by ``cuLaunchKernel`` subclasses
+    it and overrides :meth:`image`, :meth:`param_array` and
+    :meth:`cooperative`."""
 
     name = "driver"
 
@@ -46,9 +49,26 @@ class DriverBackend(LaunchBackend):
     def emit_is_device_accessible(self, builder, address, host_allocated):
         return emit_is_device_accessible(builder, address)
 
+    def image(self, kernel):
+        """The :class:`KernelImage` of *kernel*."""
+        return image_for_kernel(kernel)
+
+    def cooperative(self, kernel):
+        """True if *kernel* needs ``cuLaunchCooperativeKernel``."""
+        return _compat.kernel_is_cooperative(kernel)
+
+    def param_types(self, kernel):
+        """The LLVM types of *kernel*'s parameters, in order."""
+        return _compat.kernel_param_llvm_types(kernel)
+
+    def param_array(self, context, builder, kernel, formal_types, values):
+        """Emit the ``kernelParams`` array (``void**``) of a launch."""
+        flat = flatten_values(context, builder, formal_types, values)
+        return emit_param_array(builder, flat, self.param_types(kernel), context.target_data)
+
     def emit_preload(self, context, builder, kernel):
         # cuKernelGetFunction forces the per-context load of a CUkernel.
-        status_ptr, handle = emit_get_kernel(builder, image_for_kernel(kernel))
+        status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
             with _if_ok(builder, status_ptr):
@@ -58,18 +78,17 @@ class DriverBackend(LaunchBackend):
         return builder.load(status_ptr)
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
-        flat = flatten_values(context, builder, formal_types, values)
-        param_types = _compat.kernel_param_llvm_types(kernel)
-        params = emit_param_array(builder, flat, param_types, context.target_data)
-        image = image_for_kernel(kernel)
-        remember_param_sizes(image.entry_name,
-                             [t.get_abi_size(context.target_data) for t in param_types])
+        params = self.param_array(context, builder, kernel, formal_types, values)
+        image = self.image(kernel)
+        # Tools that read parameters (the recording driver) learn their sizes.
+        remember_param_sizes(image.entry_name, [t.get_abi_size(context.target_data)
+                                                for t in self.param_types(kernel)])
         status_ptr, handle = emit_get_kernel(builder, image)
         with _if_ok(builder, status_ptr):
             common = [handle] + launch_dims(builder, cfg) + [cfg.sharedmem, cfg.stream, params]
 
             def launch():
-                if _compat.kernel_is_cooperative(kernel):
+                if self.cooperative(kernel):
                     return driver.call(builder, "cuLaunchCooperativeKernel", common)
                 null = ir.Constant(ir.IntType(8).as_pointer().as_pointer(), None)
                 return driver.call(builder, "cuLaunchKernel", common + [null])

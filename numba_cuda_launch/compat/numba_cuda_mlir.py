@@ -1,0 +1,306 @@
+"""Every use of numba-cuda-mlir internals, in one place.
+
+numba-cuda-mlir (``from numba_cuda_mlir import cuda``) carries its own copy
+of Numba's typing front end: its types are classes of
+``numba_cuda_mlir.numba_cuda.types``, not ``numba.core.types``, so a CPU
+type is translated by kind and name (:func:`to_mlir_type`,
+:func:`from_mlir_type`). It compiles through MLIR to a cubin and launches
+from Python through a C++ launcher (``cext/launcher/kernel.cpp`` upstream)
+whose parameter layout differs from numba-cuda's: an array is an MLIR
+memref descriptor (allocated pointer, aligned pointer, offset, shape[ndim],
+strides[ndim] in elements), a complex one 8- or 16-byte parameter.
+
+Nothing here imports numba_cuda_mlir: a kernel of it exists only once the
+user imported it, so its modules are taken from ``sys.modules``. Checked
+against numba-cuda-mlir 0.6.0 (``SUPPORTED``).
+"""
+
+import re
+import sys
+
+from numba.core import types
+
+from numba_cuda_launch.config import get_compute_capability
+
+__all__ = [
+    "SUPPORTED",
+    "UntranslatableType",
+    "is_mlir_dispatcher_class",
+    "is_mlir_dispatcher",
+    "is_mlir_kernel",
+    "install_deviceless_compilation",
+    "dispatcher_name",
+    "dispatcher_param_names",
+    "is_device_function",
+    "to_mlir_type",
+    "from_mlir_type",
+    "compiled_kernels",
+    "can_compile",
+    "compile_kernel",
+    "kernel_image",
+    "kernel_entry_name",
+    "kernel_param_sizes",
+    "kernel_is_cooperative",
+    "unsupported_kernel_features",
+]
+
+#: (oldest, newest) numba-cuda-mlir releases this module was checked against.
+SUPPORTED = ("0.6.0", "0.6.0")
+
+
+class UntranslatableType(TypeError):
+    """A CPU type with no numba-cuda-mlir kernel parameter counterpart."""
+
+
+def _module(name):
+    return sys.modules.get("numba_cuda_mlir." + name)
+
+
+def is_mlir_dispatcher_class(cls):
+    """True for numba-cuda-mlir's ``@cuda.jit`` dispatcher class (or a
+    subclass), without importing numba-cuda-mlir."""
+    descriptor = _module("descriptor")
+    return descriptor is not None and issubclass(cls, descriptor.MLIRDispatcher)
+
+
+def is_mlir_dispatcher(obj):
+    return is_mlir_dispatcher_class(type(obj))
+
+
+def is_mlir_kernel(obj):
+    """True for a compiled numba-cuda-mlir kernel (its ``CompileResult``)."""
+    compiler = _module("compiler")
+    return compiler is not None and isinstance(obj, compiler.CompileResult)
+
+
+def install_deviceless_compilation():
+    """With no GPU and a configured compute capability, let numba-cuda-mlir
+    compile for it. numba-cuda-mlir asks the current device for the host
+    architecture on every compilation, even with ``chip=`` set
+    (``tools.resolve_gpu_target``), through ``tools.get_gpu_compute_capability``,
+    which returns ``tools._cached_cc`` once set: that cache is filled with the
+    configured value. A no-op with a GPU, with nothing configured, or before
+    numba_cuda_mlir is imported."""
+    if "numba_cuda_mlir" not in sys.modules:
+        return
+    try:
+        cc = get_compute_capability()
+    except ValueError:
+        return  # a malformed setting is reported where a kernel is compiled
+    if cc is None:
+        return
+    import importlib
+
+    tools = importlib.import_module("numba_cuda_mlir.tools")
+    if getattr(tools, "_cached_cc", None) is not None:
+        return
+    from numba import cuda
+
+    if not cuda.is_available():
+        tools._cached_cc = tuple(cc)
+
+
+def dispatcher_name(dispatcher):
+    return dispatcher.py_func.__name__
+
+
+def dispatcher_parameters(dispatcher):
+    """The kernel function's ``inspect.Parameter`` objects."""
+    import inspect
+
+    return list(inspect.signature(dispatcher.py_func).parameters.values())
+
+
+def dispatcher_param_names(dispatcher):
+    import inspect
+
+    return list(inspect.signature(dispatcher.py_func).parameters)
+
+
+def is_device_function(dispatcher):
+    return bool(dispatcher.targetoptions.get("device"))
+
+
+# -- types -------------------------------------------------------------------
+
+_SCALARS = (types.Boolean, types.Integer, types.Float, types.Complex)
+
+
+def _mt():
+    return _module("types")
+
+
+def to_mlir_type(ty):
+    """numba-cuda-mlir's type for a CPU kernel argument type *ty*: scalars,
+    pointers, arrays of scalars and tuples of these. Raises
+    :class:`UntranslatableType` saying why for anything else."""
+    mt = _mt()
+    if isinstance(ty, types.Boolean):
+        return mt.boolean
+    if isinstance(ty, _SCALARS):
+        return getattr(mt, ty.name)
+    if ty == types.voidptr:
+        return mt.voidptr
+    if isinstance(ty, types.CPointer):
+        return mt.CPointer(to_mlir_type(ty.dtype))
+    if isinstance(ty, types.Array):
+        if not isinstance(ty.dtype, _SCALARS):
+            raise UntranslatableType(
+                "arrays of %s are not translated to numba-cuda-mlir (only arrays "
+                "of booleans, integers, floats and complex numbers)" % ty.dtype)
+        return mt.Array(to_mlir_type(ty.dtype), ty.ndim, ty.layout,
+                        readonly=not ty.mutable, aligned=ty.aligned)
+    if isinstance(ty, types.UniTuple):
+        return mt.UniTuple(to_mlir_type(ty.dtype), ty.count)
+    if isinstance(ty, types.Tuple):
+        return mt.Tuple(tuple(to_mlir_type(t) for t in ty.types))
+    raise UntranslatableType(
+        "%s has no numba-cuda-mlir counterpart here; numba-cuda-mlir kernels "
+        "launched from compiled code take booleans, integers, floats, complex "
+        "numbers, pointers, arrays of these over device memory and tuples of "
+        "these" % ty)
+
+
+def from_mlir_type(mty):
+    """The CPU type of a numba-cuda-mlir parameter type, or None."""
+    mt = _mt()
+    if isinstance(mty, mt.Boolean):
+        return types.boolean
+    if isinstance(mty, (mt.Integer, mt.Float, mt.Complex)):
+        return getattr(types, mty.name, None)
+    if mty == mt.voidptr:
+        return types.voidptr
+    if isinstance(mty, mt.CPointer):
+        dtype = from_mlir_type(mty.dtype)
+        return None if dtype is None else types.CPointer(dtype)
+    if isinstance(mty, mt.Array):
+        dtype = from_mlir_type(mty.dtype)
+        if dtype is None or not isinstance(dtype, _SCALARS):
+            return None
+        return types.Array(dtype, mty.ndim, mty.layout, readonly=not mty.mutable,
+                           aligned=mty.aligned)
+    if isinstance(mty, mt.BaseTuple):
+        items = [from_mlir_type(t) for t in mty]
+        return None if None in items else types.BaseTuple.from_types(items)
+    return None
+
+
+# -- kernels -----------------------------------------------------------------
+
+def compiled_kernels(dispatcher):
+    """{CPU argument types: kernel} for the overloads compiled so far whose
+    parameter types all have CPU counterparts."""
+    out = {}
+    for argtypes, cres in list(dispatcher.overloads.items()):
+        cpu = tuple(from_mlir_type(t) for t in argtypes)
+        if None not in cpu:
+            out[cpu] = cres
+    return out
+
+
+def can_compile(dispatcher):
+    """False for kernels compiled eagerly (``cuda.jit(signature)``)."""
+    return bool(dispatcher._can_compile)
+
+
+def compile_kernel(dispatcher, argtypes):
+    """Compile (or fetch from the dispatcher's overloads) the kernel for CPU
+    *argtypes*, as ``kernel.compile(sig)`` does: a later Python launch with
+    the same types reuses it."""
+    install_deviceless_compilation()
+    mt = _mt()
+    return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
+
+
+def kernel_image(kernel):
+    """The kernel's linked cubin (bytes), what the C++ launcher loads."""
+    return bytes(kernel.metadata["cubin"])
+
+
+def kernel_entry_name(kernel):
+    return kernel.metadata["func_name"]
+
+
+def kernel_is_cooperative(kernel):
+    # What the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile).
+    return bool(kernel.metadata.get("use_cooperative", False))
+
+
+_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.S)
+_WIDTH = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+def kernel_param_sizes(kernel):
+    """The byte sizes of the kernel entry point's parameters, read from its
+    PTX ``.entry`` declaration; None if the PTX is not available."""
+    try:
+        ptx = kernel.ptx
+    except Exception:
+        return None
+    if not isinstance(ptx, str):
+        return None
+    name = kernel_entry_name(kernel)
+    for match in _ENTRY.finditer(ptx):
+        if match.group(1) != name:
+            continue
+        sizes = []
+        for decl in filter(None, (d.strip() for d in match.group(2).split(","))):
+            tokens = decl.split()
+            kind = tokens[3] if tokens[1] == ".align" else tokens[1]
+            count = re.search(r"\[(\d+)\]$", tokens[-1])
+            sizes.append(_WIDTH[kind[2:]] * (int(count.group(1)) if count else 1))
+        return sizes
+    return None
+
+
+def _link_callbacks(dispatcher):
+    # Filled from link= items and from what lowering discovers
+    # (MLIRDispatcher._propagate_compile_callbacks).
+    callbacks = list(getattr(dispatcher, "_module_setup_callbacks", ()))
+    callbacks += list(getattr(dispatcher, "_module_teardown_callbacks", ()))
+    return callbacks
+
+
+def unsupported_kernel_features(dispatcher, kernel):
+    """Reasons this numba-cuda-mlir kernel cannot be launched from compiled
+    code, if any: what its Python launch does besides ``cuLaunchKernel``."""
+    reasons = []
+    options = dispatcher.targetoptions
+    if options.get("debug"):
+        reasons.append(
+            "it was compiled with debug=True, whose device-side exceptions "
+            "numba-cuda-mlir's launcher reads back (__numba_cuda_mlir_error_code) "
+            "after each Python launch; compile it without debug=True")
+    if options.get("extensions"):
+        reasons.append(
+            "it has argument extensions (extensions=...), which rewrite the "
+            "arguments of each Python launch")
+    if options.get("shared_memory_carveout") is not None:
+        reasons.append(
+            "it sets shared_memory_carveout, a function attribute only "
+            "numba-cuda-mlir's own module load applies")
+    if _link_callbacks(dispatcher):
+        reasons.append(
+            "it links code with module setup/teardown callbacks, which only "
+            "numba-cuda-mlir's launcher runs")
+    if getattr(dispatcher, "_requires_launch_config", False) \
+            or getattr(dispatcher, "_literal_arg_positions", ()):
+        reasons.append(
+            "it is specialised per launch (on the launch configuration or on "
+            "argument values), which compiled code only knows at run time")
+    if any(_constant_args(dispatcher)):
+        reasons.append(
+            "it has compile-time constant parameters, compiled per value")
+    if kernel.metadata.get("needs_nrt"):
+        reasons.append(
+            "it uses numba-cuda-mlir's device runtime (NRT), which its launcher "
+            "sets up")
+    if kernel_param_sizes(kernel) is None:
+        reasons.append(
+            "its PTX is not available, so its parameter layout cannot be checked")
+    return reasons
+
+
+def _constant_args(dispatcher):
+    descriptor = _module("descriptor")
+    return descriptor.get_constant_args(dispatcher.py_func)
