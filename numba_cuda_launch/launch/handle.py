@@ -7,8 +7,6 @@ its parameters, without reaching into numba-cuda internals.
 
 from dataclasses import dataclass, field
 
-from numba.core import sigutils
-
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaLaunchError
 from numba_cuda_launch.launch.backends.driver import image_for_kernel
@@ -55,8 +53,8 @@ def kernel_handle(dispatcher, argtypes):
 
     The overload is chosen exactly as a launch from compiled code would
     choose it."""
-    if isinstance(argtypes, (str, sigutils.typing.Signature)):
-        argtypes, _ = sigutils.normalize_signature(argtypes)
+    if _compat.is_signature(argtypes) and not isinstance(argtypes, tuple):
+        argtypes, _ = _compat.parse_signature(argtypes)  # numba-cuda's type names too
     if not _compat.is_kernel_dispatcher(dispatcher):
         raise TypeError("kernel_handle() needs a @cuda.jit kernel, got %r" % (dispatcher,))
     if _compat.is_simulated(dispatcher):
