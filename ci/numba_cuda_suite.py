@@ -3,7 +3,10 @@ and fail if any test's outcome changes.
 
     python ci/numba_cuda_suite.py --simulator          # CPU: the CUDA simulator suite
     python ci/numba_cuda_suite.py --gpu                # GPU machine: the cudapy tests
+    python3 ci/numba_cuda_suite.py --gpu --test-deps .whl/filecheck-*.whl .whl/suite/*.whl
+                                                       # the same, offline, from wheels
     options: -n N (pytest-xdist workers), -k EXPR, --tests PKG_OR_MODULE ...,
+             --shard K/N (the K-th of N parts of the selected modules),
              --test-deps SPEC ... (pip-installed into a temporary directory),
              --keep DIR (keep logs and per-test outcomes)
 
@@ -14,13 +17,15 @@ The suite is the one installed with numba-cuda (its wheel ships
 ``sitecustomize`` imports ``numba_cuda_launch`` first in the second run (and
 in every Python process the tests start). The package is this checkout's
 (PYTHONPATH leads to it), which the runs check. Outcomes are compared per
-test (passed, failed, error, skipped, xfailed, xpassed); tests whose outcome
-differs are run again in both configurations, one process each, and those
-that differ again are listed and the exit status is 1. Tests that differ only
-once are reported as unstable, not as changes.
+test (passed, failed, error, skipped, xfailed, xpassed, and the warnings it
+raised). A test whose outcome differs runs again in both configurations (up
+to --reruns times); if it never ends the same way in both, the package
+changed it: every such test is listed and the exit status is 1. Tests that
+do end the same way once are reported as unstable, not as changes.
 
 numba-cuda's test helpers import ``filecheck`` (and some test modules
-``cffi`` and ``ml_dtypes``); the script stops if ``filecheck`` is missing.
+``cffi`` and ``ml_dtypes``); the script stops if ``filecheck`` is missing,
+and runs without workers if ``pytest-xdist`` is.
 This file is also the pytest plugin of the runs (``-p numba_cuda_suite``).
 """
 
@@ -28,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -170,7 +176,7 @@ def _probe(env):
         "import importlib.util, json\n"
         "from importlib.metadata import version\n"
         "spec = importlib.util.find_spec('numba.cuda.tests')\n"
-        "missing = [m for m in ('filecheck', 'cffi', 'ml_dtypes')\n"
+        "missing = [m for m in ('filecheck', 'cffi', 'ml_dtypes', 'xdist')\n"
         "           if importlib.util.find_spec(m) is None]\n"
         "from numba import cuda\n"
         "print(json.dumps([version('numba-cuda'),\n"
@@ -182,12 +188,25 @@ def _probe(env):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _selection(tests_dir, tests):
-    if tests:
-        return ["numba.cuda.tests." + t for t in tests]
-    return ["numba.cuda.tests." + d for d in sorted(os.listdir(tests_dir))
-            if d not in EXCLUDED and os.path.isdir(os.path.join(tests_dir, d))
-            and any(f.startswith("test_") for f in os.listdir(os.path.join(tests_dir, d)))]
+def _selection(tests_dir, tests, shard):
+    """Dotted names of the test packages or modules to run; with *shard*
+    ``(k, n)`` the k-th of n interleaved parts of their modules."""
+    if not tests:
+        tests = [d for d in sorted(os.listdir(tests_dir))
+                 if d not in EXCLUDED and os.path.isdir(os.path.join(tests_dir, d))
+                 and any(f.startswith("test_") for f in os.listdir(os.path.join(tests_dir, d)))]
+    if shard:
+        modules = []
+        for name in tests:
+            path = os.path.join(tests_dir, *name.split("."))
+            if os.path.isdir(path):
+                modules += [name + "." + f[:-3] for f in sorted(os.listdir(path))
+                            if f.startswith("test_") and f.endswith(".py")]
+            else:
+                modules.append(name)
+        k, n = shard
+        tests = modules[k - 1::n]
+    return ["numba.cuda.tests." + t for t in tests]
 
 
 def _pytest(env, workdir, rootdir, args, results, log, timeout):
@@ -196,8 +215,15 @@ def _pytest(env, workdir, rootdir, args, results, log, timeout):
     env = dict(env, NCL_SUITE_RESULTS=results)
     t0 = time.time()
     with open(log, "w") as f:
-        proc = subprocess.run(cmd, env=env, cwd=workdir, stdout=f, stderr=subprocess.STDOUT,
-                              timeout=timeout)
+        # its own process group, so that a timeout also ends xdist's workers
+        proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            sys.exit("pytest ran past --timeout %d s (log: %s; --keep keeps it)" % (timeout, log))
     if not os.path.exists(results):
         with open(log) as f:
             tail = f.read()[-4000:]
@@ -221,7 +247,9 @@ def _check_package(outcomes, importing):
 
 def _counts(outcomes):
     counts = {}
-    for entry in outcomes.values():
+    for nodeid, entry in outcomes.items():
+        if nodeid[0] == "<":
+            continue
         counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
     return ", ".join("%d %s" % (n, k) for k, n in sorted(counts.items()))
 
@@ -250,12 +278,18 @@ def main(argv=None):
                         help="subpackages or modules of numba.cuda.tests to run "
                              "(default: all but benchmarks for --simulator, cudapy for --gpu)")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
+    parser.add_argument("--shard", metavar="K/N",
+                        help="only the K-th of N interleaved parts of the selected test "
+                             "modules (to split a run over several commands)")
     parser.add_argument("-n", dest="workers", type=int,
                         help="pytest-xdist workers per run (0: none; default 2 for "
-                             "--simulator, up to 8 for --gpu)")
+                             "--simulator, up to 16 for --gpu)")
     parser.add_argument("--test-deps", nargs="+", metavar="SPEC",
                         help="pip-install these (names or wheel files) into a temporary "
                              "directory on the runs' PYTHONPATH, e.g. filecheck cffi")
+    parser.add_argument("--reruns", type=int, default=3,
+                        help="times a differing test runs again in each configuration "
+                             "before it counts as changed (default 3)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per run")
     parser.add_argument("--keep", metavar="DIR", help="keep logs and outcomes in DIR")
     args = parser.parse_args(argv)
@@ -297,7 +331,8 @@ def _run(args, config, workdir):
     if "filecheck" in missing:
         sys.exit("numba-cuda's test helpers need filecheck: pass --test-deps filecheck "
                  "(or a filecheck wheel)")
-    selection = _selection(locations[0], args.tests or config["tests"])
+    shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else None
+    selection = _selection(locations[0], args.tests or config["tests"], shard)
     # Test ids relative to the directory holding numba/cuda/tests: unique,
     # and paths that select the test again.
     rootdir = os.path.dirname(os.path.dirname(os.path.dirname(locations[0])))
@@ -305,15 +340,19 @@ def _run(args, config, workdir):
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     workers = args.workers if args.workers is not None else \
-        min(8, os.cpu_count() or 1) if args.gpu else 2
+        min(16, os.cpu_count() or 1) if args.gpu else 2
+    if workers and "xdist" in missing:
+        print("pytest-xdist is missing: one process per run")
+        workers = 0
     if workers:
         # loadscope keeps a test class on one worker, as CUDATestCase needs.
         pytest_args += ["-n", str(workers), "--dist", "loadscope"]
     print("numba-cuda %s, %s; %s" % (version, "simulator" if args.simulator else "GPU",
-                                      " ".join(s.rsplit(".", 1)[-1] for s in selection))
+                                      " ".join(s.split(".", 3)[-1] for s in selection))
           + ("; -k %s" % args.keyword if args.keyword else "")
-          + ("; without %s (tests needing it fail alike in both runs)" % ", ".join(missing)
-             if missing else ""), flush=True)
+          + ("; without %s (tests needing it fail alike in both runs)"
+             % ", ".join(m for m in missing if m != "xdist")
+             if set(missing) - {"xdist"} else ""), flush=True)
 
     runs = {}
     for label, importing in (("plain", False), ("imported", True)):
@@ -323,45 +362,54 @@ def _run(args, config, workdir):
                                     os.path.join(workdir, label + ".log"), args.timeout)
         _check_package(outcomes, importing)
         runs[label] = outcomes
-        print("%-8s %d tests in %.0f s: %s" % (label, len(outcomes), seconds, _counts(outcomes)),
-              flush=True)
-    if not runs["plain"]:
+        print("%-8s %.0f s: %s" % (label, seconds, _counts(outcomes)), flush=True)
+    tests = [nodeid for nodeid in runs["plain"] if nodeid[0] != "<"]
+    if not tests:
         sys.exit("no tests ran")
 
     diffs = _differences(runs["plain"], runs["imported"])
-    # Run the differing tests again, one process per configuration: a test
-    # whose outcomes agree then varies from run to run (numba-cuda's print
-    # tests do under xdist), not with the package. Warnings raised outside
-    # tests cannot be selected again and count as they are.
-    again = {"plain": {}, "imported": {}}
-    paths = [os.path.join(rootdir, nodeid) for nodeid, _, _ in diffs if nodeid[0] != "<"]
-    if paths:
-        for label, importing in (("plain", False), ("imported", True)):
+    # A change is an outcome the package decides. numba-cuda has tests whose
+    # outcome varies from run to run (the simulator's print tests race its
+    # threads), so differing tests run again, one process per configuration,
+    # up to --reruns times: a test that ends the same way in both
+    # configurations at least once is unstable, not changed. Warnings raised
+    # outside tests cannot be selected again and count as they are.
+    seen = {nodeid: ({_result(a)}, {_result(b)}) for nodeid, a, b in diffs}
+    pending = [nodeid for nodeid in seen if nodeid[0] != "<"]
+    for round_ in range(args.reruns):
+        if not pending:
+            break
+        paths = [os.path.join(rootdir, nodeid) for nodeid in pending]
+        for i, (label, importing) in enumerate((("plain", False), ("imported", True))):
             env = _child_env(workdir, importing, config["env"], deps_dir)
-            again[label], _ = _pytest(env, workdir, rootdir, ["-p", "no:xdist"] + paths,
-                                      os.path.join(workdir, label + "-again.json"),
-                                      os.path.join(workdir, label + "-again.log"), args.timeout)
+            again, _ = _pytest(env, workdir, rootdir, ["-p", "no:xdist"] + paths,
+                               os.path.join(workdir, "%s-again%d.json" % (label, round_)),
+                               os.path.join(workdir, "%s-again%d.log" % (label, round_)),
+                               args.timeout)
+            for nodeid in pending:
+                if nodeid in again:
+                    seen[nodeid][i].add(_result(again[nodeid]))
+        pending = [nodeid for nodeid in pending if not seen[nodeid][0] & seen[nodeid][1]]
     changed = 0
     for nodeid, a, b in diffs:
-        first = (_result(a), _result(b))
-        second = (_result(again["plain"].get(nodeid)), _result(again["imported"].get(nodeid)))
-        if nodeid[0] != "<" and second[0] == second[1] != "absent":
-            print("UNSTABLE %s: %s without, %s with numba_cuda_launch; %s in both when run "
-                  "again" % ((nodeid,) + first + (second[0],)))
+        plain, imported = seen[nodeid]
+        if plain & imported:
+            print("UNSTABLE %s: %s without numba_cuda_launch, %s with it, when run again: %s"
+                  % (nodeid, _result(a), _result(b), " / ".join(sorted(plain & imported))))
             continue
         changed += 1
-        print("CHANGED %s: %s without numba_cuda_launch, %s with it%s" % (
-            (nodeid,) + first + ("" if nodeid[0] == "<" else " (again: %s, %s)" % second,)))
+        print("CHANGED %s: %s without numba_cuda_launch, %s with it" % (
+            nodeid, " / ".join(sorted(plain)), " / ".join(sorted(imported))))
         for label, entry in (("without", a), ("with", b)):
             if entry and entry.get("detail"):
                 print("    %s: %s" % (label, entry["detail"]))
     if changed:
         print("%d of %d tests change outcome when numba_cuda_launch is imported"
-              % (changed, len(runs["plain"])))
+              % (changed, len(tests)))
         return 1
     print("%d tests, outcomes identical with and without numba_cuda_launch (%s)%s"
-          % (len(runs["plain"]), _counts(runs["plain"]),
-             "; %d differed once, not when run again" % len(diffs) if diffs else ""))
+          % (len(tests), _counts(runs["plain"]),
+             "; %d unstable (listed above)" % len(diffs) if diffs else ""))
     return 0
 
 
