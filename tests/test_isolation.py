@@ -1,6 +1,7 @@
 """What importing the package changes (nothing but CPU-target typing), the
 generated code, and cache=True across processes."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import textwrap
 
 import numba
 import numpy as np
+import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
@@ -58,6 +60,149 @@ def test_import_changes_nothing_for_cuda_code():
     without, with_pkg = run("plain"), run("import")
     assert without[0] == with_pkg[0]  # same PTX for device code
     assert without[1] == with_pkg[1] == "_LaunchConfiguration _LaunchConfiguration"
+
+
+SIGNATURE_PROGRAM = """
+    import hashlib, json, re, sys
+    import numpy as np
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+    if sys.argv[-1] == "import":
+        import numba_cuda_launch
+    from numba import cuda
+    from numba.core import types
+    # numba-cuda evaluates signature strings in this module's namespace
+    # (numba.cuda.core.sigutils): Numba's types and numba-cuda's own.
+    import numba.cuda.types as namespace
+
+    simulated = bool(cuda.config.ENABLE_CUDASIM)
+
+    def kern(x):
+        pass
+
+    def outcome(make):
+        try:
+            return "ok " + make()
+        except Exception as exc:  # addresses differ between processes
+            # The package's one change: with no GPU, numba-cuda's error about
+            # the missing driver gains a hint on compiling without one.
+            text = str(exc).split("\\n(no usable GPU: to compile kernels without one")[0]
+            return "%s: %s" % (type(exc).__name__, re.sub("0x[0-9a-fA-F]+", "0x", text))
+
+    names = sorted(n for n, v in vars(namespace).items() if isinstance(v, types.Type))
+    results, ptx = {}, {}
+    for name in names:
+        for form in ("%s", "%s[:]"):
+            sig = "void(%s)" % (form % name)
+            row = [outcome(lambda: type(cuda.jit(sig)(kern)).__name__)]
+            if simulated:  # where the package wraps cuda.jit: every way to declare
+                row += [outcome(lambda: type(cuda.jit(sig, device=True)(kern)).__name__),
+                        outcome(lambda: type(cuda.jit([sig])(kern)).__name__)]
+            else:  # and the code, once per type (many names are aliases)
+                key = (form, vars(namespace)[name])
+                if key not in ptx:
+                    ptx[key] = outcome(lambda: hashlib.sha256(
+                        cuda.compile_ptx(kern, sig, cc=(9, 0))[0].encode()).hexdigest())
+                row.append(ptx[key])
+            results[sig] = row
+    print(json.dumps({"names": names, "core": sorted(vars(types)), "results": results}))
+"""
+
+
+def run_with_and_without(program, **env):
+    """*program*'s stdout, run without and with the package imported (the
+    last argument says which), side by side."""
+    env = child_env(**env)
+    env.pop("NUMBA_CUDA_LAUNCH_CC", None)  # no compilation without a GPU in either
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(program), flag], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for flag in ("plain", "import")]
+    outs = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr
+        outs.append(stdout)
+    return outs
+
+
+@pytest.mark.parametrize("simulator", ["0", "1"], ids=["cuda", "simulator"])
+def test_signature_strings_with_every_type_name(simulator):
+    # Every type name usable in a cuda.jit signature string, as a scalar and
+    # as an array: declaring a kernel (under the simulator also a device
+    # function and a list of signatures) and, without the simulator, the PTX
+    # of each type end exactly as without the package.
+    without, with_pkg = (json.loads(out.splitlines()[-1]) for out in
+                         run_with_and_without(SIGNATURE_PROGRAM, NUMBA_ENABLE_CUDASIM=simulator))
+    assert without["names"] == with_pkg["names"]
+    cuda_only = set(without["names"]) - set(without["core"])
+    assert cuda_only, "numba-cuda's own type names (bfloat16, ...) were not found"
+    assert len(without["results"]) == 2 * len(without["names"])
+    changed = {sig: (row, with_pkg["results"][sig]) for sig, row in without["results"].items()
+               if with_pkg["results"][sig] != row}
+    assert not changed, changed
+    if simulator == "1":  # the simulator accepts every signature
+        assert all(r == "ok FakeCUDAKernel" for row in without["results"].values() for r in row)
+
+
+SIMULATED_SIGNATURES = """
+    import numba, numpy as np
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+    import numba_cuda_launch
+    from numba import cuda
+    from numba.cuda.core import sigutils
+    import numba.cuda.types as namespace
+
+    def expected_error(sig):  # what cuda.jit(sig) raises on a GPU
+        try:
+            sigutils.normalize_signature(sig)
+        except Exception as exc:
+            return str(exc)
+
+    @cuda.jit("void(nonsense)")
+    def unknown_name(x):
+        x[0] = 1
+
+    @cuda.jit("void(bfloat16[:])")
+    def bf16(x):
+        pass
+
+    @numba.njit
+    def launch_unknown(a):
+        unknown_name[1, 1](a)
+
+    @numba.njit
+    def launch_bf16(a):
+        bf16[1, 1](a)
+
+    for launch, expected in ((launch_unknown, expected_error("void(nonsense)")),
+                             (launch_bf16, str(namespace.bfloat16[:]))):
+        try:
+            launch(np.zeros(4, np.float32))
+        except numba.core.errors.TypingError as exc:
+            message = str(exc)
+            print(launch.__name__, expected in message, message.splitlines()[1])
+        else:
+            print(launch.__name__, "launched")
+"""
+
+
+def test_simulator_kernels_keep_numba_cuda_signatures():
+    # A signature naming numba-cuda's types is recorded as numba-cuda reads
+    # it (the launch is refused for its bfloat16 parameter, not for a name
+    # it did not know); one numba-cuda refuses leaves the decorator working,
+    # as the simulator does, and refuses launches from compiled code with
+    # numba-cuda's error.
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(SIMULATED_SIGNATURES)],
+                         env=child_env(NUMBA_ENABLE_CUDASIM="1"), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    unknown, bf16 = lines[-2].split(" ", 2), lines[-1].split(" ", 2)
+    assert unknown[:2] == ["launch_unknown", "True"], lines
+    assert "'unknown_name' cannot be launched from compiled code" in unknown[2]
+    assert bf16[:2] == ["launch_bf16", "True"], lines
+    assert "'bf16' parameter 'x'" in bf16[2]
 
 
 @cuda.jit

@@ -34,6 +34,8 @@ __all__ = [
     "kernel_entry_name",
     "kernel_param_llvm_types",
     "kernel_is_cooperative",
+    "is_signature",
+    "parse_signature",
     "unsupported_kernel_features",
     "install_deviceless_compilation",
 ]
@@ -206,10 +208,34 @@ def kernel_is_cooperative(kernel):
     return bool(kernel.cooperative)
 
 
+def is_signature(obj):
+    """True for what ``cuda.jit`` takes as a signature: a string, a tuple of
+    types, or a signature object (numba-cuda's or Numba's)."""
+    from numba.cuda.core import sigutils
+
+    return sigutils.is_signature(obj)
+
+
+def parse_signature(sig):
+    """``(argument types, return type or None)`` of *sig* as ``cuda.jit``
+    reads it: with numba-cuda's parser, whose strings also name numba-cuda's
+    own types (``bfloat16``, ``dim3``, ``grid_group``, ...), which Numba's
+    ``numba.core.sigutils`` does not know. Raises what ``cuda.jit`` raises
+    for a signature it refuses."""
+    from numba.cuda.core import sigutils
+
+    return sigutils.normalize_signature(sig)
+
+
 def unsupported_kernel_features(kernel):
     """Reasons this kernel cannot be launched from compiled code, if any."""
     reasons = []
     if is_simulated(kernel):
+        problem = getattr(kernel, "_ncl_signature_problem", None)
+        if problem:
+            # The simulator accepts any signature; on a GPU cuda.jit would
+            # have refused this one (see .simulator).
+            reasons.append("cuda.jit refuses its signature %s on a GPU (%s)" % problem)
         return reasons
     if kernel.debug:
         reasons.append(

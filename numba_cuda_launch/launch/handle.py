@@ -7,7 +7,7 @@ its parameters, without reaching into numba-cuda internals.
 
 from dataclasses import dataclass, field
 
-from numba.core import sigutils, types
+from numba.core import types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaLaunchError
@@ -53,9 +53,11 @@ def _argument_types(name, argtypes):
     object, or a tuple/list of types); TypeError naming the kernel else."""
     what = ("kernel_handle(%r, argtypes): argtypes must be a signature such as "
             "'void(float32[::1], int64)' or a tuple of Numba types" % name)
-    if isinstance(argtypes, (str, sigutils.typing.Signature)):
+    if isinstance(argtypes, str) or (_compat.is_signature(argtypes)
+                                     and not isinstance(argtypes, (tuple, list))):
         try:
-            argtypes, restype = sigutils.normalize_signature(argtypes)
+            # numba-cuda's parser: its own type names (bfloat16, dim3) too
+            argtypes, restype = _compat.parse_signature(argtypes)
         except Exception as exc:
             raise TypeError("%s; %r does not parse: %s" % (what, argtypes, exc)) from None
         if restype not in (None, types.void, types.none):
