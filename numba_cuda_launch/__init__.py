@@ -30,12 +30,22 @@ from numba_cuda_launch.config import (  # noqa: E402
     set_compute_capability,
 )
 from numba_cuda_launch.errors import (  # noqa: E402
+    CudaError,
     CudaLaunchError,
     KernelTypingError,
     error_name,
 )
 from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
 from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
+from numba_cuda_launch.launch.events import Event, event, event_status  # noqa: E402
+from numba_cuda_launch.launch.sync import (  # noqa: E402
+    stream_query,
+    stream_query_status,
+    stream_synchronize,
+    stream_synchronize_status,
+    synchronize,
+    synchronize_status,
+)
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
 from numba_cuda_launch.runtime.pointers import (  # noqa: E402
@@ -45,6 +55,7 @@ from numba_cuda_launch.runtime.pointers import (  # noqa: E402
 
 __all__ = [
     "__version__",
+    "CudaError",
     "CudaLaunchError",
     "KernelTypingError",
     "KernelHandle",
@@ -56,4 +67,13 @@ __all__ = [
     "set_compute_capability",
     "check_pointers",
     "pointer_checks_enabled",
+    "synchronize",
+    "synchronize_status",
+    "stream_synchronize",
+    "stream_synchronize_status",
+    "stream_query",
+    "stream_query_status",
+    "Event",
+    "event",
+    "event_status",
 ]

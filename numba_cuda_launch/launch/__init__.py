@@ -15,6 +15,8 @@ lowering together:
 * :mod:`.params` -- numba-cuda's kernel parameter ABI;
 * :mod:`.kernels` -- the image and parameter types of a compiled kernel;
 * :mod:`.stream` -- stream objects as nopython values;
+* :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
+* :mod:`.events` -- CUDA events (``event()``, record, elapsed time);
 * :mod:`.halffloat` -- float16 storage in CPU code;
 * :mod:`.pointer` -- ``as_voidptr``;
 * :mod:`.handle` -- ``kernel_handle()`` for C callers.
@@ -26,6 +28,8 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     stream,
     launchconfig,
     call,
+    sync,
+    events,
 )
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 
