@@ -69,7 +69,15 @@ from numba.extending import (
 
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.caching import record_driver_calls
-from numba_cuda_launch.launch.sync import check_stream, emit_stream, jitted_call, raiser, simulated
+from numba_cuda_launch.launch.sync import (
+    check_status,
+    check_stream,
+    emit_stream,
+    jitted_call,
+    query_result,
+    raiser,
+    simulated,
+)
 from numba_cuda_launch.runtime import events as _events
 
 __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
@@ -262,7 +270,9 @@ def event(timing=True, blocking=False):
     sleeps (``CU_EVENT_BLOCKING_SYNC``). Released when its last reference
     goes, or by ``destroy()``. Raises :class:`~numba_cuda_launch.CudaError`
     on failure."""
-    return jitted_call(event, 2)(timing, blocking)
+    status, ev = event_status(timing, blocking)
+    check_status(status, "cuEventCreate")
+    return ev
 
 
 def event_status(timing=True, blocking=False):
@@ -420,37 +430,42 @@ class Event:
     def __init__(self, *args, **kwargs):
         raise TypeError("make events with numba_cuda_launch.event()")
 
+    # Each runs the compiled status form and raises here (see
+    # sync.check_status: raising in compiled code would keep this event).
+
     def record(self, stream=0):
         """Record the event on *stream* (``cuEventRecord``)."""
-        jitted_call("record", 2, True)(self, stream)
+        check_status(self.record_status(stream), "cuEventRecord")
 
     def record_status(self, stream=0):
         return jitted_call("record_status", 2, True)(self, stream)
 
     def synchronize(self):
         """Wait until the work before the event's record has completed."""
-        jitted_call("synchronize", 1, True)(self)
+        check_status(self.synchronize_status(), "cuEventSynchronize")
 
     def synchronize_status(self):
         return jitted_call("synchronize_status", 1, True)(self)
 
     def query(self):
         """True once the work before the event's record has completed."""
-        return jitted_call("query", 1, True)(self)
+        return query_result(self.query_status(), "cuEventQuery")
 
     def query_status(self):
         return jitted_call("query_status", 1, True)(self)
 
     def elapsed_time(self, end):
         """Milliseconds from this event to *end* (both recorded, completed)."""
-        return jitted_call("elapsed_time", 2, True)(self, end)
+        status, ms = self.elapsed_time_status(end)
+        check_status(status, "cuEventElapsedTime")
+        return ms
 
     def elapsed_time_status(self, end):
         return jitted_call("elapsed_time_status", 2, True)(self, end)
 
     def destroy(self):
         """Release the event now rather than when collected."""
-        jitted_call("destroy", 1, True)(self)
+        check_status(self.destroy_status(), "cuEventDestroy")
 
     def destroy_status(self):
         return jitted_call("destroy_status", 1, True)(self)

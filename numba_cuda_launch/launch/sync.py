@@ -85,6 +85,25 @@ def jitted_call(fn, nargs, method=False):
     return njit(ns["call"])
 
 
+def check_status(status, operation):
+    """Raise ``CudaError(status, operation)`` from Python unless *status* is
+    0. The Python forms call the compiled status forms and raise here: an
+    exception raised in compiled code would keep the references that code
+    held (numba#1549), and an event passed in would never be released."""
+    status = int(status)
+    if status != 0:
+        raise CudaError(status, operation)
+
+
+def query_result(status, operation):
+    """A query's answer from its status: True when completed, False while
+    pending, else raise."""
+    if status == CUDA_ERROR_NOT_READY:
+        return False
+    check_status(status, operation)
+    return True
+
+
 def check_stream(where, ty):
     """Refuse at typing anything that is not a stream."""
     if not isinstance(ty, types.Type) or isinstance(ty, types.Omitted) or is_stream_type(ty):
@@ -142,7 +161,7 @@ def synchronize():
     """Wait until all work of this thread's CUDA context (device 0's primary
     context if it has none) has completed (``cuCtxSynchronize``). Raises
     :class:`~numba_cuda_launch.CudaError` on failure."""
-    return jitted_call(synchronize, 0)()
+    check_status(synchronize_status(), "cuCtxSynchronize")
 
 
 def synchronize_status():
@@ -154,7 +173,7 @@ def stream_synchronize(stream=0):
     """Wait until all work queued on *stream* has completed
     (``cuStreamSynchronize``). Raises :class:`~numba_cuda_launch.CudaError`
     on failure."""
-    return jitted_call(stream_synchronize, 1)(stream)
+    check_status(stream_synchronize_status(stream), "cuStreamSynchronize")
 
 
 def stream_synchronize_status(stream=0):
@@ -166,7 +185,7 @@ def stream_query(stream=0):
     """True when all work queued on *stream* has completed, False while some
     is pending (``cuStreamQuery``). Raises
     :class:`~numba_cuda_launch.CudaError` on any other result."""
-    return jitted_call(stream_query, 1)(stream)
+    return query_result(stream_query_status(stream), "cuStreamQuery")
 
 
 def stream_query_status(stream=0):
