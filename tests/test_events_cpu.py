@@ -5,6 +5,7 @@ raising and status forms, and that every event created is destroyed."""
 import ctypes
 import gc
 import pickle
+import subprocess
 import sys
 import threading
 
@@ -19,6 +20,7 @@ from numba.cuda.cudadrv import driver as cudadrv
 from cuda.bindings import driver as binding
 
 import numba_cuda_launch as ncl
+from childenv import PREAMBLE, child_env
 from numba_cuda_launch.testing import RecordingDriver
 
 rng = np.random.default_rng()
@@ -619,3 +621,43 @@ def test_cached_code_is_refused_under_another_mode():
     DriverCallCheck(False)()  # built for the driver, used with the driver
     with pytest.raises(LaunchTargetChanged):
         DriverCallCheck(True)()  # built under the simulator: never reused
+
+
+CACHE_MODULE = """
+from numba import njit
+import numba_cuda_launch as ncl
+
+@njit(cache=True)
+def run():
+    ncl.synchronize()
+    e = ncl.event()
+    e.record(7)
+    return e.query_status()
+"""
+
+CACHE_MAIN = """
+import cachedevents
+from numba_cuda_launch.testing import RecordingDriver
+with RecordingDriver() as fake:  # no real driver call, GPU or not
+    status = cachedevents.run()
+hits = sum(cachedevents.run.stats.cache_hits.values())
+print(status, len(fake.calls), fake.events_created - fake.events_destroyed, hits)
+"""
+
+
+def test_cached_code_across_processes_and_modes(tmp_path):
+    (tmp_path / "cachedevents.py").write_text(CACHE_MODULE)
+
+    def run(simulated):
+        out = subprocess.run([sys.executable, "-c", PREAMBLE + CACHE_MAIN], cwd=tmp_path,
+                             env=child_env(NUMBA_ENABLE_CUDASIM="1" if simulated else "0"),
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    # status, driver calls (synchronize, create, record, query, destroy),
+    # events left alive, cache hits
+    assert run(False) == ["0", "5", "0", "0"]  # compiled
+    assert run(False) == ["0", "5", "0", "1"]  # loaded from the cache, same calls
+    assert run(True) == ["0", "0", "0", "0"]  # simulated: no driver call, not the cached code
+    assert run(False)[:3] == ["0", "5", "0"]  # the driver's code again

@@ -9,6 +9,12 @@ kernel parameter (read with the sizes from :func:`kernel_handle`'s layout)::
         rec.register(numba_cuda_launch.kernel_handle(kernel, argtypes))
         my_cfunc_or_njit(...)
     print(rec.launches)
+
+Synchronisation and event calls are logged in order in ``rec.calls``
+(``("cuEventRecord", event, stream)``, ...), ``rec.statuses`` makes one
+driver function return an error (``{"cuStreamQuery": 600}``: a busy
+stream), and ``rec.events_created``/``events_destroyed``/``live_events``
+count the fake events.
 """
 
 import ctypes
