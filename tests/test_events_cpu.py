@@ -661,3 +661,22 @@ def test_cached_code_across_processes_and_modes(tmp_path):
     assert run(False) == ["0", "5", "0", "1"]  # loaded from the cache, same calls
     assert run(True) == ["0", "0", "0", "0"]  # simulated: no driver call, not the cached code
     assert run(False)[:3] == ["0", "5", "0"]  # the driver's code again
+
+
+def test_python_forms_take_foreign_stream_objects():
+    class ForeignStream:  # cuda.core's protocol, as CuPy and torch streams have
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __cuda_stream__(self):
+            return (0, self.handle)
+
+    s = int(rng.integers(1, 1 << 40))
+    with RecordingDriver() as fake:
+        ncl.stream_synchronize(ForeignStream(s))
+        assert ncl.stream_query(ForeignStream(s + 1)) is True
+        e = ncl.event()
+        e.record(ForeignStream(s + 2))
+        del e
+    assert [c[-1] for c in fake.calls[:2]] == [s, s + 1]
+    assert ("cuEventRecord", fake.calls[2][1], s + 2) in fake.calls

@@ -32,12 +32,20 @@ Release. An event is a reference-counted Numba object (a meminfo, like an
 array's) whose destructor calls ``cuEventDestroy``: it is released when its
 last reference goes -- at the end of the function that made it, or when the
 Python object it was returned as is collected. That is what CuPy and
-numba-cuda users know (their events are released by the garbage collector),
-it cannot leak or be destroyed twice, and an exception raised between
-create and destroy releases it too. ``destroy()`` releases it earlier, for
-code that wants to say when (later uses then fail as above; a second
+numba-cuda users know (their events are released by the garbage collector);
+nothing is destroyed twice or used after release, and a loop making an
+event per iteration holds one at a time. ``destroy()`` releases it earlier,
+for code that wants to say when (later uses then fail as above; a second
 destroy does nothing). An event is destroyed through the driver it was
 created with, also from a thread with no current context.
+
+One exception to automatic release is Numba's: when an exception leaves a
+compiled function, the references it holds are not released (numba#1549;
+arrays leak the same way), so an event alive in a function that raises is
+never destroyed. Code that must not leak on errors uses the ``*_status``
+forms, which never raise (they are also the ones to use inside ``prange``,
+where Numba does not propagate exceptions). The Python methods call the
+status forms and raise in Python, so they do not leak.
 
 Under the CUDA simulator, events record host time (``time.perf_counter``,
 through an object-mode call): a simulated launch has completed when it
@@ -74,6 +82,7 @@ from numba_cuda_launch.launch.sync import (
     check_stream,
     emit_stream,
     jitted_call,
+    python_stream,
     query_result,
     raiser,
     simulated,
@@ -438,7 +447,7 @@ class Event:
         check_status(self.record_status(stream), "cuEventRecord")
 
     def record_status(self, stream=0):
-        return jitted_call("record_status", 2, True)(self, stream)
+        return jitted_call("record_status", 2, True)(self, python_stream(stream))
 
     def synchronize(self):
         """Wait until the work before the event's record has completed."""

@@ -37,7 +37,12 @@ from numba.extending import intrinsic, overload, overload_method
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaError
 from numba_cuda_launch.launch.caching import record_driver_calls
-from numba_cuda_launch.launch.stream import CUDAStream, is_stream_type, stream_handle_value
+from numba_cuda_launch.launch.stream import (
+    CUDAStream,
+    is_stream_type,
+    stream_handle,
+    stream_handle_value,
+)
 from numba_cuda_launch.runtime import events as _events
 
 __all__ = [
@@ -102,6 +107,16 @@ def query_result(status, operation):
         return False
     check_status(status, operation)
     return True
+
+
+def python_stream(stream):
+    """A stream given to a Python form, as compiled code takes it: None, an
+    integer and numba-cuda's Stream pass as they are; any other stream object
+    (CuPy's, torch's, cuda.core's: ``__cuda_stream__`` or ``int()``) becomes
+    its raw handle."""
+    if stream is None or isinstance(stream, (int, _compat.stream_classes())):
+        return stream
+    return stream_handle(stream)
 
 
 def check_stream(where, ty):
@@ -178,7 +193,7 @@ def stream_synchronize(stream=0):
 
 def stream_synchronize_status(stream=0):
     """:func:`stream_synchronize`, returning the ``CUresult``."""
-    return jitted_call(stream_synchronize_status, 1)(stream)
+    return jitted_call(stream_synchronize_status, 1)(python_stream(stream))
 
 
 def stream_query(stream=0):
@@ -191,7 +206,7 @@ def stream_query(stream=0):
 def stream_query_status(stream=0):
     """``cuStreamQuery``'s ``CUresult``: 0 when all work on *stream* has
     completed, ``CUDA_ERROR_NOT_READY`` (600) while some is pending."""
-    return jitted_call(stream_query_status, 1)(stream)
+    return jitted_call(stream_query_status, 1)(python_stream(stream))
 
 
 @overload(synchronize, target="cpu")
