@@ -170,11 +170,10 @@ def test_thread_without_context_gets_primary_context():
         t.start()
         t.join()
     assert results == [0]
-    # The first call finds no context (CUDA_ERROR_INVALID_CONTEXT), the
-    # primary context is bound once, the call made again; then it is current.
-    # (Numba releases the event after its last use, before the query.)
-    assert names(fake.calls) == ["cuCtxSynchronize", "cuCtxSynchronize", "cuEventCreate",
-                                 "cuEventRecord", "cuEventDestroy", "cuStreamQuery"]
+    # synchronize() binds the primary context first; then it is current for
+    # the other calls. (Numba releases the event after its last use.)
+    assert names(fake.calls) == ["cuCtxSynchronize", "cuEventCreate", "cuEventRecord",
+                                 "cuEventDestroy", "cuStreamQuery"]
     assert fake.contexts_made_current == 1
     assert fake.events_created == fake.events_destroyed == 1
 
@@ -312,7 +311,8 @@ def test_event_methods_raise_with_driver_error_name(driver_fn, code):
             return e.query_status()
         return e.destroy_status()
 
-    which = ["cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventDestroy"].index(driver_fn)
+    which = ["cuEventRecord", "cuEventSynchronize", "cuEventQuery",
+             "cuEventDestroy"].index(driver_fn)
     with RecordingDriver() as fake:
         fake.statuses[driver_fn] = code
         assert use_status(which) == code
@@ -320,7 +320,8 @@ def test_event_methods_raise_with_driver_error_name(driver_fn, code):
             use(which)
     assert info.value.code == code and info.value.operation == driver_fn
     assert info.value.name == ncl.error_name(code)
-    assert str(info.value).startswith("%s failed: %s (%d)" % (driver_fn, ncl.error_name(code), code))
+    assert str(info.value).startswith(
+        "%s failed: %s (%d)" % (driver_fn, ncl.error_name(code), code))
 
 
 def test_query_of_busy_event():
@@ -606,7 +607,8 @@ def test_raising_form_in_a_cfunc_is_reported_not_crashing(monkeypatch):
 def test_cuda_launch_error_is_a_cuda_error_with_its_message():
     launch = ncl.CudaLaunchError(701, "k", "a detail")
     assert isinstance(launch, ncl.CudaError) and isinstance(launch, RuntimeError)
-    assert str(launch) == "launch of CUDA kernel 'k' failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): a detail"
+    assert str(launch) == ("launch of CUDA kernel 'k' failed: "
+                           "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): a detail")
     for err in (launch, ncl.CudaError(NOT_READY, "cuStreamQuery", "x")):
         again = pickle.loads(pickle.dumps(err))
         assert type(again) is type(err) and str(again) == str(err)
@@ -661,6 +663,25 @@ def test_cached_code_across_processes_and_modes(tmp_path):
     assert run(False) == ["0", "5", "0", "1"]  # loaded from the cache, same calls
     assert run(True) == ["0", "0", "0", "0"]  # simulated: no driver call, not the cached code
     assert run(False)[:3] == ["0", "5", "0"]  # the driver's code again
+
+
+def test_calls_retry_in_a_bound_context_when_the_thread_has_none():
+    @njit
+    def go(s):
+        e = ncl.event()  # refused without a context, made after binding one
+        return ncl.stream_query_status(s), e.query_status()
+
+    go.compile((nt.int64,))
+    results = []
+    with RecordingDriver(has_context=False) as fake:
+        t = threading.Thread(target=lambda: results.append(go(3)))
+        t.start()
+        t.join()
+    assert results == [(0, 0)]
+    assert names(fake.calls) == ["cuEventCreate", "cuEventCreate", "cuStreamQuery",
+                                 "cuEventQuery", "cuEventDestroy"]
+    assert fake.calls[0][1] == 0 and fake.calls[1][1] != 0  # none made, then one
+    assert fake.contexts_made_current == 1 and fake.events_created == fake.events_destroyed == 1
 
 
 def test_python_forms_take_foreign_stream_objects():

@@ -93,6 +93,7 @@ __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
+_INVALID_HANDLE = ir.Constant(_i32, _events.CUDA_ERROR_INVALID_HANDLE)
 
 
 class EventType(types.Type):
@@ -131,8 +132,9 @@ def _host_ms():
 def _sim_status(builder, payload, emit=None):
     """Under the simulator: CUDA_ERROR_INVALID_HANDLE for a destroyed event,
     else *emit()* then 0."""
-    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, _events.CUDA_ERROR_INVALID_HANDLE))
-    alive = cgutils.is_not_null(builder, builder.load(_events.payload_field(builder, payload, "event")))
+    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
+    event = builder.load(_events.payload_field(builder, payload, "event"))
+    alive = cgutils.is_not_null(builder, event)
     with builder.if_then(alive, likely=True):
         if emit is not None:
             emit()
@@ -167,7 +169,7 @@ def _elapsed_time_simulated(builder, ms, start, end):
         recorded = builder.fcmp_ordered("ord", at, at)
         usable = builder.and_(usable, builder.and_(alive, builder.and_(timing, recorded)))
         times.append(at)
-    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, _events.CUDA_ERROR_INVALID_HANDLE))
+    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
     with builder.if_then(usable, likely=True):
         builder.store(builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms)
         builder.store(ir.Constant(_i32, 0), status)

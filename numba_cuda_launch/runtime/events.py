@@ -23,7 +23,7 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_in_context
+from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
 
 __all__ = [
     "CUDA_ERROR_INVALID_HANDLE",
@@ -75,8 +75,16 @@ def _i32c(value):
 
 
 def emit_context_synchronize(builder):
-    """``cuCtxSynchronize()`` in this thread's context."""
-    return emit_in_context(builder, lambda: driver.call(builder, "cuCtxSynchronize", []))
+    """``cuCtxSynchronize()`` in this thread's context. The context is
+    bound first, not on failure: a wait is slow anyway, and what the driver
+    answers with no context current is then never relied on."""
+    def synchronize():
+        status = cgutils.alloca_once_value(builder, emit_ensure_context(builder))
+        with builder.if_then(builder.icmp_signed("==", builder.load(status), _i32c(0)),
+                             likely=True):
+            builder.store(driver.call(builder, "cuCtxSynchronize", []), status)
+        return builder.load(status)
+    return emit_in_context(builder, synchronize)
 
 
 def emit_stream_synchronize(builder, stream):
