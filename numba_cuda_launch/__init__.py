@@ -30,6 +30,7 @@ from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch import config as _config  # noqa: E402
 from numba_cuda_launch.config import get_compute_capability  # noqa: E402
 from numba_cuda_launch.errors import (  # noqa: E402
+    CudaError,
     CudaLaunchError,
     KernelTypingError,
     error_name,
@@ -37,6 +38,15 @@ from numba_cuda_launch.errors import (  # noqa: E402
 from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
 from numba_cuda_launch.interop.arrays import on_stream  # noqa: E402  (device arrays)
 from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
+from numba_cuda_launch.launch.events import Event, event, event_status  # noqa: E402
+from numba_cuda_launch.launch.sync import (  # noqa: E402
+    stream_query,
+    stream_query_status,
+    stream_synchronize,
+    stream_synchronize_status,
+    synchronize,
+    synchronize_status,
+)
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
 from numba_cuda_launch.runtime.pointers import (  # noqa: E402
@@ -46,6 +56,7 @@ from numba_cuda_launch.runtime.pointers import (  # noqa: E402
 
 __all__ = [
     "__version__",
+    "CudaError",
     "CudaLaunchError",
     "KernelTypingError",
     "KernelHandle",
@@ -58,6 +69,15 @@ __all__ = [
     "check_pointers",
     "on_stream",
     "pointer_checks_enabled",
+    "synchronize",
+    "synchronize_status",
+    "stream_synchronize",
+    "stream_synchronize_status",
+    "stream_query",
+    "stream_query_status",
+    "Event",
+    "event",
+    "event_status",
 ]
 
 

@@ -1,8 +1,9 @@
-"""Exceptions raised by kernel launches and the names of CUDA driver errors."""
+"""Exceptions raised by CUDA driver calls from compiled code (launches,
+synchronisation, events) and the names of CUDA driver errors."""
 
 from numba.core.errors import TypingError
 
-__all__ = ["CudaLaunchError", "error_name", "KernelTypingError"]
+__all__ = ["CudaError", "CudaLaunchError", "error_name", "KernelTypingError"]
 
 # The driver results this package produces or commonly reports. The full list
 # comes from cuda-bindings when it is installed; this table only keeps names
@@ -18,6 +19,7 @@ _KNOWN_NAMES = {
     209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
     400: "CUDA_ERROR_INVALID_HANDLE",
     500: "CUDA_ERROR_NOT_FOUND",
+    600: "CUDA_ERROR_NOT_READY",
     701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
     719: "CUDA_ERROR_LAUNCH_FAILED",
     720: "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
@@ -39,7 +41,33 @@ def error_name(status):
         return _KNOWN_NAMES.get(status, "CUDA_ERROR_%d" % status)
 
 
-class CudaLaunchError(RuntimeError):
+class CudaError(RuntimeError):
+    """A CUDA driver call made from compiled code failed.
+
+    ``code`` is the ``CUresult`` value, ``name`` its driver name
+    (``CUDA_ERROR_INVALID_HANDLE``, ...), ``operation`` what was called
+    (``"cuEventRecord"``, ...) and ``detail`` what the package found wrong
+    before calling the driver ("" when the driver itself refused). Raised by
+    ``numba_cuda_launch.synchronize()``, stream and event methods in
+    ``@njit`` code; :class:`CudaLaunchError` is the one launches raise.
+    """
+
+    def __init__(self, code, operation="", detail=""):
+        self.code = int(code)
+        self.operation = operation
+        self.detail = detail
+        self.name = error_name(self.code)
+        super().__init__(
+            "%s failed: %s (%d)%s"
+            % (operation or "a CUDA driver call", self.name, self.code,
+               ": " + detail if detail else "")
+        )
+
+    def __reduce__(self):
+        return type(self), (self.code, self.operation, self.detail)
+
+
+class CudaLaunchError(CudaError):
     """A kernel launch from compiled code failed.
 
     Raised in the caller of an ``@njit`` function (or reported as unraisable
@@ -51,14 +79,8 @@ class CudaLaunchError(RuntimeError):
     """
 
     def __init__(self, code, kernel="", detail=""):
-        self.code = int(code)
         self.kernel = kernel
-        self.detail = detail
-        self.name = error_name(self.code)
-        super().__init__(
-            "launch of CUDA kernel %r failed: %s (%d)%s"
-            % (kernel, self.name, self.code, ": " + detail if detail else "")
-        )
+        super().__init__(code, "launch of CUDA kernel %r" % (kernel,), detail)
 
     def __reduce__(self):
         return type(self), (self.code, self.kernel, self.detail)

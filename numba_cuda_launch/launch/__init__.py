@@ -16,9 +16,11 @@ lowering together:
 * :mod:`.kernelkind` -- what selection needs to know per kind of kernel
   object (numba-cuda dispatchers by default);
 * :mod:`.params` -- numba-cuda's kernel parameter ABI;
-* :mod:`.kernels` -- the image and parameter types of a compiled kernel;
+* :mod:`.kernelkind` -- what a kind of kernel object (numba-cuda, numba-cuda-mlir) offers;
 * :mod:`.stream` -- stream objects as nopython values;
 * :mod:`.devicearray` -- device arrays as nopython values;
+* :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
+* :mod:`.events` -- CUDA events (``event()``, record, elapsed time);
 * :mod:`.halffloat` -- float16 storage in CPU code;
 * :mod:`.pointer` -- ``as_voidptr``;
 * :mod:`.handle` -- ``kernel_handle()`` for C callers.
@@ -31,6 +33,8 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     devicearray,
     launchconfig,
     call,
+    sync,
+    events,
 )
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 from numba_cuda_launch.launch.backends import mlir as _mlir_backend  # noqa: F401

@@ -21,7 +21,13 @@ from numba_cuda_launch.compat.numba_caching import (
     install_cache_target_check,
 )
 
-__all__ = ["current_target", "LaunchTargetCheck", "record_launch_target"]
+__all__ = [
+    "current_target",
+    "LaunchTargetCheck",
+    "record_launch_target",
+    "DriverCallCheck",
+    "record_driver_calls",
+]
 
 install_cache_target_check()
 
@@ -55,3 +61,26 @@ class LaunchTargetCheck:
 def record_launch_target(context):
     """Record, in the function being lowered, the target its launches use."""
     add_reload_check(context, LaunchTargetCheck(current_target()))
+
+
+@dataclass(frozen=True)
+class DriverCallCheck:
+    """Run by Numba when it loads cached code that synchronises or uses
+    events (no kernel image, so no architecture to match): code built for
+    the driver is used in any process not under the simulator; code built
+    under the simulator, which calls back into Python, never (as launches)."""
+
+    simulated: bool
+
+    def __call__(self):
+        now = _compat.simulator_enabled()
+        if self.simulated or now:
+            raise LaunchTargetChanged("cached for %s, this process uses %s" % (
+                "the simulator" if self.simulated else "the CUDA driver",
+                "the simulator" if now else "the CUDA driver"))
+
+
+def record_driver_calls(context):
+    """Record, in the function being lowered, that it calls the driver's
+    synchronisation or event functions (or their simulated forms)."""
+    add_reload_check(context, DriverCallCheck(_compat.simulator_enabled()))

@@ -11,11 +11,12 @@ from numba.core import cgutils
 
 from numba_cuda_launch.runtime import driver
 
-__all__ = ["ensure_context_function", "emit_ensure_context"]
+__all__ = ["ensure_context_function", "emit_ensure_context", "emit_in_context"]
 
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
 _ENSURE_CONTEXT = "numba_cuda_launch_ensure_context"
+_CUDA_ERROR_NOT_INITIALIZED = 3
 
 
 def ensure_context_function(module):
@@ -41,3 +42,24 @@ def ensure_context_function(module):
 def emit_ensure_context(builder):
     """Emit a call of :func:`ensure_context_function`; returns its status."""
     return builder.call(ensure_context_function(builder.module), [])
+
+
+def emit_in_context(builder, emit_call):
+    """Emit *emit_call()* (emits a driver call, returns its ``CUresult``);
+    when it fails for want of a context (``CUDA_ERROR_INVALID_CONTEXT``, or
+    ``CUDA_ERROR_NOT_INITIALIZED`` in a process that never initialised the
+    driver), initialise the driver, bind a context as
+    :func:`ensure_context_function` does and emit it again. Returns the
+    status. The common case costs one compare: no context query first."""
+    status = cgutils.alloca_once_value(builder, emit_call())
+    first = builder.load(status)
+    retry = builder.or_(
+        builder.icmp_signed("==", first, ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT)),
+        builder.icmp_signed("==", first, ir.Constant(_i32, _CUDA_ERROR_NOT_INITIALIZED)))
+    with builder.if_then(retry, likely=False):
+        bound = driver.call(builder, "cuInit", [ir.Constant(_i32, 0)])
+        with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
+            bound = emit_ensure_context(builder)
+            with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
+                builder.store(emit_call(), status)
+    return builder.load(status)

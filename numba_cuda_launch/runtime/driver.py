@@ -28,6 +28,7 @@ __all__ = [
     "use_functions",
     "current_functions",
     "call",
+    "function_pointer",
     "cold_function",
     "return_if_failed",
 ]
@@ -65,6 +66,22 @@ ENTRY_POINTS = {
     "cuKernelGetFunction": (_i32, (_i8p.as_pointer(), _i8p)),
     # (void* data, CUpointer_attribute, CUdeviceptr)
     "cuPointerGetAttribute": (_i32, (_i8p, _i32, ir.IntType(64))),
+    # Synchronisation and events (runtime/events.py). Symbols every CUDA 12
+    # and 13 driver exports: cuEventDestroy_v2 is what cuda.h has named
+    # cuEventDestroy since CUDA 4.0; cuEventElapsedTime_v2 and
+    # cuCtxSynchronize_v2 are newer than CUDA 12.0, so the plain ones.
+    "cuCtxSynchronize": (_i32, ()),
+    "cuStreamSynchronize": (_i32, (_i8p,)),
+    "cuStreamQuery": (_i32, (_i8p,)),
+    # (CUevent* out, unsigned flags)
+    "cuEventCreate": (_i32, (_i8p.as_pointer(), _i32)),
+    # (CUevent, CUstream)
+    "cuEventRecord": (_i32, (_i8p, _i8p)),
+    "cuEventQuery": (_i32, (_i8p,)),
+    "cuEventSynchronize": (_i32, (_i8p,)),
+    # (float* ms, CUevent start, CUevent end)
+    "cuEventElapsedTime": (_i32, (ir.FloatType().as_pointer(), _i8p, _i8p)),
+    "cuEventDestroy_v2": (_i32, (_i8p,)),
 }
 
 TABLE_SYMBOL = "numba_cuda_launch_driver_table"
@@ -197,6 +214,18 @@ def call(builder, name, args):
     fnty = ir.FunctionType(restype, argtypes)
     fnptr = builder.bitcast(builder.load(slot), fnty.as_pointer())
     return builder.call(fnptr, args)
+
+
+def function_pointer(builder, name):
+    """Emit a load of entry point *name*'s address from the table (an
+    ``i8*``): for code that must call later the very function bound now."""
+    index = list(ENTRY_POINTS).index(name)
+    slot = builder.gep(
+        _table_global(builder.module),
+        [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
+        inbounds=True,
+    )
+    return builder.load(slot)
 
 
 def cold_function(module, name, argtypes):

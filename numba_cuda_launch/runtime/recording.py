@@ -9,6 +9,12 @@ kernel parameter (read with the sizes from :func:`kernel_handle`'s layout)::
         rec.register(numba_cuda_launch.kernel_handle(kernel, argtypes))
         my_cfunc_or_njit(...)
     print(rec.launches)
+
+Synchronisation and event calls are logged in order in ``rec.calls``
+(``("cuEventRecord", event, stream)``, ...), ``rec.statuses`` makes one
+driver function return an error (``{"cuStreamQuery": 600}``: a busy
+stream), and ``rec.events_created``/``events_destroyed``/``live_events``
+count the fake events.
 """
 
 import ctypes
@@ -35,6 +41,12 @@ _ERRNAME = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(_vp))
 _PRIMARY_CONTEXT = 0xC0
 _COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
 _PTRATTR = ctypes.CFUNCTYPE(ctypes.c_int, _vp, ctypes.c_int, ctypes.c_uint64)
+_NOARGS = ctypes.CFUNCTYPE(ctypes.c_int)
+_ONEPTR = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
+_EVCREATE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _u32)
+_EVRECORD = ctypes.CFUNCTYPE(ctypes.c_int, _vp, _vp)
+_ELAPSED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_float), _vp, _vp)
+_CU_EVENT_DISABLE_TIMING = 0x2
 
 
 __all__ = ["RecordingDriver", "Launch"]
@@ -100,6 +112,7 @@ class RecordingDriver:
             cuGetErrorName=_ERRNAME(self._error_name),
             cuPointerGetAttribute=_PTRATTR(self._pointer_attribute),
         )
+        self._init_events()
         self._active = False
 
     def register(self, handle):
@@ -201,6 +214,109 @@ class RecordingDriver:
     def _launch_coop(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params):
         return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, True)
 
+    # Synchronisation and events (numba_cuda_launch.runtime.events).
+    #
+    # ``calls`` logs them in order as (driver function, handles...);
+    # ``statuses`` maps a driver function name to the CUresult it returns
+    # instead of succeeding (``{"cuStreamQuery": 600}``: a busy stream).
+    # Fake events are handles from a process-wide counter; one recorded on
+    # a stream and not destroyed times ``elapsed_ms`` apart from another, as
+    # the driver refuses (CUDA_ERROR_INVALID_HANDLE) one never recorded, one
+    # made without timing, or one destroyed. An event is destroyed through
+    # the destroy function it was created with (runtime/events.py), so
+    # ``events_destroyed`` counts destroys even after this fake has ended.
+
+    _event_counter = [0]
+    _event_owners = {}  # fake event handle -> the RecordingDriver that made it
+
+    def _init_events(self):
+        self.calls = []
+        self.statuses = {}
+        self.elapsed_ms = 0.25
+        self.events_created = 0
+        self.events_destroyed = 0
+        self._events = {}  # live handle -> [flags, recorded stream or None]
+        self._fns.update(
+            cuCtxSynchronize=_NOARGS(self._ctx_synchronize),
+            cuStreamSynchronize=_ONEPTR(lambda s: self._sync_call("cuStreamSynchronize", s)),
+            cuStreamQuery=_ONEPTR(lambda s: self._sync_call("cuStreamQuery", s)),
+            cuEventCreate=_EVCREATE(self._event_create),
+            cuEventRecord=_EVRECORD(self._event_record),
+            cuEventQuery=_ONEPTR(lambda e: self._event_call("cuEventQuery", e)),
+            cuEventSynchronize=_ONEPTR(lambda e: self._event_call("cuEventSynchronize", e)),
+            cuEventElapsedTime=_ELAPSED(self._event_elapsed),
+            cuEventDestroy_v2=_EVENT_DESTROY,
+        )
+
+    @property
+    def live_events(self):
+        """The fake events created and not yet destroyed."""
+        with self._lock:
+            return sorted(self._events)
+
+    def _log(self, *entry):
+        status = self.statuses.get(entry[0], 0)
+        with self._lock:
+            self.calls.append(entry)
+        if not self._current():
+            # The driver needs a current context (the pessimistic reading
+            # for cuEventDestroy, which runtime/events.py copes with).
+            return 201  # CUDA_ERROR_INVALID_CONTEXT
+        return status
+
+    def _ctx_synchronize(self):
+        return self._log("cuCtxSynchronize")
+
+    def _sync_call(self, name, stream):
+        return self._log(name, stream or 0)
+
+    def _event_create(self, out, flags):
+        status = self._log("cuEventCreate", 0, flags)  # handle 0: none made
+        if status:
+            return status
+        with self._lock:
+            RecordingDriver._event_counter[0] += 1
+            handle = 0xE000000 + RecordingDriver._event_counter[0]
+            self._events[handle] = [flags, None]
+            RecordingDriver._event_owners[handle] = self
+            self.events_created += 1
+            self.calls[-1] = ("cuEventCreate", handle, flags)
+        out[0] = handle
+        return 0
+
+    def _event_call(self, name, event, *more):
+        status = self._log(name, event, *more)
+        if not status and event not in self._events:
+            return 400  # CUDA_ERROR_INVALID_HANDLE
+        return status
+
+    def _event_record(self, event, stream):
+        status = self._event_call("cuEventRecord", event, stream or 0)
+        if not status:
+            self._events[event][1] = stream or 0
+        return status
+
+    def _event_elapsed(self, out, start, end):
+        status = self._log("cuEventElapsedTime", start, end)
+        if status:
+            return status
+        for event in (start, end):
+            state = self._events.get(event)
+            if state is None or state[1] is None or state[0] & _CU_EVENT_DISABLE_TIMING:
+                return 400  # CUDA_ERROR_INVALID_HANDLE
+        out[0] = self.elapsed_ms
+        return 0
+
+    def _event_destroy(self, event):
+        status = self._log("cuEventDestroy", event)
+        if status:
+            return status
+        with self._lock:
+            if self._events.pop(event, None) is None:
+                return 400  # CUDA_ERROR_INVALID_HANDLE
+            self.events_destroyed += 1
+        return 0
+
     def __enter__(self):
         if self._active:
             raise RuntimeError("this RecordingDriver is already active: one instance "
@@ -213,3 +329,18 @@ class RecordingDriver:
     def __exit__(self, *exc):
         self._active = False
         return self._ctx.__exit__(*exc)
+
+
+def _destroy_fake_event(event):
+    # One function for every RecordingDriver: events keep the destroy
+    # function they were created with, which must outlive the fake.
+    owner = RecordingDriver._event_owners.get(event)
+    if owner is None:
+        return 400  # CUDA_ERROR_INVALID_HANDLE
+    status = owner._event_destroy(event)
+    if status == 0:
+        RecordingDriver._event_owners.pop(event, None)
+    return status
+
+
+_EVENT_DESTROY = _ONEPTR(_destroy_fake_event)

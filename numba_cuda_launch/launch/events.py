@@ -1,0 +1,532 @@
+"""CUDA events in CPU nopython code (and from Python): timing and waiting.
+
+::
+
+    start = numba_cuda_launch.event()            # cuEventCreate
+    end = numba_cuda_launch.event()
+    start.record(stream)                         # cuEventRecord
+    kernel[grid, block, stream](args...)
+    end.record(stream)
+    end.synchronize()                            # cuEventSynchronize
+    ms = start.elapsed_time(end)                 # cuEventElapsedTime, float32 milliseconds
+    done = end.query()                           # cuEventQuery: True once completed
+
+``event(timing=True, blocking=False)``: ``timing=False`` makes an event
+without timing data (``CU_EVENT_DISABLE_TIMING``: cheaper, what waiting needs;
+``elapsed_time`` then fails with ``CUDA_ERROR_INVALID_HANDLE``);
+``blocking=True`` makes ``synchronize()`` sleep rather than spin
+(``CU_EVENT_BLOCKING_SYNC``). ``record()`` takes any stream a launch takes
+(default: the default stream). ``ev.handle`` is the ``CUevent`` (``voidptr``;
+an ``int`` from Python) for C code.
+
+Errors as for launches and :mod:`.sync`: each method raises
+:class:`~numba_cuda_launch.CudaError` naming the driver function and error,
+and has a ``*_status`` form returning the ``CUresult``:
+``event_status(...)`` gives ``(status, event)``, ``record_status(stream)``,
+``synchronize_status()``, ``query_status()`` (``CUDA_ERROR_NOT_READY``, 600,
+before completion), ``elapsed_time_status(end)`` gives ``(status, ms)``,
+``destroy_status()``. An event whose creation failed, or that was destroyed,
+reports ``CUDA_ERROR_INVALID_HANDLE`` without calling the driver.
+
+Release. An event is a reference-counted Numba object (a meminfo, like an
+array's) whose destructor calls ``cuEventDestroy``: it is released when its
+last reference goes -- at the end of the function that made it, or when the
+Python object it was returned as is collected. That is what CuPy and
+numba-cuda users know (their events are released by the garbage collector);
+nothing is destroyed twice or used after release, and a loop making an
+event per iteration holds one at a time. ``destroy()`` releases it earlier,
+for code that wants to say when (later uses then fail as above; a second
+destroy does nothing). An event is destroyed through the driver it was
+created with, also from a thread with no current context.
+
+One exception to automatic release is Numba's: when an exception leaves a
+compiled function, the references it holds are not released (numba#1549;
+arrays leak the same way), so an event alive in a function that raises is
+never destroyed. Code that must not leak on errors uses the ``*_status``
+forms, which never raise (they are also the ones to use inside ``prange``,
+where Numba does not propagate exceptions). The Python methods call the
+status forms and raise in Python, so they do not leak.
+
+Under the CUDA simulator, events record host time (``time.perf_counter``,
+through an object-mode call): a simulated launch has completed when it
+returns, so the time between two events is the time the launches between
+them took; ``synchronize`` and ``query`` report completion.
+"""
+
+import functools
+import time
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.extending import (
+    NativeValue,
+    box,
+    intrinsic,
+    models,
+    overload,
+    overload_attribute,
+    overload_method,
+    register_model,
+    typeof_impl,
+    unbox,
+)
+
+from numba_cuda_launch.launch.backends import call_jitted
+from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.sync import (
+    check_status,
+    check_stream,
+    emit_stream,
+    jitted_call,
+    python_stream,
+    query_result,
+    raiser,
+    simulated,
+)
+from numba_cuda_launch.runtime import events as _events
+
+__all__ = ["Event", "EventType", "event_type", "event", "event_status"]
+
+_i32 = ir.IntType(32)
+_i8p = ir.IntType(8).as_pointer()
+_INVALID_HANDLE = ir.Constant(_i32, _events.CUDA_ERROR_INVALID_HANDLE)
+
+
+class EventType(types.Type):
+    """The nopython type of a CUDA event."""
+
+    def __init__(self):
+        super().__init__(name="CUDAEvent")
+
+
+event_type = EventType()
+
+
+@register_model(EventType)
+class EventModel(models.StructModel):
+    # The meminfo owns the event's payload (runtime.events.EVENT_PAYLOAD) and
+    # makes the value reference-counted; its destructor destroys the event.
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("meminfo", types.MemInfoPointer(types.voidptr))])
+
+
+def _payload(context, builder, ty, value):
+    meminfo = cgutils.create_struct_proxy(ty)(context, builder, value=value).meminfo
+    return context.nrt.meminfo_data(builder, meminfo)
+
+
+# -- what compiled code calls ------------------------------------------------
+
+@njit
+def _host_ms():
+    # The simulator's clock: host time, in object mode.
+    with numba.objmode(t="float64"):
+        t = time.perf_counter() * 1e3
+    return t
+
+
+def _sim_status(builder, payload, emit=None):
+    """Under the simulator: CUDA_ERROR_INVALID_HANDLE for a destroyed event,
+    else *emit()* then 0."""
+    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
+    event = builder.load(_events.payload_field(builder, payload, "event"))
+    alive = cgutils.is_not_null(builder, event)
+    with builder.if_then(alive, likely=True):
+        if emit is not None:
+            emit()
+        builder.store(ir.Constant(_i32, 0), status)
+    return builder.load(status)
+
+
+def _create_simulated(builder, payload, flags):
+    """A simulated event: no CUevent, a non-NULL marker in its place (NULL
+    once destroyed), no destroy function, not recorded (NaN)."""
+    field = functools.partial(_events.payload_field, builder, payload)
+    builder.store(builder.inttoptr(ir.Constant(ir.IntType(64), 1), _i8p), field("event"))
+    builder.store(ir.Constant(_i8p, None), field("context"))
+    builder.store(ir.Constant(_i8p, None), field("destroy"))
+    builder.store(ir.Constant(ir.DoubleType(), float("nan")), field("host_ms"))
+    builder.store(flags, field("flags"))
+    return ir.Constant(_i32, 0)
+
+
+def _elapsed_time_simulated(builder, ms, start, end):
+    """The host time between two simulated events; as the driver,
+    CUDA_ERROR_INVALID_HANDLE unless both exist, time and were recorded."""
+    usable = cgutils.true_bit
+    times = []
+    for payload in (start, end):
+        field = functools.partial(_events.payload_field, builder, payload)
+        alive = cgutils.is_not_null(builder, builder.load(field("event")))
+        timing = builder.icmp_signed("==", builder.and_(
+            builder.load(field("flags")), ir.Constant(_i32, _events.CU_EVENT_DISABLE_TIMING)),
+            ir.Constant(_i32, 0))
+        at = builder.load(field("host_ms"))
+        recorded = builder.fcmp_ordered("ord", at, at)
+        usable = builder.and_(usable, builder.and_(alive, builder.and_(timing, recorded)))
+        times.append(at)
+    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
+    with builder.if_then(usable, likely=True):
+        builder.store(builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms)
+        builder.store(ir.Constant(_i32, 0), status)
+    return builder.load(status)
+
+
+@intrinsic
+def _event_new(typingctx, flags):
+    """(status, event) for a new event with *flags*; the event holds no
+    CUevent when status is not 0."""
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        size = _events.EVENT_PAYLOAD.get_abi_size(context.target_data)
+        dtor = _events.event_destructor(builder.module)
+        meminfo = context.nrt.meminfo_alloc_dtor(
+            builder, context.get_constant(types.uintp, size), dtor)
+        with cgutils.if_unlikely(builder, cgutils.is_null(builder, meminfo)):
+            context.call_conv.return_user_exc(builder, MemoryError,
+                                              ("cannot allocate a CUDA event",))
+        payload = context.nrt.meminfo_data(builder, meminfo)
+        flags = context.cast(builder, args[0], sig.args[0], types.int32)
+        if simulated():
+            status = _create_simulated(builder, payload, flags)
+        else:
+            status = _events.emit_event_create(builder, payload, flags)
+        ev = cgutils.create_struct_proxy(event_type)(context, builder)
+        ev.meminfo = meminfo
+        return context.make_tuple(builder, sig.return_type, [status, ev._getvalue()])
+    return types.Tuple((types.int32, event_type))(flags), codegen
+
+
+@intrinsic
+def _event_record(typingctx, ev, stream):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        payload = _payload(context, builder, sig.args[0], args[0])
+        if simulated():
+            def stamp():
+                now = call_jitted(context, builder, _host_ms, (), [])
+                builder.store(now, _events.payload_field(builder, payload, "host_ms"))
+            return _sim_status(builder, payload, stamp)
+        handle = emit_stream(context, builder, sig.args[1], args[1])
+        return _events.emit_event_record(builder, payload, handle)
+    return types.int32(ev, stream), codegen
+
+
+@intrinsic
+def _event_synchronize(typingctx, ev):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        payload = _payload(context, builder, sig.args[0], args[0])
+        if simulated():
+            return _sim_status(builder, payload)
+        return _events.emit_event_synchronize(builder, payload)
+    return types.int32(ev), codegen
+
+
+@intrinsic
+def _event_query(typingctx, ev):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        payload = _payload(context, builder, sig.args[0], args[0])
+        if simulated():
+            return _sim_status(builder, payload)
+        return _events.emit_event_query(builder, payload)
+    return types.int32(ev), codegen
+
+
+@intrinsic
+def _event_elapsed_time(typingctx, start, end):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        start = _payload(context, builder, sig.args[0], args[0])
+        end = _payload(context, builder, sig.args[1], args[1])
+        ms = cgutils.alloca_once_value(builder, ir.Constant(ir.FloatType(), 0.0))
+        if simulated():
+            status = _elapsed_time_simulated(builder, ms, start, end)
+        else:
+            status = _events.emit_event_elapsed_time(builder, ms, start, end)
+        return context.make_tuple(builder, sig.return_type, [status, builder.load(ms)])
+    return types.Tuple((types.int32, types.float32))(start, end), codegen
+
+
+@intrinsic
+def _event_destroy(typingctx, ev):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        return _events.emit_event_destroy(builder, _payload(context, builder, sig.args[0], args[0]))
+    return types.int32(ev), codegen
+
+
+@intrinsic
+def _event_handle(typingctx, ev):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        if simulated():
+            return ir.Constant(_i8p, None)  # no CUevent behind a simulated event
+        payload = _payload(context, builder, sig.args[0], args[0])
+        return builder.load(_events.payload_field(builder, payload, "event"))
+    return types.voidptr(ev), codegen
+
+
+# -- the public surface ------------------------------------------------------
+
+def event(timing=True, blocking=False):
+    """A new CUDA event in this thread's context (device 0's primary context
+    if it has none). ``timing=False``: no timing data
+    (``CU_EVENT_DISABLE_TIMING``); ``blocking=True``: ``synchronize()``
+    sleeps (``CU_EVENT_BLOCKING_SYNC``). Released when its last reference
+    goes, or by ``destroy()``. Raises :class:`~numba_cuda_launch.CudaError`
+    on failure."""
+    status, ev = event_status(timing, blocking)
+    check_status(status, "cuEventCreate")
+    return ev
+
+
+def event_status(timing=True, blocking=False):
+    """:func:`event` returning ``(status, event)``: on failure the status is
+    the ``CUresult`` and the event holds nothing (its methods report
+    ``CUDA_ERROR_INVALID_HANDLE``)."""
+    return jitted_call(event_status, 2)(timing, blocking)
+
+
+def _check_flag(where, name, ty):
+    if not isinstance(ty, types.Type):  # left out: the default value itself
+        return
+    if isinstance(ty, types.Omitted) or isinstance(types.unliteral(ty), types.Boolean):
+        return
+    raise TypingError("%s: %s must be a bool, got %s" % (where, name, ty))
+
+
+def _check_flags(where, timing, blocking):
+    _check_flag(where, "timing", timing)
+    _check_flag(where, "blocking", blocking)
+
+
+@njit
+def _flags(timing, blocking):
+    flags = 0
+    if not timing:
+        flags |= _events.CU_EVENT_DISABLE_TIMING
+    if blocking:
+        flags |= _events.CU_EVENT_BLOCKING_SYNC
+    return np.int32(flags)
+
+
+@overload(event, target="cpu")
+def _ov_event(timing=True, blocking=False):
+    _check_flags("numba_cuda_launch.event()", timing, blocking)
+    raise_error = raiser("cuEventCreate")
+
+    def impl(timing=True, blocking=False):
+        status, ev = _event_new(_flags(timing, blocking))
+        if status != 0:
+            raise_error(status)
+        return ev
+    return impl
+
+
+@overload(event_status, target="cpu")
+def _ov_event_status(timing=True, blocking=False):
+    _check_flags("numba_cuda_launch.event_status()", timing, blocking)
+    return lambda timing=True, blocking=False: _event_new(_flags(timing, blocking))
+
+
+def _raising(name, operation, intrinsic_fn):
+    """The plain method *name*: *intrinsic_fn*'s status, raised if not 0."""
+    @overload_method(EventType, name, target="cpu")
+    def method(ev):
+        raise_error = raiser(operation)
+
+        def impl(ev):
+            status = intrinsic_fn(ev)
+            if status != 0:
+                raise_error(status)
+        return impl
+
+    @overload_method(EventType, name + "_status", target="cpu")
+    def method_status(ev):
+        return lambda ev: intrinsic_fn(ev)
+
+
+_raising("synchronize", "cuEventSynchronize", _event_synchronize)
+_raising("destroy", "cuEventDestroy", _event_destroy)
+
+
+@overload_method(EventType, "record", target="cpu")
+def _record(ev, stream=0):
+    check_stream("CUDAEvent.record()", stream)
+    raise_error = raiser("cuEventRecord")
+
+    def impl(ev, stream=0):
+        status = _event_record(ev, stream)
+        if status != 0:
+            raise_error(status)
+    return impl
+
+
+@overload_method(EventType, "record_status", target="cpu")
+def _record_status(ev, stream=0):
+    check_stream("CUDAEvent.record_status()", stream)
+    return lambda ev, stream=0: _event_record(ev, stream)
+
+
+@overload_method(EventType, "query", target="cpu")
+def _query(ev):
+    raise_error = raiser("cuEventQuery")
+
+    def impl(ev):
+        status = _event_query(ev)
+        if status == 0:
+            return True
+        if status != _events.CUDA_ERROR_NOT_READY:
+            raise_error(status)
+        return False
+    return impl
+
+
+@overload_method(EventType, "query_status", target="cpu")
+def _query_status(ev):
+    return lambda ev: _event_query(ev)
+
+
+def _check_end(where, end):
+    if end != event_type:
+        raise TypingError("%s: the end event must be a CUDA event made by "
+                          "numba_cuda_launch.event(), got %s" % (where, end))
+
+
+@overload_method(EventType, "elapsed_time", target="cpu")
+def _elapsed_time(start, end):
+    _check_end("CUDAEvent.elapsed_time()", end)
+    raise_error = raiser("cuEventElapsedTime")
+
+    def impl(start, end):
+        status, ms = _event_elapsed_time(start, end)
+        if status != 0:
+            raise_error(status)
+        return ms
+    return impl
+
+
+@overload_method(EventType, "elapsed_time_status", target="cpu")
+def _elapsed_time_status(start, end):
+    _check_end("CUDAEvent.elapsed_time_status()", end)
+    return lambda start, end: _event_elapsed_time(start, end)
+
+
+@overload_attribute(EventType, "handle", target="cpu")
+def _handle(ev):
+    return lambda ev: _event_handle(ev)
+
+
+# -- from Python -------------------------------------------------------------
+
+class Event:
+    """A CUDA event returned to Python by nopython code, or made by
+    :func:`event` called from Python. Its methods are those of the nopython
+    value (run as compiled code); it is released when collected."""
+
+    __slots__ = ("_meminfo", "__weakref__")
+
+    @classmethod
+    def _from_meminfo(cls, meminfo):
+        self = object.__new__(cls)
+        self._meminfo = meminfo
+        return self
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("make events with numba_cuda_launch.event()")
+
+    # Each runs the compiled status form and raises here (see
+    # sync.check_status: raising in compiled code would keep this event).
+
+    def record(self, stream=0):
+        """Record the event on *stream* (``cuEventRecord``)."""
+        check_status(self.record_status(stream), "cuEventRecord")
+
+    def record_status(self, stream=0):
+        return jitted_call("record_status", 2, True)(self, python_stream(stream))
+
+    def synchronize(self):
+        """Wait until the work before the event's record has completed."""
+        check_status(self.synchronize_status(), "cuEventSynchronize")
+
+    def synchronize_status(self):
+        return jitted_call("synchronize_status", 1, True)(self)
+
+    def query(self):
+        """True once the work before the event's record has completed."""
+        return query_result(self.query_status(), "cuEventQuery")
+
+    def query_status(self):
+        return jitted_call("query_status", 1, True)(self)
+
+    def elapsed_time(self, end):
+        """Milliseconds from this event to *end* (both recorded, completed)."""
+        status, ms = self.elapsed_time_status(end)
+        check_status(status, "cuEventElapsedTime")
+        return ms
+
+    def elapsed_time_status(self, end):
+        return jitted_call("elapsed_time_status", 2, True)(self, end)
+
+    def destroy(self):
+        """Release the event now rather than when collected."""
+        check_status(self.destroy_status(), "cuEventDestroy")
+
+    def destroy_status(self):
+        return jitted_call("destroy_status", 1, True)(self)
+
+    @property
+    def handle(self):
+        """The ``CUevent`` as an integer (0 once destroyed)."""
+        return jitted_call(_handle_of, 1)(self) or 0
+
+    def __repr__(self):
+        return "<numba_cuda_launch.Event handle=%#x>" % self.handle
+
+
+def _handle_of(ev):
+    """The ``handle`` attribute (a function for :func:`jitted_call`)."""
+    raise NotImplementedError("nopython only")
+
+
+@overload(_handle_of, target="cpu")
+def _ov_handle_of(ev):
+    return lambda ev: ev.handle
+
+
+@typeof_impl.register(Event)
+def _typeof_event(val, c):
+    return event_type
+
+
+@box(EventType)
+def _box_event(typ, val, c):
+    meminfo = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val).meminfo
+    boxed = c.box(types.MemInfoPointer(types.voidptr), meminfo)
+    make = c.pyapi.unserialize(c.pyapi.serialize_object(Event._from_meminfo))
+    out = c.pyapi.call_function_objargs(make, [boxed])
+    c.pyapi.decref(make)
+    c.pyapi.decref(boxed)
+    return out
+
+
+@unbox(EventType)
+def _unbox_event(typ, obj, c):
+    out = cgutils.create_struct_proxy(typ)(c.context, c.builder)
+    out.meminfo = cgutils.get_null_value(
+        c.context.get_value_type(types.MemInfoPointer(types.voidptr)))
+    boxed = c.pyapi.object_getattr_string(obj, "_meminfo")
+    ok = cgutils.alloca_once_value(c.builder, cgutils.false_bit)
+    with c.builder.if_then(cgutils.is_not_null(c.builder, boxed), likely=True):
+        native = c.unbox(types.MemInfoPointer(types.voidptr), boxed)
+        c.pyapi.decref(boxed)
+        with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
+            out.meminfo = native.value
+            c.builder.store(cgutils.true_bit, ok)
+    return NativeValue(out._getvalue(), is_error=c.builder.not_(c.builder.load(ok)))

@@ -1,0 +1,286 @@
+"""Waiting for the GPU from CPU nopython code: the device and streams.
+
+In ``@njit`` and ``@cfunc`` code (and from Python)::
+
+    numba_cuda_launch.synchronize()          # cuCtxSynchronize: all work of this context
+    numba_cuda_launch.stream_synchronize(s)  # cuStreamSynchronize
+    numba_cuda_launch.stream_query(s)        # True when all work on s has completed
+    stream.synchronize()                     # the same on a numba-cuda Stream passed in
+    stream.query()
+
+``s`` is any stream a launch takes: a numba-cuda ``Stream`` passed into an
+``@njit`` function, a raw ``CUstream`` as ``voidptr`` or integer (0 is the
+default stream), or None. A thread with no current context uses device 0's
+primary context, as launches do.
+
+Errors, as for launches, in two forms: the plain form raises
+:class:`~numba_cuda_launch.CudaError` with the driver's error name (in a
+``@cfunc`` Numba reports it as unraisable); each has a ``*_status`` form
+that returns the ``CUresult`` (``int32``, 0 on success) and never raises:
+``synchronize_status()``, ``stream_synchronize_status(s)``,
+``stream_query_status(s)`` (``CUDA_ERROR_NOT_READY``, 600, while work is
+pending), ``stream.synchronize_status()``, ``stream.query_status()``.
+
+Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) simulated launches have
+completed when they return: synchronising does nothing and queries report
+idle streams.
+"""
+
+import functools
+
+from llvmlite import ir
+from numba import njit
+from numba.core import types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, overload, overload_method
+
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.errors import CudaError
+from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.stream import (
+    CUDAStream,
+    is_stream_type,
+    stream_handle,
+    stream_handle_value,
+)
+from numba_cuda_launch.runtime import events as _events
+
+__all__ = [
+    "synchronize",
+    "synchronize_status",
+    "stream_synchronize",
+    "stream_synchronize_status",
+    "stream_query",
+    "stream_query_status",
+    "CUDA_ERROR_NOT_READY",
+]
+
+CUDA_ERROR_NOT_READY = _events.CUDA_ERROR_NOT_READY
+_i32 = ir.IntType(32)
+
+
+def simulated():
+    """Whether compiled code being lowered now runs under the simulator."""
+    return _compat.simulator_enabled()
+
+
+@functools.lru_cache(maxsize=None)
+def raiser(operation):
+    """An ``@njit`` function raising ``CudaError(status, operation)``.
+
+    Called from the implementations rather than raised in them: numba 0.68
+    mishandles a dynamic exception raised in a ``@cfunc``'s body or a
+    ``compile_internal`` subroutine, but handles one propagated from a
+    called dispatcher (as launches do, see ``launch/call.py``)."""
+    def raise_cuda_error(status):
+        raise CudaError(status, operation)
+    return njit(raise_cuda_error)
+
+
+@functools.lru_cache(maxsize=None)
+def jitted_call(fn, nargs, method=False):
+    """An ``@njit`` function calling *fn* (a function with a nopython
+    overload) with *nargs* arguments, or with *method* true the method named
+    *fn* of its first argument: how the Python forms run the nopython ones."""
+    names = ["a%d" % i for i in range(nargs)]
+    call = ("a0.%s(%s)" % (fn, ", ".join(names[1:])) if method
+            else "FN(%s)" % ", ".join(names))
+    ns = {"FN": fn}
+    exec("def call(%s):\n    return %s\n" % (", ".join(names), call), ns)
+    return njit(ns["call"])
+
+
+def check_status(status, operation):
+    """Raise ``CudaError(status, operation)`` from Python unless *status* is
+    0. The Python forms call the compiled status forms and raise here: an
+    exception raised in compiled code would keep the references that code
+    held (numba#1549), and an event passed in would never be released."""
+    status = int(status)
+    if status != 0:
+        raise CudaError(status, operation)
+
+
+def query_result(status, operation):
+    """A query's answer from its status: True when completed, False while
+    pending, else raise."""
+    if status == CUDA_ERROR_NOT_READY:
+        return False
+    check_status(status, operation)
+    return True
+
+
+def python_stream(stream):
+    """A stream given to a Python form, as compiled code takes it: None, an
+    integer and numba-cuda's Stream pass as they are; any other stream object
+    (CuPy's, torch's, cuda.core's: ``__cuda_stream__`` or ``int()``) becomes
+    its raw handle."""
+    if stream is None or isinstance(stream, (int, _compat.stream_classes())):
+        return stream
+    return stream_handle(stream)
+
+
+def check_stream(where, ty):
+    """Refuse at typing anything that is not a stream."""
+    if not isinstance(ty, types.Type) or isinstance(ty, types.Omitted) or is_stream_type(ty):
+        return  # left out (the default value itself, or Omitted) or a stream
+    raise TypingError(
+        "%s: the stream must be a numba-cuda Stream, a CUstream (voidptr or integer, "
+        "0 for the default stream) or None; got %s" % (where, ty))
+
+
+def emit_stream(context, builder, ty, val):
+    """The raw ``CUstream`` (``i8*``) of a stream argument (an omitted one
+    is the default stream)."""
+    if isinstance(ty, types.Omitted):
+        return ir.Constant(ir.IntType(8).as_pointer(), None)
+    return stream_handle_value(context, builder, ty, val)
+
+
+# -- what compiled code calls ------------------------------------------------
+
+@intrinsic
+def _context_synchronize(typingctx):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        if simulated():
+            return ir.Constant(_i32, 0)
+        return _events.emit_context_synchronize(builder)
+    return types.int32(), codegen
+
+
+@intrinsic
+def _stream_synchronize(typingctx, stream):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        if simulated():
+            return ir.Constant(_i32, 0)
+        handle = emit_stream(context, builder, sig.args[0], args[0])
+        return _events.emit_stream_synchronize(builder, handle)
+    return types.int32(stream), codegen
+
+
+@intrinsic
+def _stream_query(typingctx, stream):
+    def codegen(context, builder, sig, args):
+        record_driver_calls(context)
+        if simulated():
+            return ir.Constant(_i32, 0)
+        handle = emit_stream(context, builder, sig.args[0], args[0])
+        return _events.emit_stream_query(builder, handle)
+    return types.int32(stream), codegen
+
+
+# -- the public functions ----------------------------------------------------
+
+def synchronize():
+    """Wait until all work of this thread's CUDA context (device 0's primary
+    context if it has none) has completed (``cuCtxSynchronize``). Raises
+    :class:`~numba_cuda_launch.CudaError` on failure."""
+    check_status(synchronize_status(), "cuCtxSynchronize")
+
+
+def synchronize_status():
+    """:func:`synchronize`, returning the ``CUresult`` instead of raising."""
+    return jitted_call(synchronize_status, 0)()
+
+
+def stream_synchronize(stream=0):
+    """Wait until all work queued on *stream* has completed
+    (``cuStreamSynchronize``). Raises :class:`~numba_cuda_launch.CudaError`
+    on failure."""
+    check_status(stream_synchronize_status(stream), "cuStreamSynchronize")
+
+
+def stream_synchronize_status(stream=0):
+    """:func:`stream_synchronize`, returning the ``CUresult``."""
+    return jitted_call(stream_synchronize_status, 1)(python_stream(stream))
+
+
+def stream_query(stream=0):
+    """True when all work queued on *stream* has completed, False while some
+    is pending (``cuStreamQuery``). Raises
+    :class:`~numba_cuda_launch.CudaError` on any other result."""
+    return query_result(stream_query_status(stream), "cuStreamQuery")
+
+
+def stream_query_status(stream=0):
+    """``cuStreamQuery``'s ``CUresult``: 0 when all work on *stream* has
+    completed, ``CUDA_ERROR_NOT_READY`` (600) while some is pending."""
+    return jitted_call(stream_query_status, 1)(python_stream(stream))
+
+
+@overload(synchronize, target="cpu")
+def _ov_synchronize():
+    raise_error = raiser("cuCtxSynchronize")
+
+    def impl():
+        status = _context_synchronize()
+        if status != 0:
+            raise_error(status)
+    return impl
+
+
+@overload(synchronize_status, target="cpu")
+def _ov_synchronize_status():
+    return lambda: _context_synchronize()
+
+
+@overload(stream_synchronize, target="cpu")
+def _ov_stream_synchronize(stream=0):
+    check_stream("numba_cuda_launch.stream_synchronize()", stream)
+    raise_error = raiser("cuStreamSynchronize")
+
+    def impl(stream=0):
+        status = _stream_synchronize(stream)
+        if status != 0:
+            raise_error(status)
+    return impl
+
+
+@overload(stream_synchronize_status, target="cpu")
+def _ov_stream_synchronize_status(stream=0):
+    check_stream("numba_cuda_launch.stream_synchronize_status()", stream)
+    return lambda stream=0: _stream_synchronize(stream)
+
+
+@overload(stream_query, target="cpu")
+def _ov_stream_query(stream=0):
+    check_stream("numba_cuda_launch.stream_query()", stream)
+    raise_error = raiser("cuStreamQuery")
+
+    def impl(stream=0):
+        status = _stream_query(stream)
+        if status == 0:
+            return True
+        if status != CUDA_ERROR_NOT_READY:
+            raise_error(status)
+        return False
+    return impl
+
+
+@overload(stream_query_status, target="cpu")
+def _ov_stream_query_status(stream=0):
+    check_stream("numba_cuda_launch.stream_query_status()", stream)
+    return lambda stream=0: _stream_query(stream)
+
+
+# -- the same as methods of a Stream passed in --------------------------------
+
+@overload_method(CUDAStream, "synchronize", target="cpu")
+def _stream_synchronize_method(stream):
+    return lambda stream: stream_synchronize(stream)
+
+
+@overload_method(CUDAStream, "synchronize_status", target="cpu")
+def _stream_synchronize_status_method(stream):
+    return lambda stream: stream_synchronize_status(stream)
+
+
+@overload_method(CUDAStream, "query", target="cpu")
+def _stream_query_method(stream):
+    return lambda stream: stream_query(stream)
+
+
+@overload_method(CUDAStream, "query_status", target="cpu")
+def _stream_query_status_method(stream):
+    return lambda stream: stream_query_status(stream)

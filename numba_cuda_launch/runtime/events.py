@@ -1,0 +1,220 @@
+"""Synchronisation and CUDA events, as compiled code calls the driver.
+
+Each ``emit_*`` function emits driver calls through the table
+(:mod:`.driver`) and returns the ``CUresult`` (``i32``); a thread with no
+current context gets device 0's primary context and the call is made again
+(:func:`~numba_cuda_launch.runtime.context.emit_in_context`).
+
+An event lives in a small block of memory, :data:`EVENT_PAYLOAD`, that the
+nopython ``Event`` value owns through a Numba meminfo (refcounted): the
+``CUevent``, the context it was created in, the ``cuEventDestroy`` it must be
+destroyed with, and, under the simulator, the host time it was recorded at.
+The meminfo's destructor (:func:`event_destructor`) destroys the event when
+the last reference goes, unless ``destroy()`` did it already.
+
+The destroy function is the one the table held when the event was created,
+not the one it holds when the event dies: an event made by a recording fake
+driver that outlives it is given back to that fake, never to the real driver
+(which would be handed a fake handle), and a real event dying while a fake is
+active goes to the real driver.
+"""
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
+
+__all__ = [
+    "CUDA_ERROR_INVALID_HANDLE",
+    "CUDA_ERROR_NOT_READY",
+    "CU_EVENT_BLOCKING_SYNC",
+    "CU_EVENT_DISABLE_TIMING",
+    "EVENT_PAYLOAD",
+    "emit_context_synchronize",
+    "emit_stream_synchronize",
+    "emit_stream_query",
+    "emit_event_create",
+    "emit_event_record",
+    "emit_event_query",
+    "emit_event_synchronize",
+    "emit_event_elapsed_time",
+    "emit_event_destroy",
+    "event_destructor",
+    "payload_field",
+]
+
+CUDA_ERROR_INVALID_HANDLE = 400
+CUDA_ERROR_NOT_READY = 600
+CU_EVENT_BLOCKING_SYNC = 0x1
+CU_EVENT_DISABLE_TIMING = 0x2
+
+_i8p = ir.IntType(8).as_pointer()
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+
+#: The memory an event value owns: (CUevent, CUcontext it was made in, the
+#: cuEventDestroy to call, host milliseconds when recorded (simulator; NaN
+#: before), creation flags).
+EVENT_PAYLOAD = ir.LiteralStructType([_i8p, _i8p, _i8p, ir.DoubleType(), _i32])
+_FIELDS = {"event": 0, "context": 1, "destroy": 2, "host_ms": 3, "flags": 4}
+_DESTRUCTOR = "numba_cuda_launch_event_dtor"
+_DESTROY = "numba_cuda_launch_event_destroy"
+
+
+def payload_field(builder, payload, name):
+    """A pointer to field *name* of the :data:`EVENT_PAYLOAD` at *payload*
+    (any pointer)."""
+    payload = builder.bitcast(payload, EVENT_PAYLOAD.as_pointer())
+    return builder.gep(payload, [ir.Constant(_i32, 0), ir.Constant(_i32, _FIELDS[name])],
+                       inbounds=True)
+
+
+def _i32c(value):
+    return ir.Constant(_i32, value)
+
+
+def emit_context_synchronize(builder):
+    """``cuCtxSynchronize()`` in this thread's context. The context is
+    bound first, not on failure: a wait is slow anyway, and what the driver
+    answers with no context current is then never relied on."""
+    def synchronize():
+        status = cgutils.alloca_once_value(builder, emit_ensure_context(builder))
+        with builder.if_then(builder.icmp_signed("==", builder.load(status), _i32c(0)),
+                             likely=True):
+            builder.store(driver.call(builder, "cuCtxSynchronize", []), status)
+        return builder.load(status)
+    return emit_in_context(builder, synchronize)
+
+
+def emit_stream_synchronize(builder, stream):
+    """``cuStreamSynchronize(stream)``; *stream* an ``i8*`` (NULL: the
+    default stream)."""
+    return emit_in_context(builder, lambda: driver.call(builder, "cuStreamSynchronize", [stream]))
+
+
+def emit_stream_query(builder, stream):
+    """``cuStreamQuery(stream)``: ``CUDA_SUCCESS`` when all work on it has
+    completed, ``CUDA_ERROR_NOT_READY`` while some is pending."""
+    return emit_in_context(builder, lambda: driver.call(builder, "cuStreamQuery", [stream]))
+
+
+def emit_event_create(builder, payload, flags):
+    """Create an event with *flags* (``i32``) into the payload at *payload*,
+    which it fills in whole; on failure the event is NULL."""
+    event = payload_field(builder, payload, "event")
+    builder.store(ir.Constant(_i8p, None), event)
+    builder.store(ir.Constant(_i8p, None), payload_field(builder, payload, "context"))
+    builder.store(ir.Constant(_i8p, None), payload_field(builder, payload, "destroy"))
+    builder.store(ir.Constant(ir.DoubleType(), float("nan")),
+                  payload_field(builder, payload, "host_ms"))
+    builder.store(flags, payload_field(builder, payload, "flags"))
+    status = emit_in_context(builder, lambda: driver.call(builder, "cuEventCreate", [event, flags]))
+    with builder.if_then(builder.icmp_signed("==", status, _i32c(0)), likely=True):
+        builder.store(driver.function_pointer(builder, "cuEventDestroy_v2"),
+                      payload_field(builder, payload, "destroy"))
+        # The context is only needed to destroy the event from a thread with
+        # none current; a failed query leaves it NULL.
+        driver.call(builder, "cuCtxGetCurrent", [payload_field(builder, payload, "context")])
+    return status
+
+
+def _with_event(builder, payload, emit):
+    """*emit(event)* with the payload's ``CUevent``, or
+    ``CUDA_ERROR_INVALID_HANDLE`` without calling the driver when there is
+    none (destroyed, or its creation failed)."""
+    status = cgutils.alloca_once_value(builder, _i32c(CUDA_ERROR_INVALID_HANDLE))
+    event = builder.load(payload_field(builder, payload, "event"))
+    with builder.if_then(cgutils.is_not_null(builder, event), likely=True):
+        builder.store(emit(event), status)
+    return builder.load(status)
+
+
+def emit_event_record(builder, payload, stream):
+    """``cuEventRecord(event, stream)``."""
+    return _with_event(builder, payload, lambda ev: emit_in_context(
+        builder, lambda: driver.call(builder, "cuEventRecord", [ev, stream])))
+
+
+def emit_event_query(builder, payload):
+    """``cuEventQuery(event)``: ``CUDA_SUCCESS`` when the work it waits for
+    has completed (or it was never recorded), ``CUDA_ERROR_NOT_READY``
+    before."""
+    return _with_event(builder, payload, lambda ev: emit_in_context(
+        builder, lambda: driver.call(builder, "cuEventQuery", [ev])))
+
+
+def emit_event_synchronize(builder, payload):
+    """``cuEventSynchronize(event)``."""
+    return _with_event(builder, payload, lambda ev: emit_in_context(
+        builder, lambda: driver.call(builder, "cuEventSynchronize", [ev])))
+
+
+def emit_event_elapsed_time(builder, ms, start, end):
+    """``cuEventElapsedTime(ms, start, end)``; *ms* a ``float*``, *start*
+    and *end* payload pointers."""
+    def with_end(start_event):
+        return _with_event(builder, end, lambda end_event: emit_in_context(
+            builder, lambda: driver.call(builder, "cuEventElapsedTime",
+                                         [ms, start_event, end_event])))
+    return _with_event(builder, start, with_end)
+
+
+def _destroy_function(module):
+    """``i32 destroy(payload*)``: destroy the payload's event with the
+    ``cuEventDestroy`` it was created with and forget it; 0 when there was
+    none. A thread with no current context makes the event's own context
+    current for the call, then restores the thread's (none)."""
+    fn = module.globals.get(_DESTROY)
+    if fn is not None:
+        return fn
+    fn, builder = driver.cold_function(module, _DESTROY, (_i8p,))
+    payload = fn.args[0]
+    event_slot = payload_field(builder, payload, "event")
+    event = builder.load(event_slot)
+    destroy = builder.load(payload_field(builder, payload, "destroy"))
+    with builder.if_then(builder.or_(cgutils.is_null(builder, event),
+                                     cgutils.is_null(builder, destroy))):
+        builder.store(ir.Constant(_i8p, None), event_slot)
+        builder.ret(_i32c(0))
+    builder.store(ir.Constant(_i8p, None), event_slot)
+    fnty = ir.FunctionType(_i32, (_i8p,))
+    destroy = builder.bitcast(destroy, fnty.as_pointer())
+    status = builder.call(destroy, [event])
+    no_context = builder.icmp_signed("==", status, _i32c(driver.CUDA_ERROR_INVALID_CONTEXT))
+    with builder.if_then(no_context, likely=False):
+        previous = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
+        driver.call(builder, "cuCtxGetCurrent", [previous])
+        context = builder.load(payload_field(builder, payload, "context"))
+        with builder.if_then(cgutils.is_not_null(builder, context)):
+            driver.call(builder, "cuCtxSetCurrent", [context])
+            again = builder.call(destroy, [event])
+            driver.call(builder, "cuCtxSetCurrent", [builder.load(previous)])
+            builder.ret(again)
+    builder.ret(status)
+    return fn
+
+
+def emit_event_destroy(builder, payload):
+    """Destroy the payload's event now (``cuEventDestroy``); later uses of
+    the event report ``CUDA_ERROR_INVALID_HANDLE`` and a second destroy does
+    nothing (returns 0)."""
+    return builder.call(_destroy_function(builder.module),
+                        [builder.bitcast(payload, _i8p)])
+
+
+def event_destructor(module):
+    """The Numba meminfo destructor of an event value,
+    ``void dtor(void* payload, size_t size, void* info)``: destroys the event
+    unless ``destroy()`` did; errors are dropped (there is no one to report
+    them to, and a driver already shut down at exit refuses every call)."""
+    fn = module.globals.get(_DESTRUCTOR)
+    if fn is not None:
+        return fn
+    fnty = ir.FunctionType(ir.VoidType(), (_i8p, _i64, _i8p))
+    fn = ir.Function(module, fnty, _DESTRUCTOR)
+    fn.linkage = "internal"
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    builder.call(_destroy_function(module), [fn.args[0]])
+    builder.ret_void()
+    return fn
