@@ -9,7 +9,8 @@ The package is four layers whose imports point one way (a test checks it):
 * :mod:`.interop` -- other systems over launches: XLA's FFI
   (:mod:`numba_cuda_launch.xla_ffi`) and JAX (:mod:`numba_cuda_launch.jax`);
 * :mod:`.launch` -- ``kernel[...]`` in nopython code: types, typing,
-  lowering, the parameter ABI, launch backends, ``kernel_handle``;
+  lowering, the parameter ABI, launch backends, ``kernel_handle``, occupancy
+  queries, CUDA graphs (:mod:`numba_cuda_launch.graphs`);
 * :mod:`.runtime` -- what compiled code calls: the driver table, contexts,
   kernel images, the recording driver (:mod:`numba_cuda_launch.testing`);
 * :mod:`.compat` -- every use of numba-cuda internals.
@@ -30,6 +31,7 @@ from numba_cuda_launch.config import (  # noqa: E402
     set_compute_capability,
 )
 from numba_cuda_launch.errors import (  # noqa: E402
+    CudaGraphError,
     CudaLaunchError,
     KernelTypingError,
     error_name,
@@ -38,6 +40,7 @@ from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
 from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
+from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
 from numba_cuda_launch.runtime.pointers import (  # noqa: E402
     check_pointers,
     pointer_checks_enabled,
@@ -46,6 +49,7 @@ from numba_cuda_launch.runtime.pointers import (  # noqa: E402
 __all__ = [
     "__version__",
     "CudaLaunchError",
+    "CudaGraphError",
     "KernelTypingError",
     "KernelHandle",
     "error_name",

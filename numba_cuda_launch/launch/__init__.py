@@ -9,6 +9,10 @@ lowering together:
   rules, the typing errors);
 * :mod:`.call` -- ``cfg(args...)``, ``cfg.launch_status(...)``,
   ``cfg.preload(...)``: typing and lowering, through a backend;
+* :mod:`.occupancy` -- ``cfg.max_active_blocks(...)`` and the other
+  occupancy queries;
+* :mod:`.graph` -- CUDA graphs: stream capture, replay and update of
+  recorded launches (public as :mod:`numba_cuda_launch.graphs`);
 * :mod:`.backends` -- how a launch is carried out: the CUDA driver
   (:mod:`.backends.driver`) or numba-cuda's simulator
   (:mod:`.backends.simulator`);
@@ -26,6 +30,7 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     stream,
     launchconfig,
     call,
+    occupancy,
 )
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 
