@@ -654,3 +654,26 @@ def test_driver_without_newer_entry_points_still_launches():
             raise AttributeError(name)
     with pytest.raises(AttributeError):
         driver._symbol(NoLaunch(), "cuLaunchKernel")
+
+
+# -- kernels linking CUDA C (cluster registers, griddepcontrol) -------------------------
+
+def test_linked_cuda_c_kernels_compile_without_gpu(fake_driver):
+    from cluster_kernels import cluster_info, dependent_copy
+
+    @njit
+    def launch(p, q):
+        out = numba.carray(ncl.as_voidptr(p), (16, 3), np.uint32)
+        cluster_info[(4, 2, 2), 32, 0x51, 0, (2, 1, 1)](out)
+        x, y = view(p, 64), view(q, 64)
+        dependent_copy[2, 32, 0x51](x, y)
+
+    launch(0x1000, 0x2000)
+    assert [(l.grid, l.cluster) for l in fake_driver.launches] == [
+        ((4, 2, 2), (2, 1, 1)), ((2, 1, 1), None)]
+    for kernel in (cluster_info, dependent_copy):
+        (overload,) = kernel.overloads.values()
+        assert _compat.unsupported_kernel_features(overload) == []
+        # The linked functions are in the image (not left unresolved).
+        image = ncl.kernel_handle(kernel, tuple(kernel.overloads)[0]).image
+        assert image[:4] == b"\x7fELF"
