@@ -9,7 +9,8 @@ The package is four layers whose imports point one way (a test checks it):
 * :mod:`.interop` -- other systems over launches: XLA's FFI
   (:mod:`numba_cuda_launch.xla_ffi`) and JAX (:mod:`numba_cuda_launch.jax`);
 * :mod:`.launch` -- ``kernel[...]`` in nopython code: types, typing,
-  lowering, the parameter ABI, launch backends, ``kernel_handle``;
+  lowering, the parameter ABI, launch backends, ``kernel_handle``, occupancy
+  queries, CUDA graphs (:mod:`numba_cuda_launch.graphs`);
 * :mod:`.runtime` -- what compiled code calls: the driver table, contexts,
   kernel images, the recording driver (:mod:`numba_cuda_launch.testing`);
 * :mod:`.compat` -- every use of numba-cuda internals.
@@ -31,6 +32,7 @@ from numba_cuda_launch import config as _config  # noqa: E402
 from numba_cuda_launch.config import get_compute_capability  # noqa: E402
 from numba_cuda_launch.errors import (  # noqa: E402
     CudaError,
+    CudaGraphError,
     CudaLaunchError,
     KernelTypingError,
     error_name,
@@ -49,6 +51,7 @@ from numba_cuda_launch.launch.sync import (  # noqa: E402
 )
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
+from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
 from numba_cuda_launch.runtime.pointers import (  # noqa: E402
     check_pointers,
     pointer_checks_enabled,
@@ -58,6 +61,7 @@ __all__ = [
     "__version__",
     "CudaError",
     "CudaLaunchError",
+    "CudaGraphError",
     "KernelTypingError",
     "KernelHandle",
     "error_name",

@@ -1,9 +1,9 @@
-"""Exceptions raised by CUDA driver calls from compiled code (launches,
-synchronisation, events) and the names of CUDA driver errors."""
+"""Exceptions raised by kernel launches and the names of CUDA driver errors."""
 
 from numba.core.errors import TypingError
 
-__all__ = ["CudaError", "CudaLaunchError", "error_name", "KernelTypingError"]
+__all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name", "error_hint",
+           "KernelTypingError"]
 
 # The driver results this package produces or commonly reports. The full list
 # comes from cuda-bindings when it is installed; this table only keeps names
@@ -23,7 +23,36 @@ _KNOWN_NAMES = {
     701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
     719: "CUDA_ERROR_LAUNCH_FAILED",
     720: "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+    900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+    901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+    906: "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+    908: "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+    910: "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+    912: "CUDA_ERROR_INVALID_CLUSTER_SIZE",
 }
+
+# What usually causes the errors of stream capture and clusters, added to
+# the messages of CudaLaunchError and CudaGraphError.
+_HINTS = {
+    900: "the operation is not permitted while a stream is capturing: the legacy "
+         "default stream (0) cannot be captured or used during a capture, and drivers "
+         "older than CUDA 12.3 do not load kernel images during a capture (load them "
+         "first with cfg.preload(args...))",
+    901: "the capture was invalidated by an earlier operation that cannot be captured; "
+         "it must still be ended (graphs.end_capture or graphs.abort_capture)",
+    906: "a launch on the legacy default stream (0) would wait for a stream being "
+         "captured; launch on the capturing stream (or a non-blocking stream)",
+    908: "captures begun in the global or thread-local mode must end on the thread "
+         "that began them",
+    912: "the cluster is larger than the kernel or device allows (8 blocks is the "
+         "portable maximum) or does not divide the grid",
+}
+
+
+def error_hint(status):
+    """What usually causes driver error *status* in launches and captures
+    from compiled code, or ""."""
+    return _HINTS.get(int(status), "")
 
 
 def error_name(status):
@@ -39,6 +68,11 @@ def error_name(status):
         return _drv.CUresult(status).name
     except Exception:  # cuda-bindings missing, or a value it does not know
         return _KNOWN_NAMES.get(status, "CUDA_ERROR_%d" % status)
+
+
+def _hint_text(code):
+    hint = error_hint(code)
+    return " (%s)" % hint if hint else ""
 
 
 class CudaError(RuntimeError):
@@ -58,9 +92,9 @@ class CudaError(RuntimeError):
         self.detail = detail
         self.name = error_name(self.code)
         super().__init__(
-            "%s failed: %s (%d)%s"
+            "%s failed: %s (%d)%s%s"
             % (operation or "a CUDA driver call", self.name, self.code,
-               ": " + detail if detail else "")
+               ": " + detail if detail else "", _hint_text(self.code))
         )
 
     def __reduce__(self):
@@ -84,6 +118,28 @@ class CudaLaunchError(CudaError):
 
     def __reduce__(self):
         return type(self), (self.code, self.kernel, self.detail)
+
+
+class CudaGraphError(CudaLaunchError):
+    """A CUDA graph operation from compiled code failed: a capture, an
+    instantiation, a replay or an update (see
+    :mod:`numba_cuda_launch.graphs`).
+
+    A :class:`CudaLaunchError` (the work did not reach the GPU) with
+    ``operation`` naming what failed (``"begin_capture"``,
+    ``"instantiate"``, ...); ``code``, ``name`` and ``detail`` as there,
+    ``kernel`` the kernel's name for an update of a recorded launch.
+    """
+
+    def __init__(self, code, operation="", detail="", kernel=""):
+        super().__init__(code, kernel, detail)
+        self.operation = operation
+        self.args = ("CUDA graph operation %s%s failed: %s (%d)%s%s"
+                     % (operation, " of kernel %r" % kernel if kernel else "", self.name,
+                        self.code, ": " + detail if detail else "", _hint_text(self.code)),)
+
+    def __reduce__(self):
+        return type(self), (self.code, self.operation, self.detail, self.kernel)
 
 
 class KernelTypingError(TypingError):

@@ -491,7 +491,7 @@ def test_float16_result_of_cpu_function_is_refused_with_a_sentence():
 @pytest.mark.parametrize("body, what", [
     ("fill[g, 32](view(p), 1.0)",
      "kernel 'fill': griddim must be an integer or a tuple of 1 to 3 integers, got float64"),
-    ("fill[1, 32, 0, 0, 1](view(p), 1.0)",
+    ("fill[1, 32, 0, 0, 1, 1](view(p), 1.0)",
      "kernel 'fill': a launch configuration is [griddim, blockdim]"),
     ("device_fn[1, 32](view(p))",
      "'device_fn' is a CUDA device function (cuda.jit(device=True))"),

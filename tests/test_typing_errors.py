@@ -115,7 +115,7 @@ def test_non_kernel_indexed():
         njit(f)(1)
 
 
-@pytest.mark.parametrize("config", ["[1]", "[1, 2, 0, 0, 5]"])
+@pytest.mark.parametrize("config", ["[1]", "[1, 2, 0, 0, 1, 5]"])
 def test_configuration_item_count(config):
     ns = {"lazy": lazy}
     exec("def f(p):\n    lazy%s(p, 3)\n" % config, ns)

@@ -9,6 +9,10 @@ lowering together:
   rules, the typing errors);
 * :mod:`.call` -- ``cfg(args...)``, ``cfg.launch_status(...)``,
   ``cfg.preload(...)``: typing and lowering, through a backend;
+* :mod:`.occupancy` -- ``cfg.max_active_blocks(...)`` and the other
+  occupancy queries;
+* :mod:`.graph` -- CUDA graphs: stream capture, replay and update of
+  recorded launches (public as :mod:`numba_cuda_launch.graphs`);
 * :mod:`.backends` -- how a launch is carried out: the CUDA driver
   (:mod:`.backends.driver`), numba-cuda's simulator
   (:mod:`.backends.simulator`) or numba-cuda-mlir kernels through the driver
@@ -35,6 +39,7 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     call,
     sync,
     events,
+    occupancy,
 )
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 from numba_cuda_launch.launch.backends import mlir as _mlir_backend  # noqa: F401

@@ -164,13 +164,17 @@ def _check_arrays(context, builder, guards, backend, ty, val, where):
                      "(checked mode: cuPointerGetAttribute does not know it)" % where)
 
 
-def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True):
+def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True,
+                submit=None):
     """Emit the launch of a configured kernel through its backend; returns
     ``(status, reason, messages)``: the ``CUresult``, and when the package
     refused the launch before calling the driver, the index in *messages*
     (constant strings) of the one saying why (else 0). Without *catch*, a
     backend that runs the kernel in Python (the simulator) lets its
-    exception propagate."""
+    exception propagate. *submit*, if given, emits something else than a
+    launch with the checked and converted arguments (an update of a
+    recorded launch): ``submit(backend, kernel, cfg, formal_types,
+    values)`` returns the ``CUresult``."""
     selection = select_kernel(cfg_ty.dispatcher, argtypes)
     kernel = selection.kernel
     backend = backend_for(kernel)
@@ -193,8 +197,12 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
         values.append(_to_formal(context, builder, v, a, f))
         _check_arrays(context, builder, guards, backend, f, values[-1], where)
     with builder.if_then(guards.ok(), likely=True):
-        builder.store(backend.emit_launch(context, builder, kernel, cfg, selection.argtypes,
-                                          values, catch), guards.status)
+        if submit is not None:
+            status = submit(backend, kernel, cfg, selection.argtypes, values)
+        else:
+            status = backend.emit_launch(context, builder, kernel, cfg, selection.argtypes,
+                                         values, catch)
+        builder.store(status, guards.status)
     return builder.load(guards.status), builder.load(guards.reason), tuple(guards.messages)
 
 

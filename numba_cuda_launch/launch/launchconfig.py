@@ -1,4 +1,4 @@
-"""``kernel[griddim, blockdim, stream, sharedmem]`` in CPU nopython code.
+"""``kernel[griddim, blockdim, stream, sharedmem, cluster]`` in CPU nopython code.
 
 The type of a configured kernel (:class:`LaunchConfig`), its data model, the
 typing of the ``getitem`` that makes one and its lowering live here. Calling a
@@ -13,14 +13,16 @@ from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.kernelkind import kernel_kind
 from numba_cuda_launch.launch.selection import launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
-__all__ = ["LaunchConfig", "dim3_from_value", "launch_dims", "CONFIG_OK",
-           "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "CONFIG_PROBLEMS"]
+__all__ = ["LaunchConfig", "dim3_from_value", "launch_dims", "cluster_dims", "CONFIG_OK",
+           "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "BAD_CLUSTER",
+           "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC"]
 
 _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
@@ -32,11 +34,17 @@ _U32_MAX = 0xFFFFFFFF
 #: with ``CUDA_ERROR_INVALID_VALUE`` before the driver is called: an
 #: out-of-range value is never replaced by another one.
 CONFIG_OK, BAD_GRIDDIM, BAD_BLOCKDIM, BAD_SHAREDMEM = 0, -1, -2, -3
+BAD_CLUSTER, BAD_CLUSTER_GRID = -4, -5
 CONFIG_PROBLEMS = {
     BAD_GRIDDIM: "griddim has an item outside 1..2**32-1",
     BAD_BLOCKDIM: "blockdim has an item outside 1..2**32-1",
     BAD_SHAREDMEM: "sharedmem is outside 0..2**32-1 bytes",
+    BAD_CLUSTER: "cluster has an item outside 1..2**32-1",
+    BAD_CLUSTER_GRID: "griddim is not a multiple of the cluster dimensions in every "
+                      "direction (the grid is made of whole clusters)",
 }
+#: Thread-block clusters need this compute capability or newer (Hopper).
+CLUSTER_MIN_CC = (9, 0)
 
 
 def _kernel_name(dispatcher):
@@ -90,6 +98,9 @@ class LaunchConfigModel(models.StructModel):
             ("stream", types.voidptr),
             ("sharedmem", _u32),
             ("problem", types.int32),  # CONFIG_OK or which item is out of range
+            # Thread-block cluster dimensions; (0, 0, 0) when none was given
+            # (then the launch is a plain cuLaunchKernel).
+            ("cluster", _dim3),
         ]
         super().__init__(dmm, fe_type, members)
 
@@ -141,20 +152,53 @@ def _check_constant(kernel, what, value):
                 value))
 
 
+def _literal_dims(ty):
+    """The constant items of a griddim/cluster type, padded to three with 1
+    (None where an item is not a constant)."""
+    items = list(ty) if isinstance(ty, types.BaseTuple) else [ty]
+    values = [getattr(t, "literal_value", None) for t in items]
+    return values + [1] * (3 - len(values))
+
+
+def check_cluster_grid(kernel, grid, cluster):
+    """Refuse constant grid and cluster dimensions where the grid is not
+    made of whole clusters (lists of three items, None when not constant)."""
+    for axis, g, c in zip("xyz", grid, cluster):
+        if isinstance(g, int) and isinstance(c, int) and c > 0 and g % c:
+            raise KernelTypingError(
+                "kernel %r: griddim must be a multiple of the cluster dimensions; "
+                "along %s the grid has %d blocks and the cluster %d" % (kernel, axis, g, c))
+
+
+def _check_cluster(dispatcher, name, ty, grid_ty):
+    _check_dim(name, "cluster", ty)
+    if _compat.is_simulated(dispatcher):
+        raise KernelTypingError(
+            "kernel %r: thread-block clusters (the fifth configuration item) are not "
+            "simulated by numba-cuda's CUDA simulator" % name)
+    cc = _compat.target_compute_capability()
+    if cc is not None and tuple(cc) < CLUSTER_MIN_CC:
+        raise KernelTypingError(
+            "kernel %r: thread-block clusters need compute capability %d.%d or newer; "
+            "kernels are built for %d.%d here" % ((name,) + CLUSTER_MIN_CC + tuple(cc)))
+    check_cluster_grid(name, _literal_dims(grid_ty), _literal_dims(ty))
+
+
 def check_config_types(dispatcher, index_types):
     """Raise a KernelTypingError naming the kernel unless *index_types* is a
-    valid ``(griddim, blockdim[, stream[, sharedmem]])``."""
+    valid ``(griddim, blockdim[, stream[, sharedmem[, cluster]]])``."""
     name = _kernel_name(dispatcher)
     if kernel_kind(dispatcher).is_device_function(dispatcher):
         raise KernelTypingError(
             "%r is a CUDA device function (cuda.jit(device=True)); only "
             "kernels can be launched with [griddim, blockdim, ...]" % name
         )
-    if not 2 <= len(index_types) <= 4:
+    if not 2 <= len(index_types) <= 5:
         raise KernelTypingError(
             "kernel %r: a launch configuration is [griddim, blockdim], "
-            "[griddim, blockdim, stream] or [griddim, blockdim, stream, "
-            "sharedmem]; got %d item(s)" % (name, len(index_types))
+            "[griddim, blockdim, stream], [griddim, blockdim, stream, "
+            "sharedmem] or [griddim, blockdim, stream, sharedmem, cluster]; "
+            "got %d item(s)" % (name, len(index_types))
         )
     _check_dim(name, "griddim", index_types[0])
     _check_dim(name, "blockdim", index_types[1])
@@ -172,6 +216,8 @@ def check_config_types(dispatcher, index_types):
                 "%s" % (name, shmem)
             )
         _check_constant(name, "sharedmem", getattr(shmem, "literal_value", None))
+    if len(index_types) > 4:
+        _check_cluster(dispatcher, name, index_types[4], index_types[0])
 
 
 def _configure_signature(args, kws):
@@ -236,6 +282,14 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
                 _check_constant(name, what, v)
         if len(items) > 3:
             _check_constant(name, "sharedmem", items[3])
+        if len(items) > 4:
+            cluster = items[4] if isinstance(items[4], tuple) else (items[4],)
+            for v in cluster:
+                _check_constant(name, "cluster", v)
+            grid = items[0] if isinstance(items[0], tuple) else (items[0],)
+            pad = lambda t: [v if isinstance(v, int) else None for v in t] + [1] * (3 - len(t))
+            if len(cluster) <= 3 and len(grid) <= 3:
+                check_cluster_grid(name, pad(grid), pad(cluster))
         return None
 
 
@@ -279,6 +333,27 @@ def launch_dims(builder, cfg):
     return [builder.extract_value(dim, i) for dim in (cfg.grid, cfg.block) for i in range(3)]
 
 
+def cluster_dims(builder, cfg):
+    """``(given, [x, y, z])``: whether the configuration has a cluster (an
+    ``i1``) and its three dimensions."""
+    dims = [builder.extract_value(cfg.cluster, i) for i in range(3)]
+    return builder.icmp_unsigned("!=", dims[0], ir.Constant(ir.IntType(32), 0)), dims
+
+
+def _whole_clusters(builder, grid, cluster, cluster_ok):
+    """An ``i1``: every grid dimension is a multiple of the cluster's (true
+    when the cluster is out of range, which is reported instead)."""
+    u32 = ir.IntType(32)
+    ok = cgutils.true_bit
+    for i in range(3):
+        g = builder.extract_value(grid, i)
+        c = builder.extract_value(cluster, i)
+        divisor = builder.select(cluster_ok, c, ir.Constant(u32, 1))  # never 0
+        ok = builder.and_(ok, builder.icmp_unsigned(
+            "==", builder.urem(g, divisor), ir.Constant(u32, 0)))
+    return builder.or_(ok, builder.not_(cluster_ok))
+
+
 @lower_builtin(operator.getitem, CUDADispatcher, types.Any)
 def lower_kernel_configure(context, builder, sig, args):
     _disp, index = args
@@ -300,8 +375,16 @@ def lower_kernel_configure(context, builder, sig, args):
         cfg.sharedmem, shmem_ok = _to_u32(context, builder, item_types[3], items[3], 0)
     else:
         cfg.sharedmem, shmem_ok = ir.Constant(i32, 0), cgutils.true_bit
+    if len(items) > 4:
+        cfg.cluster, cluster_ok = dim3_from_value(context, builder, item_types[4], items[4])
+        whole = _whole_clusters(builder, cfg.grid, cfg.cluster, cluster_ok)
+    else:
+        cfg.cluster = ir.Constant(context.get_value_type(_dim3), None)
+        cluster_ok = whole = cgutils.true_bit
     # The first item out of range, else CONFIG_OK.
-    problem = builder.select(shmem_ok, ir.Constant(i32, CONFIG_OK), ir.Constant(i32, BAD_SHAREDMEM))
+    problem = builder.select(whole, ir.Constant(i32, CONFIG_OK), ir.Constant(i32, BAD_CLUSTER_GRID))
+    problem = builder.select(cluster_ok, problem, ir.Constant(i32, BAD_CLUSTER))
+    problem = builder.select(shmem_ok, problem, ir.Constant(i32, BAD_SHAREDMEM))
     problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))
     cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
     return cfg._getvalue()

@@ -35,6 +35,7 @@ __all__ = [
 
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
 
 #: The driver functions compiled code may call: name -> (LLVM return type,
 #: LLVM argument types). Order is the table's layout; append only.
@@ -82,6 +83,36 @@ ENTRY_POINTS = {
     # (float* ms, CUevent start, CUevent end)
     "cuEventElapsedTime": (_i32, (ir.FloatType().as_pointer(), _i8p, _i8p)),
     "cuEventDestroy_v2": (_i32, (_i8p,)),
+    # Launch attributes (clusters): (const CUlaunchConfig*, f, void** params,
+    # void** extra)
+    "cuLaunchKernelEx": (_i32, (_i8p, _i8p, _i8p.as_pointer(), _i8p.as_pointer())),
+    # Stream capture and graphs (versioned names: the ABI of the name the
+    # CUDA 12/13 headers map to; the table binds symbols as they are).
+    "cuStreamBeginCapture_v2": (_i32, (_i8p, _i32)),
+    "cuStreamEndCapture": (_i32, (_i8p, _i8p.as_pointer())),
+    "cuStreamIsCapturing": (_i32, (_i8p, _i32.as_pointer())),
+    # (stream, status*, id*, CUgraph*, const CUgraphNode** deps, size_t* n)
+    "cuStreamGetCaptureInfo_v2": (_i32, (_i8p, _i32.as_pointer(), _i64.as_pointer(),
+                                         _i8p.as_pointer(), _i8p.as_pointer().as_pointer(),
+                                         _i64.as_pointer())),
+    "cuGraphNodeGetType": (_i32, (_i8p, _i32.as_pointer())),
+    "cuGraphInstantiateWithFlags": (_i32, (_i8p.as_pointer(), _i8p, _i64)),
+    "cuGraphLaunch": (_i32, (_i8p, _i8p)),
+    # (CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*)
+    "cuGraphExecUpdate_v2": (_i32, (_i8p, _i8p, _i8p)),
+    # (CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2*)
+    "cuGraphExecKernelNodeSetParams_v2": (_i32, (_i8p, _i8p, _i8p)),
+    "cuGraphDestroy": (_i32, (_i8p,)),
+    "cuGraphExecDestroy": (_i32, (_i8p,)),
+    # Occupancy: (int* out, CUfunction, int blockSize, size_t dynamicSMem)
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor": (
+        _i32, (_i32.as_pointer(), _i8p, _i32, _i64)),
+    # (int* minGrid, int* block, CUfunction, callback (NULL), size_t smem,
+    #  int blockSizeLimit)
+    "cuOccupancyMaxPotentialBlockSize": (
+        _i32, (_i32.as_pointer(), _i32.as_pointer(), _i8p, _i8p, _i64, _i32)),
+    # (int* out, CUfunction, const CUlaunchConfig*)
+    "cuOccupancyMaxActiveClusters": (_i32, (_i32.as_pointer(), _i8p, _i8p)),
 }
 
 TABLE_SYMBOL = "numba_cuda_launch_driver_table"
@@ -108,6 +139,20 @@ def _no_driver_stub():
 
 
 _NO_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int)(_no_driver_stub)
+CUDA_ERROR_NOT_FOUND = 500
+_MISSING = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: CUDA_ERROR_NOT_FOUND)
+#: Entry points a driver may lack (added after CUDA 12.0): bound to a stub
+#: returning CUDA_ERROR_NOT_FOUND there, so that launches still work.
+OPTIONAL = frozenset(list(ENTRY_POINTS)[list(ENTRY_POINTS).index("cuLaunchKernelEx"):])
+
+
+def _symbol(lib, name):
+    try:
+        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+    except AttributeError:
+        if name not in OPTIONAL:
+            raise
+        return ctypes.cast(_MISSING, ctypes.c_void_p).value
 
 
 def _bind_libcuda():
@@ -115,10 +160,7 @@ def _bind_libcuda():
     global _problem
     try:
         lib = ctypes.CDLL("libcuda.so.1")
-        addrs = {
-            name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-            for name in ENTRY_POINTS
-        }
+        addrs = {name: _symbol(lib, name) for name in ENTRY_POINTS}
     except (OSError, AttributeError) as exc:
         _problem = "the CUDA driver (libcuda.so.1) could not be loaded: %s" % exc
         stub = ctypes.cast(_NO_DRIVER, ctypes.c_void_p).value

@@ -2,8 +2,9 @@
 
 Used as a context manager, :class:`RecordingDriver` takes the place of the
 CUDA driver for launches from compiled code and records every image load and
-launch: kernel, grid, block, shared memory, stream and the bytes of each
-kernel parameter (read with the sizes from :func:`kernel_handle`'s layout)::
+launch: kernel, grid, block, shared memory, stream, cluster and the bytes of
+each kernel parameter (read with the sizes from :func:`kernel_handle`'s
+layout)::
 
     with RecordingDriver() as rec:
         rec.register(numba_cuda_launch.kernel_handle(kernel, argtypes))
@@ -15,11 +16,18 @@ Synchronisation and event calls are logged in order in ``rec.calls``
 driver function return an error (``{"cuStreamQuery": 600}``: a busy
 stream), and ``rec.events_created``/``events_destroyed``/``live_events``
 count the fake events.
+
+It also plays the driver's part in CUDA graphs (stream captures record
+launches into graphs, replays append the graph's launches to ``launches``,
+updates change them; ``graphs``, ``execs``, ``node_updates``,
+``exec_updates``) and answers occupancy queries from a simple model
+(``occupancy_queries``).
 """
 
 import ctypes
+import dataclasses
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from numba_cuda_launch.errors import error_name
 from numba_cuda_launch.runtime import driver
@@ -47,9 +55,51 @@ _EVCREATE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _u32)
 _EVRECORD = ctypes.CFUNCTYPE(ctypes.c_int, _vp, _vp)
 _ELAPSED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_float), _vp, _vp)
 _CU_EVENT_DISABLE_TIMING = 0x2
+_c_int, _u64 = ctypes.c_int, ctypes.c_uint64
+_LAUNCHEX = ctypes.CFUNCTYPE(_c_int, _vp, _vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp))
+_BEGIN = ctypes.CFUNCTYPE(_c_int, _vp, _c_int)
+_END = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_vp))
+_ISCAP = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int))
+_CAPINFO = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int), ctypes.POINTER(_u64),
+                            ctypes.POINTER(_vp), ctypes.POINTER(_vp), ctypes.POINTER(_u64))
+_NODETYPE = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int))
+_INSTANTIATE = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_vp), _vp, _u64)
+_GRAPHLAUNCH = ctypes.CFUNCTYPE(_c_int, _vp, _vp)
+_THREE = ctypes.CFUNCTYPE(_c_int, _vp, _vp, _vp)
+_DESTROY = ctypes.CFUNCTYPE(_c_int, _vp)
+_OCC_BLOCKS = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int), _vp, _c_int, _u64)
+_OCC_POTENTIAL = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int), ctypes.POINTER(_c_int), _vp,
+                                  _vp, _u64, _c_int)
+_OCC_CLUSTERS = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int), _vp, _vp)
+
+# Driver results the fake returns.
+_INVALID_VALUE, _INVALID_HANDLE, _ILLEGAL_STATE = 1, 400, 401
+_CAPTURE_UNSUPPORTED, _CAPTURE_INVALIDATED, _CAPTURE_IMPLICIT = 900, 901, 906
+_CAPTURE_WRONG_THREAD, _UPDATE_FAILURE, _INVALID_CLUSTER_SIZE = 908, 910, 912
+_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
+_ATTR_COOPERATIVE, _ATTR_CLUSTER = 2, 4
 
 
-__all__ = ["RecordingDriver", "Launch"]
+class _LaunchConfigC(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", _u32 * 3), ("block", _u32 * 3), ("sharedmem", _u32),
+                ("stream", _vp), ("attrs", _vp), ("count", _u32)]
+
+
+class _LaunchAttributeC(ctypes.Structure):  # CUlaunchAttribute
+    _fields_ = [("id", _c_int), ("pad", ctypes.c_char * 4), ("value", _u32 * 16)]
+
+
+class _KernelNodeParamsC(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2
+    _fields_ = [("func", _vp), ("grid", _u32 * 3), ("block", _u32 * 3), ("sharedmem", _u32),
+                ("params", _vp), ("extra", _vp), ("kern", _vp), ("ctx", _vp)]
+
+
+class _UpdateInfoC(ctypes.Structure):  # CUgraphExecUpdateResultInfo
+    _fields_ = [("result", _c_int), ("node", _vp), ("from_node", _vp)]
+
+
+__all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
+           "occupancy_model"]
 
 
 @dataclass
@@ -66,6 +116,69 @@ class Launch:
     stream: int
     params: list
     cooperative: bool
+    #: thread-block cluster dimensions (a cuLaunchKernelEx attribute), or None
+    cluster: tuple = None
+    #: the executable graph (handle) whose replay ran this launch, else 0
+    graph: int = 0
+
+
+@dataclass
+class RecordedGraph:
+    """A graph recorded by a stream capture: its launches and their node
+    handles, in capture order."""
+
+    handle: int
+    launches: list
+    nodes: list
+    mode: int
+    destroyed: bool = False
+
+
+@dataclass
+class RecordedExec:
+    """An executable graph: the launches a replay runs (by node, updates
+    applied) and the graph it was instantiated from."""
+
+    handle: int
+    graph: int
+    nodes: list
+    launches: dict = field(default_factory=dict)  # node -> Launch
+    destroyed: bool = False
+
+
+@dataclass
+class OccupancyQuery:
+    """One occupancy query: ``kind`` is ``"max_active_blocks"``,
+    ``"max_potential_block_size"`` or ``"max_active_clusters"``."""
+
+    kind: str
+    kernel: str
+    block_size: int
+    sharedmem: int
+    cluster: tuple
+    result: tuple
+
+
+def occupancy_model(block_size, sharedmem):
+    """The fake driver's answer to "blocks per multiprocessor": a simple
+    model (2048 threads, 32 blocks and 228 KiB of shared memory per
+    multiprocessor, 1024 threads per block), not any device's."""
+    if not 1 <= block_size <= 1024:
+        return 0
+    blocks = min(32, 2048 // block_size)
+    if sharedmem:
+        blocks = min(blocks, (228 * 1024) // sharedmem)
+    return blocks
+
+
+class _Capture:
+    def __init__(self, mode, thread):
+        self.mode = mode
+        self.thread = thread
+        self.launches = []
+        self.nodes = []
+        self.invalidated = False
+        self.deps = (_vp * 1)()  # what cuStreamGetCaptureInfo points to
 
 
 class RecordingDriver:
@@ -83,7 +196,11 @@ class RecordingDriver:
     # it loaded for the rest of the process, as with the real driver.
     _names = {}
 
-    def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True):
+    #: multiprocessors of the fake device (occupancy answers)
+    multiprocessors = 132
+
+    def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True,
+                 occupancy=occupancy_model, load_during_capture=True):
         self.layouts = dict(layouts or {})  # entry name -> [param sizes]
         self.device_memory = []  # [(start, end)]: what cuPointerGetAttribute knows
         self.pointer_queries = []  # addresses asked about
@@ -94,6 +211,17 @@ class RecordingDriver:
         self.launches = []
         self.contexts_made_current = 0
         self.functions = []  # (context, kernel) loaded by cfg.preload
+        self.graphs = {}  # handle -> RecordedGraph
+        self.execs = {}  # handle -> RecordedExec
+        self.graph_launches = []  # (exec handle, stream)
+        self.node_updates = []  # (exec handle, node, Launch)
+        self.exec_updates = []  # (exec handle, graph handle, status)
+        self.occupancy_queries = []
+        self.occupancy = occupancy
+        # False: image loads during a capture fail as on drivers before CUDA 12.3
+        self.load_during_capture = load_during_capture
+        self._captures = {}  # stream -> _Capture
+        self._next = 0
         self._has_context = has_context
         self._thread = threading.local()
         self._lock = threading.Lock()
@@ -111,6 +239,21 @@ class RecordingDriver:
             cuKernelGetFunction=_GETFUNC(self._get_function),
             cuGetErrorName=_ERRNAME(self._error_name),
             cuPointerGetAttribute=_PTRATTR(self._pointer_attribute),
+            cuLaunchKernelEx=_LAUNCHEX(self._launch_ex),
+            cuStreamBeginCapture_v2=_BEGIN(self._begin_capture),
+            cuStreamEndCapture=_END(self._end_capture),
+            cuStreamIsCapturing=_ISCAP(self._is_capturing),
+            cuStreamGetCaptureInfo_v2=_CAPINFO(self._capture_info),
+            cuGraphNodeGetType=_NODETYPE(self._node_type),
+            cuGraphInstantiateWithFlags=_INSTANTIATE(self._instantiate),
+            cuGraphLaunch=_GRAPHLAUNCH(self._graph_launch),
+            cuGraphExecUpdate_v2=_THREE(self._exec_update),
+            cuGraphExecKernelNodeSetParams_v2=_THREE(self._node_set_params),
+            cuGraphDestroy=_DESTROY(self._graph_destroy),
+            cuGraphExecDestroy=_DESTROY(self._exec_destroy),
+            cuOccupancyMaxActiveBlocksPerMultiprocessor=_OCC_BLOCKS(self._max_active_blocks),
+            cuOccupancyMaxPotentialBlockSize=_OCC_POTENTIAL(self._max_potential_block_size),
+            cuOccupancyMaxActiveClusters=_OCC_CLUSTERS(self._max_active_clusters),
         )
         self._init_events()
         self._active = False
@@ -177,6 +320,14 @@ class RecordingDriver:
     def _load(self, out, image, *rest):
         if self.load_status:
             return self.load_status
+        if not self.load_during_capture:
+            with self._lock:
+                mine = [c for c in self._captures.values()
+                        if c.thread == threading.get_ident() and c.mode != _RELAXED]
+                for c in mine:
+                    c.invalidated = True
+            if mine:
+                return _CAPTURE_UNSUPPORTED
         with self._lock:
             self.loads.append(image)
             out[0] = 0x1000 + len(self.loads)
@@ -194,19 +345,226 @@ class RecordingDriver:
             self.unloads.append(lib)
         return 0
 
-    def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop):
+    def _params(self, name, params):
+        sizes = self.layouts.get(name) or param_sizes(name)
+        if sizes is None:
+            return None
+        params = ctypes.cast(params, ctypes.POINTER(_vp))
+        return [ctypes.string_at(params[i], size) for i, size in enumerate(sizes)]
+
+    def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop, cluster=None):
         if not self._current():
             return 201  # CUDA_ERROR_INVALID_CONTEXT
         name = self._names.get(f)
         if name is None:
             return 400  # CUDA_ERROR_INVALID_HANDLE
-        sizes = self.layouts.get(name) or param_sizes(name)
-        data = None if sizes is None else \
-            [ctypes.string_at(params[i], size) for i, size in enumerate(sizes)]
+        launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
+                        self._params(name, params), coop, cluster)
         with self._lock:
-            self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), shmem,
-                                        stream or 0, data, coop))
+            capture = self._captures.get(stream or 0)
+            if capture is not None:
+                if capture.invalidated:
+                    return _CAPTURE_INVALIDATED
+                node = self._handle(0x70000000)
+                capture.launches.append(launch)
+                capture.nodes.append(node)
+                capture.deps[0] = node
+                return self.launch_status
+            if not stream and self._captures:
+                # The legacy stream waits for every (blocking) stream: one
+                # that is capturing cannot be waited for.
+                for c in self._captures.values():
+                    c.invalidated = True
+                return _CAPTURE_IMPLICIT
+            self.launches.append(launch)
         return self.launch_status
+
+    def _handle(self, base):
+        self._next += 1
+        return base + 16 * self._next
+
+    # -- cuLaunchKernelEx ----------------------------------------------------------
+
+    def _launch_ex(self, config, f, params, extra):
+        cfg = _LaunchConfigC.from_address(config)
+        cluster, coop = None, False
+        attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
+        for attr in attrs:
+            if attr.id == _ATTR_CLUSTER:
+                cluster = tuple(attr.value[:3])
+            elif attr.id == _ATTR_COOPERATIVE:
+                coop = bool(attr.value[0])
+        if cluster is not None and any(c == 0 or g % c for g, c in zip(cfg.grid, cluster)):
+            return _INVALID_CLUSTER_SIZE
+        return self._record(f, *cfg.grid, *cfg.block, cfg.sharedmem, cfg.stream,
+                            ctypes.cast(params, _vp).value, coop, cluster)
+
+    # -- stream capture --------------------------------------------------------------
+
+    def _begin_capture(self, stream, mode):
+        if not stream:
+            return _CAPTURE_UNSUPPORTED  # the legacy stream cannot be captured
+        with self._lock:
+            if stream in self._captures:
+                return _ILLEGAL_STATE
+            self._captures[stream] = _Capture(mode, threading.get_ident())
+        return 0
+
+    def _end_capture(self, stream, out):
+        out[0] = None
+        with self._lock:
+            capture = self._captures.get(stream or 0)
+            if capture is None:
+                return _ILLEGAL_STATE
+            if capture.mode != _RELAXED and capture.thread != threading.get_ident():
+                return _CAPTURE_WRONG_THREAD
+            del self._captures[stream]
+            if capture.invalidated:
+                return _CAPTURE_INVALIDATED
+            handle = self._handle(0x60000000)
+            self.graphs[handle] = RecordedGraph(handle, capture.launches, capture.nodes,
+                                                capture.mode)
+        out[0] = handle
+        return 0
+
+    def _is_capturing(self, stream, out):
+        capture = self._captures.get(stream or 0)
+        out[0] = 0 if capture is None else 2 if capture.invalidated else 1
+        return 0
+
+    def _capture_info(self, stream, status, ident, graph, deps, count):
+        capture = self._captures.get(stream or 0)
+        status[0] = 0 if capture is None else 2 if capture.invalidated else 1
+        ident[0] = id(capture) if capture else 0
+        graph[0] = None
+        deps[0] = ctypes.addressof(capture.deps) if capture else None
+        count[0] = 1 if capture and capture.nodes else 0
+        return 0
+
+    def _node_type(self, node, out):
+        known = any(node in g.nodes for g in self.graphs.values()) or any(
+            node in c.nodes for c in self._captures.values())
+        if not known:
+            return _INVALID_VALUE
+        out[0] = 0  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
+        return 0
+
+    # -- graphs ----------------------------------------------------------------------
+
+    def _instantiate(self, out, graph, flags):
+        g = self.graphs.get(graph)
+        if g is None or g.destroyed:
+            return _INVALID_VALUE
+        with self._lock:
+            handle = self._handle(0x68000000)
+            self.execs[handle] = RecordedExec(handle, graph, list(g.nodes), dict(
+                zip(g.nodes, (dataclasses.replace(l) for l in g.launches))))
+        out[0] = handle
+        return 0
+
+    def _graph_launch(self, exe, stream):
+        e = self.execs.get(exe)
+        if e is None or e.destroyed:
+            return _INVALID_VALUE
+        if not self._current():
+            return 201
+        with self._lock:
+            self.graph_launches.append((exe, stream or 0))
+            for node in e.nodes:
+                self.launches.append(dataclasses.replace(e.launches[node], stream=stream or 0,
+                                                         graph=exe))
+        return self.launch_status
+
+    def _exec_update(self, exe, graph, info):
+        info = _UpdateInfoC.from_address(info)
+        e, g = self.execs.get(exe), self.graphs.get(graph)
+        if e is None or e.destroyed or g is None or g.destroyed:
+            return _INVALID_VALUE
+        status = 0
+        if len(g.launches) != len(e.nodes):
+            info.result, status = 2, _UPDATE_FAILURE  # TOPOLOGY_CHANGED
+        elif any(l.kernel != e.launches[n].kernel for l, n in zip(g.launches, e.nodes)):
+            info.result, status = 4, _UPDATE_FAILURE  # FUNCTION_CHANGED
+        else:
+            info.result = 0
+            for launch, node in zip(g.launches, e.nodes):
+                e.launches[node] = dataclasses.replace(launch, cluster=e.launches[node].cluster)
+        self.exec_updates.append((exe, graph, status))
+        return status
+
+    def _node_set_params(self, exe, node, params):
+        e = self.execs.get(exe)
+        if e is None or e.destroyed or node not in e.launches:
+            return _INVALID_VALUE
+        p = _KernelNodeParamsC.from_address(params)
+        name = self._names.get(p.func or p.kern)
+        if name is None:
+            return _INVALID_HANDLE
+        old = e.launches[node]
+        launch = Launch(name, tuple(p.grid), tuple(p.block), p.sharedmem, 0,
+                        self._params(name, p.params), old.cooperative, old.cluster)
+        with self._lock:
+            e.launches[node] = launch
+            self.node_updates.append((exe, node, launch))
+        return 0
+
+    def _graph_destroy(self, graph):
+        g = self.graphs.get(graph)
+        if g is None or g.destroyed:
+            return _INVALID_VALUE
+        g.destroyed = True
+        return 0
+
+    def _exec_destroy(self, exe):
+        e = self.execs.get(exe)
+        if e is None or e.destroyed:
+            return _INVALID_VALUE
+        e.destroyed = True
+        return 0
+
+    def live_graphs(self):
+        """Handles of the graphs and executable graphs not destroyed yet."""
+        return ([h for h, g in self.graphs.items() if not g.destroyed]
+                + [h for h, e in self.execs.items() if not e.destroyed])
+
+    # -- occupancy ---------------------------------------------------------------------
+
+    def _query(self, kind, func, block, smem, cluster, result):
+        with self._lock:
+            self.occupancy_queries.append(OccupancyQuery(
+                kind, self._names.get(func), block, smem, cluster, result))
+
+    def _max_active_blocks(self, out, func, block, smem):
+        if func not in self._names:
+            return _INVALID_HANDLE
+        out[0] = self.occupancy(block, smem)
+        self._query("max_active_blocks", func, block, smem, None, (out[0],))
+        return 0
+
+    def _max_potential_block_size(self, grid_out, block_out, func, callback, smem, limit):
+        if func not in self._names:
+            return _INVALID_HANDLE
+        best = max(range(32, (limit or 1024) + 1, 32),
+                   key=lambda b: (b * self.occupancy(b, smem), b))
+        grid_out[0] = self.occupancy(best, smem) * self.multiprocessors
+        block_out[0] = best
+        self._query("max_potential_block_size", func, 0, smem, None,
+                    (grid_out[0], block_out[0]))
+        return 0
+
+    def _max_active_clusters(self, out, func, config):
+        if func not in self._names:
+            return _INVALID_HANDLE
+        cfg = _LaunchConfigC.from_address(config)
+        attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
+        cluster = next((tuple(a.value[:3]) for a in attrs if a.id == _ATTR_CLUSTER), None)
+        if cluster is None:
+            return _INVALID_CLUSTER_SIZE  # no cluster given and none compiled in
+        size = cluster[0] * cluster[1] * cluster[2]
+        block = cfg.block[0] * cfg.block[1] * cfg.block[2]
+        out[0] = self.occupancy(block, cfg.sharedmem) * self.multiprocessors // size
+        self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
+        return 0
 
     def _launch(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, False)

@@ -285,3 +285,24 @@ def test_simulated_device_array_element_access_refused():
 
     with pytest.raises(TypingError, match="would dereference device memory"):
         peek(cuda.to_device(np.zeros(4)))
+
+
+def test_clusters_graphs_and_occupancy_refused_with_a_sentence():
+    # Driver-only features: typing errors naming the simulator.
+    from numba_cuda_launch import graphs
+
+    def cluster(p):
+        add_one[2, 32, 0, 0, 2](numba.carray(ncl.as_voidptr(p), (64,), np.float32))
+
+    def occupancy(p):
+        return add_one[1, 32].max_active_blocks(numba.carray(ncl.as_voidptr(p), (64,), np.float32))
+
+    def capture(s):
+        graphs.begin_capture(s)
+
+    for fn, args, what in ((cluster, (0,), "thread-block clusters"),
+                           (occupancy, (0,), "occupancy queries need the CUDA driver"),
+                           (capture, (1,), "CUDA graphs need the CUDA driver")):
+        with pytest.raises(TypingError) as info:
+            njit(fn)(*args)
+        assert what in str(info.value) and "simulator" in str(info.value)

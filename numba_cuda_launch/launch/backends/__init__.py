@@ -10,6 +10,10 @@ claims the kernel. A backend emits two things, each returning a ``CUresult``
 * ``emit_preload`` -- loading the kernel's code into the current context
   without launching.
 
+The driver backend also emits ``emit_function`` (the kernel's
+``CUfunction``, for occupancy queries) and ``emit_node_update`` (a recorded
+launch in an executable CUDA graph set to new arguments).
+
 The status is turned into an exception (``cfg(...)``) or returned
 (``cfg.launch_status(...)``) by the caller, the same way for every backend.
 :mod:`.driver` launches through the CUDA driver; :mod:`.simulator` runs the
@@ -43,6 +47,22 @@ class LaunchBackend:
         """Emit loading *kernel*'s code into the current context; return the
         ``CUresult``."""
         raise NotImplementedError("LaunchBackend.emit_preload")
+
+    def emit_function(self, context, builder, kernel):
+        """Emit getting *kernel*'s ``CUfunction`` in the current context
+        (loading it there); return ``(status_ptr, function)``: a stack slot
+        holding the ``CUresult`` and the handle (NULL on failure). Backends
+        without driver functions (the simulator) do not implement it: the
+        features needing it (occupancy queries, graph updates) are refused
+        when typing."""
+        raise NotImplementedError("LaunchBackend.emit_function")
+
+    def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):
+        """Emit setting the launch of kernel node *node* (``CUgraphNode``)
+        of executable graph *exe* (``CUgraphExec``) to *kernel* with *cfg*'s
+        grid, block and shared memory and *values*, as :meth:`emit_launch`
+        would launch it; return the ``CUresult``."""
+        raise NotImplementedError("LaunchBackend.emit_node_update")
 
     def emit_is_device_accessible(self, builder, address, host_allocated):
         """Emit whether a kernel may be given *address* (``i8*``); an

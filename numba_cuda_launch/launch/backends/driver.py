@@ -1,6 +1,9 @@
 """The CUDA driver backend: a launch is ``cuLaunchKernel`` (or
-``cuLaunchCooperativeKernel``) through the driver table, on the kernel's
-image loaded on first use.
+``cuLaunchCooperativeKernel``; ``cuLaunchKernelEx`` with launch attributes
+when the configuration has a thread-block cluster) through the driver
+table, on the kernel's image loaded on first use. The same parameter
+packing serves updates of recorded launches in executable CUDA graphs
+(``cuGraphExecKernelNodeSetParams``).
 
 Arguments are packed in numba-cuda's kernel parameter ABI
 (:mod:`numba_cuda_launch.launch.params`) into stack slots; nothing is
@@ -12,16 +15,19 @@ from numba.core import cgutils
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.backends import LaunchBackend, register
-from numba_cuda_launch.launch.launchconfig import launch_dims
+from numba_cuda_launch.launch.launchconfig import cluster_dims, launch_dims
 from numba_cuda_launch.launch.params import emit_param_array, flatten_values
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.runtime.graph import emit_kernel_node_set_params
 from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel, remember_param_sizes
+from numba_cuda_launch.runtime.launchex import emit_launch_ex
 from numba_cuda_launch.runtime.pointers import emit_is_device_accessible
 
 __all__ = ["DriverBackend", "image_for_kernel"]
 
 _i32 = ir.IntType(32)
+_i8p = ir.IntType(8).as_pointer()
 
 
 def image_for_kernel(kernel):
@@ -36,10 +42,7 @@ def _if_ok(builder, status_ptr):
 
 
 class DriverBackend(LaunchBackend):
-    """Launches numba-cuda kernels through the CUDA driver. Another kernel
-    source whose kernels are cubins launched by ``cuLaunchKernel`` subclasses
-    it and overrides :meth:`image`, :meth:`param_array` and
-    :meth:`cooperative`."""
+    """Launches numba-cuda kernels through the CUDA driver."""
 
     name = "driver"
 
@@ -66,32 +69,55 @@ class DriverBackend(LaunchBackend):
         flat = flatten_values(context, builder, formal_types, values)
         return emit_param_array(builder, flat, self.param_types(kernel), context.target_data)
 
-    def emit_preload(self, context, builder, kernel):
+    def _emit_params(self, context, builder, kernel, formal_types, values):
+        # Tools that read parameters (the recording driver) learn their sizes.
+        remember_param_sizes(self.image(kernel).entry_name,
+                             [t.get_abi_size(context.target_data)
+                              for t in self.param_types(kernel)])
+        return self.param_array(context, builder, kernel, formal_types, values)
+
+    def emit_function(self, context, builder, kernel):
         # cuKernelGetFunction forces the per-context load of a CUkernel.
         status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
+        func = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
             with _if_ok(builder, status_ptr):
-                func = cgutils.alloca_once(builder, ir.IntType(8).as_pointer())
                 builder.store(driver.call(builder, "cuKernelGetFunction", [func, handle]),
                               status_ptr)
+        return status_ptr, builder.load(func)
+
+    def emit_preload(self, context, builder, kernel):
+        status_ptr, _ = self.emit_function(context, builder, kernel)
         return builder.load(status_ptr)
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
-        params = self.param_array(context, builder, kernel, formal_types, values)
-        image = self.image(kernel)
-        # Tools that read parameters (the recording driver) learn their sizes.
-        remember_param_sizes(image.entry_name, [t.get_abi_size(context.target_data)
-                                                for t in self.param_types(kernel)])
-        status_ptr, handle = emit_get_kernel(builder, image)
+        params = self._emit_params(context, builder, kernel, formal_types, values)
+        status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
         with _if_ok(builder, status_ptr):
-            common = [handle] + launch_dims(builder, cfg) + [cfg.sharedmem, cfg.stream, params]
+            dims = launch_dims(builder, cfg)
+            common = [handle] + dims + [cfg.sharedmem, cfg.stream, params]
+            cooperative = self.cooperative(kernel)
+            has_cluster, cluster = cluster_dims(builder, cfg)
+
+            def plain():
+                if cooperative:
+                    return driver.call(builder, "cuLaunchCooperativeKernel", common)
+                null = ir.Constant(_i8p.as_pointer(), None)
+                return driver.call(builder, "cuLaunchKernel", common + [null])
 
             def launch():
-                if self.cooperative(kernel):
-                    return driver.call(builder, "cuLaunchCooperativeKernel", common)
-                null = ir.Constant(ir.IntType(8).as_pointer().as_pointer(), None)
-                return driver.call(builder, "cuLaunchKernel", common + [null])
+                # With a cluster, cuLaunchKernelEx carries it (and the
+                # cooperative attribute); otherwise the plain launch.
+                out = cgutils.alloca_once(builder, _i32)
+                with builder.if_else(has_cluster, likely=False) as (clustered, unclustered):
+                    with clustered:
+                        builder.store(emit_launch_ex(builder, handle, dims, cfg.sharedmem,
+                                                     cfg.stream, params, cluster, cooperative),
+                                      out)
+                    with unclustered:
+                        builder.store(plain(), out)
+                return builder.load(out)
 
             builder.store(launch(), status_ptr)
             # A thread with no current context (a fresh thread of the
@@ -103,6 +129,15 @@ class DriverBackend(LaunchBackend):
                 bound = emit_ensure_context(builder)
                 with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
                     builder.store(launch(), status_ptr)
+        return builder.load(status_ptr)
+
+    def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):
+        params = self._emit_params(context, builder, kernel, formal_types, values)
+        status_ptr, func = self.emit_function(context, builder, kernel)
+        with _if_ok(builder, status_ptr):
+            builder.store(emit_kernel_node_set_params(
+                builder, exe, node, func, launch_dims(builder, cfg), cfg.sharedmem, params),
+                status_ptr)
         return builder.load(status_ptr)
 
 

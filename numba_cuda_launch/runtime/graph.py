@@ -1,0 +1,225 @@
+"""CUDA graphs at run time: the driver calls behind stream capture, graph
+instantiation, replay and update, emitted for compiled code.
+
+Each emitter returns the ``CUresult`` (``i32``, 0 on success) and, where the
+driver hands something back, the handle (``i8*``, NULL on failure). Handles
+are the driver's own (``CUgraph``, ``CUgraphExec``, ``CUgraphNode``);
+nothing here allocates or keeps state. The typed values and the nopython
+surface over these are in :mod:`numba_cuda_launch.launch.graph`.
+
+Capture modes are the driver's ``CUstreamCaptureMode``. The default used by
+the launch layer is ``THREAD_LOCAL``: a capture forbids "potentially unsafe"
+calls (allocation, synchronous copies) on the capturing thread only, so
+other threads keep working and may capture on their own streams. Drivers of
+CUDA 12.3 and later allow loading a kernel image while a stream captures;
+older ones refuse it (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), and the
+image must be loaded before the capture (``cfg.preload(args...)``).
+"""
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.runtime.context import emit_ensure_context
+
+__all__ = [
+    "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
+    "NODE_OK", "NODE_NOT_CAPTURING", "NODE_NOT_ONE", "NODE_NOT_KERNEL",
+    "UPDATE_RESULTS", "kernel_node_params_type",
+    "emit_begin_capture", "emit_end_capture", "emit_abort_capture",
+    "emit_last_node", "emit_instantiate", "emit_graph_launch",
+    "emit_exec_update", "emit_kernel_node_set_params",
+    "emit_graph_destroy", "emit_exec_destroy",
+]
+
+_i8p = ir.IntType(8).as_pointer()
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+_NULL = ir.Constant(_i8p, None)
+
+#: CUstreamCaptureMode
+CAPTURE_GLOBAL, CAPTURE_THREAD_LOCAL, CAPTURE_RELAXED = 0, 1, 2
+_CAPTURE_STATUS_NONE, _CAPTURE_STATUS_ACTIVE = 0, 1
+CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
+_NODE_TYPE_KERNEL = 0
+
+#: Why :func:`emit_last_node` found no kernel node (0: it did).
+NODE_OK, NODE_NOT_CAPTURING, NODE_NOT_ONE, NODE_NOT_KERNEL = 0, 1, 2, 3
+
+#: CUgraphExecUpdateResult values, as the driver names them.
+UPDATE_RESULTS = {
+    1: "the graph could not be applied (CU_GRAPH_EXEC_UPDATE_ERROR)",
+    2: "its topology differs from the instantiated graph's (nodes or dependencies "
+       "added, removed or reordered)",
+    3: "a node changed type",
+    4: "a kernel node launches another function",
+    5: "parameters changed in a way the update cannot apply",
+    6: "something changed that cannot be updated",
+    7: "a kernel node's function changed in a way that cannot be updated",
+    8: "node attributes changed in a way that cannot be updated",
+}
+
+
+def _status(builder, value):
+    slot = cgutils.alloca_once(builder, _i32)
+    builder.store(value, slot)
+    return slot
+
+
+def _ok(builder, status_slot):
+    return builder.icmp_signed("==", builder.load(status_slot), ir.Constant(_i32, 0))
+
+
+def emit_begin_capture(builder, stream, mode):
+    """``cuStreamBeginCapture_v2(stream, mode)`` in the current context (a
+    thread without one gets device 0's primary context first)."""
+    status = _status(builder, emit_ensure_context(builder))
+    with builder.if_then(_ok(builder, status)):
+        builder.store(driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]), status)
+    return builder.load(status)
+
+
+def emit_end_capture(builder, stream):
+    """``cuStreamEndCapture``; returns ``(status, CUgraph)``. An invalidated
+    capture ends too, with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`` and a
+    NULL graph."""
+    graph = cgutils.alloca_once_value(builder, _NULL)
+    status = driver.call(builder, "cuStreamEndCapture", [stream, graph])
+    return status, builder.load(graph)
+
+
+def emit_abort_capture(builder, stream):
+    """End a capture in progress on *stream*, if any, and destroy what it
+    recorded: the way out after a failed operation left a stream capturing.
+    Returns 0 when the stream is not capturing (any more)."""
+    state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
+    status = _status(builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
+    capturing = builder.icmp_signed("!=", builder.load(state),
+                                    ir.Constant(_i32, _CAPTURE_STATUS_NONE))
+    with builder.if_then(builder.and_(_ok(builder, status), capturing)):
+        ended, graph = emit_end_capture(builder, stream)
+        # An invalidated capture is ended all the same: that is success here.
+        invalidated = builder.icmp_signed(
+            "==", ended, ir.Constant(_i32, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED))
+        builder.store(builder.select(invalidated, ir.Constant(_i32, 0), ended), status)
+        with builder.if_then(cgutils.is_not_null(builder, graph)):
+            emit_graph_destroy(builder, graph)
+    return builder.load(status)
+
+
+def emit_last_node(builder, stream):
+    """The kernel node the last launch on capturing *stream* added: right
+    after a launch, the capture's only dependency is that launch's node.
+    Returns ``(status, reason, CUgraphNode)``; *reason* is one of the
+    ``NODE_*`` values (the status is ``CUDA_ERROR_INVALID_VALUE`` when it is
+    not ``NODE_OK``)."""
+    state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
+    ident = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
+    graph = cgutils.alloca_once_value(builder, _NULL)
+    deps = cgutils.alloca_once_value(builder, ir.Constant(_i8p.as_pointer(), None))
+    count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
+    node = cgutils.alloca_once_value(builder, _NULL)
+    reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, NODE_OK))
+    status = _status(builder, driver.call(builder, "cuStreamGetCaptureInfo_v2",
+                                          [stream, state, ident, graph, deps, count]))
+    invalid = ir.Constant(_i32, driver.CUDA_ERROR_INVALID_VALUE)
+
+    def refuse(why):
+        builder.store(invalid, status)
+        builder.store(ir.Constant(_i32, why), reason)
+
+    with builder.if_then(_ok(builder, status)):
+        active = builder.icmp_signed("==", builder.load(state),
+                                     ir.Constant(_i32, _CAPTURE_STATUS_ACTIVE))
+        with builder.if_else(active) as (then, otherwise):
+            with otherwise:
+                refuse(NODE_NOT_CAPTURING)
+            with then:
+                one = builder.icmp_signed("==", builder.load(count), ir.Constant(_i64, 1))
+                with builder.if_else(one) as (single, several):
+                    with several:
+                        refuse(NODE_NOT_ONE)
+                    with single:
+                        builder.store(builder.load(builder.load(deps)), node)
+    with builder.if_then(_ok(builder, status)):
+        kind = cgutils.alloca_once_value(builder, ir.Constant(_i32, -1))
+        builder.store(driver.call(builder, "cuGraphNodeGetType", [builder.load(node), kind]),
+                      status)
+        not_kernel = builder.icmp_signed("!=", builder.load(kind),
+                                         ir.Constant(_i32, _NODE_TYPE_KERNEL))
+        with builder.if_then(builder.and_(_ok(builder, status), not_kernel)):
+            refuse(NODE_NOT_KERNEL)
+    failed = builder.icmp_signed("!=", builder.load(status), ir.Constant(_i32, 0))
+    return builder.load(status), builder.load(reason), builder.select(
+        failed, _NULL, builder.load(node))
+
+
+def emit_instantiate(builder, graph, flags=0):
+    """``cuGraphInstantiateWithFlags``; returns ``(status, CUgraphExec)``."""
+    exe = cgutils.alloca_once_value(builder, _NULL)
+    status = _status(builder, emit_ensure_context(builder))
+    with builder.if_then(_ok(builder, status)):
+        builder.store(driver.call(builder, "cuGraphInstantiateWithFlags",
+                                  [exe, graph, ir.Constant(_i64, flags)]), status)
+    return builder.load(status), builder.load(exe)
+
+
+def emit_graph_launch(builder, exe, stream):
+    """``cuGraphLaunch(exe, stream)``; a thread with no current context gets
+    device 0's primary context and launches again (as kernel launches do)."""
+    status = _status(builder, driver.call(builder, "cuGraphLaunch", [exe, stream]))
+    no_context = builder.icmp_signed("==", builder.load(status),
+                                     ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT))
+    with builder.if_then(no_context, likely=False):
+        bound = emit_ensure_context(builder)
+        with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
+            builder.store(driver.call(builder, "cuGraphLaunch", [exe, stream]), status)
+    return builder.load(status)
+
+
+# CUgraphExecUpdateResultInfo: result (i32), errorNode, errorFromNode.
+_UPDATE_INFO = ir.LiteralStructType([_i32, _i8p, _i8p])
+
+
+def emit_exec_update(builder, exe, graph):
+    """``cuGraphExecUpdate_v2``: apply *graph*'s parameters to *exe* (same
+    topology); returns ``(status, result)``, *result* the driver's
+    ``CUgraphExecUpdateResult`` (0 on success, a key of ``UPDATE_RESULTS``
+    otherwise)."""
+    info = cgutils.alloca_once(builder, _UPDATE_INFO)
+    builder.store(ir.Constant(_UPDATE_INFO, None), info)
+    status = _status(builder, emit_ensure_context(builder))
+    with builder.if_then(_ok(builder, status)):
+        builder.store(driver.call(builder, "cuGraphExecUpdate_v2",
+                                  [exe, graph, builder.bitcast(info, _i8p)]), status)
+    result = builder.load(cgutils.gep_inbounds(builder, info, 0, 0))
+    return builder.load(status), result
+
+
+def kernel_node_params_type():
+    """``CUDA_KERNEL_NODE_PARAMS_v2``: func, grid x/y/z, block x/y/z,
+    sharedMemBytes, kernelParams, extra, kern, ctx (72 bytes)."""
+    return ir.LiteralStructType([_i8p] + [_i32] * 7 + [_i8p.as_pointer()] * 2 + [_i8p] * 2)
+
+
+def emit_kernel_node_set_params(builder, exe, node, func, dims, sharedmem, params):
+    """``cuGraphExecKernelNodeSetParams_v2``: set the function, the six
+    dimensions (grid x, y, z, block x, y, z), dynamic shared memory and
+    parameters (``void**``) of kernel node *node* in *exe*. The parameter
+    values are copied by the driver during the call."""
+    ty = kernel_node_params_type()
+    struct = cgutils.alloca_once(builder, ty)
+    values = [func] + list(dims) + [sharedmem, params,
+                                    ir.Constant(_i8p.as_pointer(), None), _NULL, _NULL]
+    for i, v in enumerate(values):
+        builder.store(v, cgutils.gep_inbounds(builder, struct, 0, i))
+    return driver.call(builder, "cuGraphExecKernelNodeSetParams_v2",
+                       [exe, node, builder.bitcast(struct, _i8p)])
+
+
+def emit_graph_destroy(builder, graph):
+    return driver.call(builder, "cuGraphDestroy", [graph])
+
+
+def emit_exec_destroy(builder, exe):
+    return driver.call(builder, "cuGraphExecDestroy", [exe])
