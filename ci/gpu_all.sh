@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One GPU-machine run of everything that needs a GPU (tests, examples, and
+# with BENCH=1 the benchmarks). Carry .whl (brainevent for the JAX
+# benchmark, filecheck/cffi for numba-cuda's suite) and .whl-mlir (the
+# numba-cuda-mlir tree from ci/repack_mlir_wheel.sh). Results under $OUT.
+#   bash ci/gpu_all.sh            tests and examples
+#   BENCH=1 bash ci/gpu_all.sh    benchmarks only
+#   SUITE=1 bash ci/gpu_all.sh    numba-cuda's cudapy tests with and without the package
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT" /tmp/site
+export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0 XLA_PYTHON_CLIENT_PREALLOCATE=false
+ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile \
+  --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+for a in .whl-mlir/*cp312*.tar.xz; do
+  [ -f "$a" ] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall('/tmp/site')" "$a"
+done
+export PYTHONPATH="$PWD:$PWD/ci/gpu_shim:/tmp/site"
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+if [ -n "${SUITE:-}" ]; then
+  timeout 560 python3 ci/numba_cuda_suite.py --gpu --test-deps .whl/filecheck-*.whl .whl/suite/*.whl \
+    --timeout 540 ${SUITE_ARGS:-} 2>&1 | tee "$OUT/suite.log" | tail -30
+  exit
+fi
+if [ -z "${BENCH:-}" ]; then
+  echo "== tests"
+  timeout 400 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 tests 2>&1 | tee "$OUT/tests.log" | tail -25
+  echo "== examples"
+  for e in seed_cfunc numba_cuda_arrays cupy_arrays torch_custom_op jax_dlpack jax_saxpy; do
+    timeout 120 python3 examples/$e.py 2>&1 | tail -2
+  done
+  timeout 150 python3 examples/jax_multiprocess.py --timeout 120 2>&1 | grep -v '^\[Gloo\]' | tail -4
+  exit
+fi
+echo "== benchmarks"
+timeout 150 python3 benchmarks/launch_overhead.py --json "$OUT/bench.json" --launches 300000 2>&1 | tail -12
+timeout 120 python3 benchmarks/devicearray_overhead.py --json "$OUT/devicearray.json" 2>&1 | tail -16
+timeout 170 python3 benchmarks/graphs.py --json "$OUT/graphs.json" --plot "$OUT/graphs.png" 2>&1 | tail -30
+timeout 150 python3 benchmarks/jax_overhead.py --json "$OUT/jax.json" --markdown "$OUT/jax.md" 2>&1 | tail -14
+timeout 100 python3 benchmarks/events_leak.py --json "$OUT/events.json" 2>&1 | tail -8
