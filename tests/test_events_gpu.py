@@ -63,6 +63,8 @@ def spin_steps(ms):
     with numba-cuda's own events."""
     if ms not in _steps:
         d = cuda.device_array(1)
+        spin[1, 1](d, 1)  # compile first: the events must time the GPU alone
+        cuda.synchronize()
         n = 1 << 14
         while True:
             start, end = cuda.event(), cuda.event()
