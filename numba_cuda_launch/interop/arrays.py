@@ -237,9 +237,41 @@ def device_array_type(desc):
                        desc.readonly)
 
 
+_ITEMSIZE = {}  # typestr -> itemsize
+_TYPES = {}  # (typestr, shape, strides, readonly) -> DeviceArray, for repeated calls
+
+
+def _itemsize(typestr):
+    size = _ITEMSIZE.get(typestr)
+    if size is None:
+        size = _ITEMSIZE[typestr] = np.dtype(typestr).itemsize
+    return size
+
+
+def _cai_of(obj):
+    """The CUDA Array Interface dict of *obj* (not under the simulator, and
+    not of a plain NumPy array), or None."""
+    if type(obj) is np.ndarray or _compat.simulator_enabled():
+        return None
+    return getattr(obj, "__cuda_array_interface__", None)
+
+
 def _fields(obj, ndim):
     """Unboxing: ``(data, itemsize, shape..., strides...)``, after the
-    producer-stream rule."""
+    producer-stream rule. The common case, a CUDA Array Interface producer,
+    is read straight from its dict (a call from Python costs this per
+    array argument)."""
+    cai = _cai_of(obj)
+    if cai is not None and cai.get("version", 0) >= 2 and cai.get("mask") is None:
+        shape = tuple(cai["shape"])
+        if len(shape) == ndim:
+            itemsize = _itemsize(cai["typestr"])
+            strides = cai.get("strides")
+            strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
+            stream = cai.get("stream")
+            if stream is not None:
+                _sync_producer_stream(stream)
+            return (cai["data"][0] or 0, itemsize) + shape + strides
     desc = describe(obj)
     if desc is None or len(desc.shape) != ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ndim))
@@ -250,7 +282,32 @@ def _fields(obj, ndim):
 set_describer(_fields)
 
 
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
 def _typeof_device_array(val, c):
+    cai = _cai_of(val)
+    if cai is not None:  # the common case: remember the type of this layout
+        key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
+               bool(cai.get("data", (0, False))[1]), cai.get("version", 0))
+        try:
+            ty = _TYPES.get(key)
+        except TypeError:  # an unhashable entry: no cache
+            ty, key = None, None
+        if ty is not None:
+            return ty
+        desc = _from_cai(cai)
+        ty = device_array_type(desc)
+        if key is not None:
+            if len(_TYPES) > 4096:
+                _TYPES.clear()
+            _TYPES[key] = ty
+        return ty
     desc = describe(val)
     return None if desc is None else device_array_type(desc)
 
@@ -259,11 +316,9 @@ _generic_typeof = typeof_impl.dispatch(object)
 
 
 def _typeof_any(val, c):
-    """For objects of classes Numba has no typeof for: stream objects and
-    device arrays first (Numba's generic typeof tries the buffer protocol,
+    """For objects of classes Numba has no typeof for: device arrays and
+    stream objects first (Numba's generic typeof tries the buffer protocol,
     which some device arrays refuse with an error), then Numba's."""
-    if is_stream_object(val):
-        return cuda_stream
     if hasattr(val, "__cuda_array_interface__") or hasattr(val, "__dlpack__"):
         try:
             ty = _typeof_device_array(val, c)
@@ -271,6 +326,8 @@ def _typeof_any(val, c):
             ty = None
         if ty is not None:
             return ty
+    if is_stream_object(val):
+        return cuda_stream
     return _generic_typeof(val, c)
 
 
