@@ -1,0 +1,25 @@
+"""The README's events example, as a program.
+
+    python examples/events_timing.py      (needs a GPU, or NUMBA_ENABLE_CUDASIM=1)
+"""
+
+import numpy as np
+from numba import cuda, njit
+import numba_cuda_launch as ncl
+
+@cuda.jit
+def double(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= 2
+
+@njit
+def timed(x, stream):
+    start, end = ncl.event(), ncl.event()
+    start.record(stream)
+    double[(x.size + 255) // 256, 256, stream](x)
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end)          # float32 milliseconds
+
+print(timed(cuda.to_device(np.ones(1 << 16, np.float32)), cuda.stream()))
