@@ -37,12 +37,12 @@ def mapped_poisoned(n, dtype=np.float64):
 
 @cuda.jit
 def spin(out, n):
-    # One thread, a dependent chain of n steps: time grows with n.
+    # One thread sleeping n times about a microsecond: time grows with n (an
+    # arithmetic loop was compiled to almost nothing).
     if cuda.grid(1) == 0:
-        acc = 1.0
         for _ in range(n):
-            acc = acc * 0.9999999 + 1e-7
-        out[0] = acc
+            cuda.nanosleep(1000)
+        out[0] = n
 
 
 @cuda.jit
