@@ -314,3 +314,19 @@ def test_device_array_inside_a_tuple(fake_driver):
     f(CAI(a), CAI(b))
     params = [struct.unpack("<q", p)[0] for p in fake_driver.launches[0].params]
     assert params == expected_params(a) + expected_params(b)
+
+
+def test_producer_stream_synchronised_through_the_driver(fake_driver):
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a, stream=0x1234), CAI(a, stream=None), 0)
+    syncs = [c for c in fake_driver.calls if c[0] == "cuStreamSynchronize"]
+    assert syncs == [("cuStreamSynchronize", 0x1234)]
+    assert len(fake_driver.launches) == 1
+
+
+def test_failed_producer_stream_sync_is_an_error(fake_driver):
+    fake_driver.statuses["cuStreamSynchronize"] = 400
+    a = np.zeros(4, np.float32)
+    with pytest.raises(ncl.CudaError, match="CUDA_ERROR_INVALID_HANDLE"):
+        launch_scale(CAI(a, stream=0x1234), CAI(a), 0)
+    assert fake_driver.launches == []

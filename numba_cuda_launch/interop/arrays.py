@@ -34,6 +34,8 @@ import numpy as np
 from numba.core.typing.typeof import typeof_impl
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.errors import CudaError
+from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.launch.devicearray import DeviceArray, set_describer
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, stream_handle
 
@@ -131,17 +133,27 @@ class on_stream:
         return stream_handle(self.stream) if not isinstance(self.stream, int) else self.stream
 
 
+_SYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
 def _sync_producer_stream(stream):
-    """CAI v3: make the producer's work on *stream* complete before use."""
+    """CAI v3: make the producer's work on *stream* complete before use
+    (``cuStreamSynchronize`` through the driver table; numba-cuda's own
+    stream object when the thread has no current context)."""
     from numba.cuda import config as cuda_config
 
     if stream is None or not getattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True):
         return
     if _compat.simulator_enabled():
         return
-    from numba import cuda
+    status = driver.python_function("cuStreamSynchronize", _SYNC)(int(stream))
+    if status in (3, 201):  # not initialised / no context on this thread
+        from numba import cuda
 
-    cuda.external_stream(int(stream)).synchronize()
+        cuda.external_stream(int(stream)).synchronize()
+    elif status != 0:
+        raise CudaError(status, "cuStreamSynchronize of a producer's stream (CUDA Array "
+                        "Interface v3 'stream' %#x)" % int(stream))
 
 
 def _from_cai(cai):
@@ -290,8 +302,9 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
-def _typeof_device_array(val, c):
-    cai = _cai_of(val)
+def _typeof_device_array(val, c, cai=None):
+    if cai is None:
+        cai = _cai_of(val)
     if cai is not None:  # the common case: remember the type of this layout
         key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
                bool(cai.get("data", (0, False))[1]), cai.get("version", 0))
@@ -319,9 +332,10 @@ def _typeof_any(val, c):
     """For objects of classes Numba has no typeof for: device arrays and
     stream objects first (Numba's generic typeof tries the buffer protocol,
     which some device arrays refuse with an error), then Numba's."""
-    if hasattr(val, "__cuda_array_interface__") or hasattr(val, "__dlpack__"):
+    cai = getattr(val, "__cuda_array_interface__", None)  # read once: may be costly
+    if cai is not None or hasattr(val, "__dlpack__"):
         try:
-            ty = _typeof_device_array(val, c)
+            ty = _typeof_device_array(val, c, cai)
         except Exception:  # a producer whose interface cannot be read: not ours
             ty = None
         if ty is not None:
