@@ -34,10 +34,10 @@ def numba_cuda_stream(handle):
         for args in ((raw,), (None, raw, None)):  # Stream(ctx, handle, fin) before 0.27
             try:
                 stream = cudadrv.Stream(*args)
+                if int(stream) == handle:
+                    return stream
             except (TypeError, AttributeError):
                 continue
-            if int(stream) == handle:
-                return stream
     pytest.fail("cannot make a numba-cuda Stream for this version")
 
 

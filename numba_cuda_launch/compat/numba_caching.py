@@ -4,11 +4,15 @@ Numba keys cached code on the function's source, its signature and the CPU;
 code that launches kernels also depends on the launch target it was built
 for (the simulator, or the GPU architecture of the images it carries), which
 is not in that key. Compiled launch code therefore registers a check that
-Numba runs when it loads the code from the cache (a ``reload_init`` hook of
-the compiled library, the mechanism Numba uses itself for parfors). A check
-that finds another target raises :class:`LaunchTargetChanged`, which the
-patch below turns into a cache miss: the function is compiled again for this
-target and the cache entry replaced. Checked with numba 0.62 to 0.68.
+Numba runs when it loads the code from the cache: a ``reload_init`` entry
+of the cached compile result, the mechanism Numba uses itself for parfors.
+Lowering marks the code library (and Numba >= 0.65 propagates its own
+``_reload_init``); ``CompileResult._reduce`` is wrapped to add the marks of
+the library and of the libraries it links to the pickled ``reload_init``.
+A check that finds another target raises :class:`LaunchTargetChanged`,
+which the patch below turns into a cache miss: the function is compiled
+again for this target and the cache entry replaced. Checked with numba
+0.62, 0.65 and 0.68 (the ``_reduce`` tuple is the same in all three).
 """
 
 import functools
@@ -20,24 +24,59 @@ class LaunchTargetChanged(Exception):
     """Cached launch code was built for another launch target."""
 
 
+_CHECKS = "_numba_cuda_launch_reload_checks"
+_RELOAD_INIT = 7  # index of reload_init in CompileResult._reduce()'s tuple
+
+
 @functools.cache
 def install_cache_target_check():
     """Make :class:`LaunchTargetChanged` raised while Numba loads a cached
-    overload a cache miss instead of an error."""
+    overload a cache miss instead of an error, and carry each library's
+    checks into the pickled compile result."""
     from numba.core.caching import Cache
+    from numba.core.compiler import CompileResult
 
-    original = Cache.load_overload
+    original_load = Cache.load_overload
 
     def load_overload(self, sig, target_context):
         try:
-            return original(self, sig, target_context)
+            return original_load(self, sig, target_context)
         except LaunchTargetChanged:
             return None
 
     Cache.load_overload = load_overload
 
+    original_reduce = CompileResult._reduce
+
+    def _reduce(self):
+        data = original_reduce(self)
+        checks = _library_checks(self.library, set())
+        if not checks:
+            return data
+        reload_init = list(data[_RELOAD_INIT] or ())
+        reload_init += [c for c in checks if c not in reload_init]
+        return data[:_RELOAD_INIT] + (reload_init,) + data[_RELOAD_INIT + 1:]
+
+    CompileResult._reduce = _reduce
+
+
+def _library_checks(library, seen):
+    """The checks of *library* and of the libraries it links to."""
+    if id(library) in seen:
+        return []
+    seen.add(id(library))
+    checks = list(getattr(library, _CHECKS, ()))
+    for linked in getattr(library, "_linking_libraries", ()):
+        checks += [c for c in _library_checks(linked, seen) if c not in checks]
+    return checks
+
 
 def add_reload_check(context, check):
     """Register *check* (a picklable, hashable callable) to run when the
     function being lowered in *context* is loaded from Numba's cache."""
-    context.active_code_library._reload_init.add(check)
+    library = context.active_code_library
+    checks = getattr(library, _CHECKS, None)
+    if checks is None:
+        checks = set()
+        setattr(library, _CHECKS, checks)
+    checks.add(check)
