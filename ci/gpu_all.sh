@@ -7,15 +7,7 @@
 #   BENCH=1 bash ci/gpu_all.sh    benchmarks only
 #   SUITE=1 bash ci/gpu_all.sh    numba-cuda's cudapy tests with and without the package
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT" /tmp/site
-export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0 XLA_PYTHON_CLIENT_PREALLOCATE=false
-ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile \
-  --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-for a in .whl-mlir/*cp312*.tar.xz; do
-  [ -f "$a" ] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall('/tmp/site')" "$a"
-done
-export PYTHONPATH="$PWD:$PWD/ci/gpu_shim:/tmp/site"
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 if [ -n "${SUITE:-}" ]; then
   timeout 560 python3 ci/numba_cuda_suite.py --gpu --test-deps .whl/filecheck-*.whl .whl/suite/*.whl \

@@ -5,15 +5,7 @@
 # benchmark's JSON and its plot under $OUT (or ./gpu-out). About 2-4 minutes
 # on an H200; each step is bounded so the whole stays under 5.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-# The checkout on PYTHONPATH, with the numpy 2.5 shim for numba-cuda 0.30.4.
-export PYTHONPATH="$PWD:$PWD/ci/gpu_shim:${PYTHONPATH:-}"
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 echo "== graph, cluster and occupancy tests"
 timeout 150 python3 -m pytest -q -rfEsP -p no:cacheprovider -n 4 \

@@ -6,22 +6,7 @@
 # Wheels in .whl/ (brainevent 0.2.1, brainunit, saiunit, array_api_compat for
 # the benchmark's brainevent row) are installed to /tmp/site first.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0 XLA_PYTHON_CLIENT_PREALLOCATE=false
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# numba-cuda 0.30.4 calls np.row_stack, which numpy 2.5 removed: restore it in
-# every Python process of this run (the example's workers are files, not -c).
-if ! python3 -c "import numpy; numpy.row_stack" 2>/dev/null; then
-  mkdir -p /tmp/ncl_shim
-  printf 'import numpy as np\nif not hasattr(np, "row_stack"):\n    np.row_stack = np.vstack\n' \
-    >/tmp/ncl_shim/sitecustomize.py
-  export PYTHONPATH="/tmp/ncl_shim:$PYTHONPATH"
-fi
+source "$(dirname "$0")/gpu_env.sh"
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 echo "GPUs: $NGPU"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import jax, numba, numpy; print('jax', jax.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, jax.devices())"

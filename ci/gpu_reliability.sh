@@ -2,14 +2,7 @@
 # GPU-machine run for the reliability report: fault tests, compute-sanitizer
 # (memcheck, racecheck) over the GPU launch tests, concurrency and leaks.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0 XLA_PYTHON_CLIENT_PREALLOCATE=false
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+source "$(dirname "$0")/gpu_env.sh"
 if [ -n "${ONLY_CYCLES:-}" ]; then
   python3 benchmarks/reliability.py --only-cycles --json "$OUT/reliability_cycles.json" --cycles "${CYCLES:-1000}" 2>&1 | tail -4
   exit 0

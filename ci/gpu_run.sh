@@ -3,16 +3,7 @@
 # benchmarks. Writes logs and results under $OUT (or ./gpu-out).
 # Wheels in .whl/ (e.g. numpy<2.5 for numba-cuda 0.30.4) are installed first.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-# The checkout on PYTHONPATH (an editable install there registers but does
-# not import), with the numpy 2.5 shim for numba-cuda 0.30.4.
-export PYTHONPATH="$PWD:$PWD/ci/gpu_shim:${PYTHONPATH:-}"
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 - <<'PY'
 import numpy, numba, llvmlite, sys

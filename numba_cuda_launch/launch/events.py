@@ -216,26 +216,23 @@ def _event_record(typingctx, ev, stream):
     return types.int32(ev, stream), codegen
 
 
-@intrinsic
-def _event_synchronize(typingctx, ev):
-    def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        payload = _payload(context, builder, sig.args[0], args[0])
-        if simulated():
-            return _sim_status(builder, payload)
-        return _events.emit_event_synchronize(builder, payload)
-    return types.int32(ev), codegen
+def _event_intrinsic(emit):
+    """An intrinsic ``f(event) -> CUresult`` calling ``emit(builder,
+    payload)`` (the simulator's status under the simulator)."""
+    @intrinsic
+    def call(typingctx, ev):
+        def codegen(context, builder, sig, args):
+            record_driver_calls(context)
+            payload = _payload(context, builder, sig.args[0], args[0])
+            if simulated():
+                return _sim_status(builder, payload)
+            return emit(builder, payload)
+        return types.int32(ev), codegen
+    return call
 
 
-@intrinsic
-def _event_query(typingctx, ev):
-    def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        payload = _payload(context, builder, sig.args[0], args[0])
-        if simulated():
-            return _sim_status(builder, payload)
-        return _events.emit_event_query(builder, payload)
-    return types.int32(ev), codegen
+_event_synchronize = _event_intrinsic(_events.emit_event_synchronize)
+_event_query = _event_intrinsic(_events.emit_event_query)
 
 
 @intrinsic

@@ -11,6 +11,7 @@ kernels) are the default kind; another kernel source (numba-cuda-mlir, in
 """
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.launch.claims import ClaimRegistry
 
 __all__ = ["KernelKind", "register_kind", "kernel_kind"]
 
@@ -72,19 +73,14 @@ class KernelKind:
         return None
 
 
-_default = KernelKind()
-_kinds = []
+_kinds = ClaimRegistry("kernel kind", default=KernelKind())
 
 
 def register_kind(kind):
     """Add *kind*; later registrations are asked first, the default last."""
-    _kinds.insert(0, kind)
-    return kind
+    return _kinds.register(kind)
 
 
 def kernel_kind(dispatcher):
     """The :class:`KernelKind` of *dispatcher*."""
-    for kind in _kinds:
-        if kind.claims(dispatcher):
-            return kind
-    return _default
+    return _kinds.find(dispatcher)

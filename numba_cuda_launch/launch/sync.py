@@ -148,26 +148,22 @@ def _context_synchronize(typingctx):
     return types.int32(), codegen
 
 
-@intrinsic
-def _stream_synchronize(typingctx, stream):
-    def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        if simulated():
-            return ir.Constant(_i32, 0)
-        handle = emit_stream(context, builder, sig.args[0], args[0])
-        return _events.emit_stream_synchronize(builder, handle)
-    return types.int32(stream), codegen
+def _stream_intrinsic(emit):
+    """An intrinsic ``f(stream) -> CUresult`` calling ``emit(builder,
+    handle)`` for the stream's raw handle (0 under the simulator)."""
+    @intrinsic
+    def call(typingctx, stream):
+        def codegen(context, builder, sig, args):
+            record_driver_calls(context)
+            if simulated():
+                return ir.Constant(_i32, 0)
+            return emit(builder, emit_stream(context, builder, sig.args[0], args[0]))
+        return types.int32(stream), codegen
+    return call
 
 
-@intrinsic
-def _stream_query(typingctx, stream):
-    def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        if simulated():
-            return ir.Constant(_i32, 0)
-        handle = emit_stream(context, builder, sig.args[0], args[0])
-        return _events.emit_stream_query(builder, handle)
-    return types.int32(stream), codegen
+_stream_synchronize = _stream_intrinsic(_events.emit_stream_synchronize)
+_stream_query = _stream_intrinsic(_events.emit_stream_query)
 
 
 # -- the public functions ----------------------------------------------------

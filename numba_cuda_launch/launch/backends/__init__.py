@@ -22,6 +22,8 @@ kernel source, a recording mode) is a new module that calls
 :func:`register`.
 """
 
+from numba_cuda_launch.launch.claims import ClaimRegistry
+
 __all__ = ["LaunchBackend", "register", "backend_for", "call_jitted"]
 
 
@@ -71,21 +73,17 @@ class LaunchBackend:
         raise NotImplementedError("LaunchBackend.emit_is_device_accessible")
 
 
-_backends = []
+_backends = ClaimRegistry("launch backend")
 
 
 def register(backend):
     """Add *backend*; later registrations are asked first."""
-    _backends.insert(0, backend)
-    return backend
+    return _backends.register(backend)
 
 
 def backend_for(kernel):
     """The backend that launches *kernel*."""
-    for backend in _backends:
-        if backend.claims(kernel):
-            return backend
-    raise LookupError("no launch backend for %r" % (kernel,))
+    return _backends.find(kernel)
 
 
 def call_jitted(context, builder, dispatcher, argtypes, args):
