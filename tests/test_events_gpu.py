@@ -209,23 +209,27 @@ def sync_and_query(stream):
 
 
 def test_context_synchronize_from_a_fresh_thread():
-    stream = cuda.stream()
-    out = mapped_poisoned(1)
-    n = spin_steps(100.0)
-    launch_only(ptr(out), 1, stream)
-    sync_and_query(stream)
-    out[0] = np.nan
-    launch_only(ptr(out), n, stream)
-    results = []
+    # A fresh thread binds device 0's primary context (the documented rule):
+    # the work must be there, whichever device earlier tests in this process
+    # left current.
+    with cuda.gpus[0]:
+        stream = cuda.stream()
+        out = mapped_poisoned(1)
+        n = spin_steps(100.0)
+        launch_only(ptr(out), 1, stream)
+        sync_and_query(stream)
+        out[0] = np.nan
+        launch_only(ptr(out), n, stream)
+        results = []
 
-    def fresh():  # a new thread: no context current until the call binds one
-        results.append(sync_and_query(stream))
-        ncl.synchronize()  # the Python form too
-    t = threading.Thread(target=fresh)
-    t.start()
-    t.join()
-    assert results == [(0, True)]
-    assert np.isfinite(out[0])
+        def fresh():  # a new thread: no context current until the call binds one
+            results.append(sync_and_query(stream))
+            ncl.synchronize()  # the Python form too
+        t = threading.Thread(target=fresh)
+        t.start()
+        t.join()
+        assert results == [(0, True)]
+        assert np.isfinite(out[0])
 
 
 # -- errors ------------------------------------------------------------------------
