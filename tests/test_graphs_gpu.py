@@ -460,19 +460,9 @@ def test_cluster_errors():
     cuda.synchronize()
 
 
-@cuda.jit
-def coop_cluster_sum(x, out):
-    i = cuda.grid(1)
-    if i < x.size:
-        cuda.atomic.add(out, 0, x[i])
-    cuda.cg.this_grid().sync()
-    if i < x.size:
-        x[i] = out[0]
-
-
 @njit
 def launch_coop_cluster(xp, op, n, stream):
-    return coop_cluster_sum[(n + 127) // 128, 128, stream, 0, 2].launch_status(
+    return grid_sum_in_place[(n + 127) // 128, 128, stream, 0, 2].launch_status(
         view(xp, n), view(op, 1))
 
 
