@@ -20,7 +20,8 @@ lowering together:
 * :mod:`.kernelkind` -- what selection needs to know per kind of kernel
   object (numba-cuda dispatchers by default);
 * :mod:`.params` -- numba-cuda's kernel parameter ABI;
-* :mod:`.kernelkind` -- what a kind of kernel object (numba-cuda, numba-cuda-mlir) offers;
+* :mod:`.claims` -- the registry backends and kernel kinds are looked up in;
+* :mod:`.caching` -- ``cache=True`` code keyed on its launch target;
 * :mod:`.stream` -- stream objects as nopython values;
 * :mod:`.devicearray` -- device arrays as nopython values;
 * :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
