@@ -12,7 +12,6 @@ from llvmlite import ir
 from numba.core import types
 from numba.core.datamodel import default_manager, models
 from numba.core.errors import NumbaNotImplementedError
-from numba.core import boxing as _boxing  # noqa: F401  (Numba registers its boxers here)
 from numba.core.pythonapi import _boxers, _unboxers
 import numpy as np
 from numba.extending import intrinsic, register_jitable
@@ -45,25 +44,33 @@ _HALF_VALUES = (
     "float64 (a kernel's float16 parameter takes any CPU float)")
 
 
-def _refuse_half(registry, kind):
-    """Wrap Numba's float boxer/unboxer so that float16 gets a sentence
+def _refuse_half(registry):
+    """Make Numba's float boxer/unboxer refuse float16 with a sentence
     instead of Numba's bare AssertionError (the data model above is what
-    lets typing reach boxing at all)."""
-    original = registry.functions[types.Float]
-    if getattr(original, "_ncl_half", False):
+    lets typing reach boxing at all). The registry's lookup is wrapped, so
+    nothing is imported here: importing numba.core.boxing would import
+    implementation modules numba-cuda keeps out of ``import numba.cuda``."""
+    if getattr(registry, "_ncl_half", False):
         return
+    original = registry.lookup
 
-    def wrapped(typ, *args):
-        if typ == types.float16:
-            raise NumbaNotImplementedError(_HALF_VALUES)
-        return original(typ, *args)
+    def lookup(typeclass, default=None):
+        fn = original(typeclass, default)
+        if fn is None or fn is default or not issubclass(typeclass, types.Float):
+            return fn
 
-    wrapped._ncl_half = True
-    registry.functions[types.Float] = wrapped
+        def refusing(typ, *args):
+            if typ == types.float16:
+                raise NumbaNotImplementedError(_HALF_VALUES)
+            return fn(typ, *args)
+        return refusing
+
+    registry.lookup = lookup
+    registry._ncl_half = True
 
 
-_refuse_half(_boxers, "box")
-_refuse_half(_unboxers, "unbox")
+_refuse_half(_boxers)
+_refuse_half(_unboxers)
 
 
 @intrinsic
