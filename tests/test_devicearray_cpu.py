@@ -330,3 +330,17 @@ def test_failed_producer_stream_sync_is_an_error(fake_driver):
     with pytest.raises(ncl.CudaError, match="CUDA_ERROR_INVALID_HANDLE"):
         launch_scale(CAI(a, stream=0x1234), CAI(a), 0)
     assert fake_driver.launches == []
+
+
+def test_producer_refusing_its_interface_is_a_typing_error_not_a_crash():
+    class Refusing:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("can't export a tensor that requires grad")
+
+    @njit
+    def f(x):
+        return 0
+
+    with pytest.raises(TypingError):
+        f(Refusing())

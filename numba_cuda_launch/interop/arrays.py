@@ -332,7 +332,10 @@ def _typeof_any(val, c):
     """For objects of classes Numba has no typeof for: device arrays and
     stream objects first (Numba's generic typeof tries the buffer protocol,
     which some device arrays refuse with an error), then Numba's."""
-    cai = getattr(val, "__cuda_array_interface__", None)  # read once: may be costly
+    try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
+        cai = getattr(val, "__cuda_array_interface__", None)
+    except Exception:
+        cai = None
     if cai is not None or hasattr(val, "__dlpack__"):
         try:
             ty = _typeof_device_array(val, c, cai)
