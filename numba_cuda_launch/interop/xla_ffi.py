@@ -36,6 +36,7 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
 from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 __all__ = [
     "api_version", "DTYPES", "dtype_code", "COMMAND_BUFFER_COMPATIBLE",
@@ -250,13 +251,6 @@ def c_string(typingctx, text):
             ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), bytearray(data)))
         return builder.bitcast(gv, ir.IntType(8).as_pointer())
     return types.voidptr(text), codegen
-
-
-@intrinsic
-def _is_null(typingctx, ptr):
-    def codegen(context, builder, sig, args):
-        return cgutils.is_null(builder, args[0])
-    return types.boolean(ptr), codegen
 
 
 # -- the call frame ---------------------------------------------------------------

@@ -64,6 +64,7 @@ from numba_cuda_launch.launch.launchconfig import LaunchConfig
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 from numba_cuda_launch.runtime import graph as _rt
+from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 __all__ = [
     "Graph", "GraphExec", "KernelNode",
@@ -240,13 +241,6 @@ def _stream_ptr(typingctx, stream):
     def codegen(context, builder, sig, args):
         return stream_handle_value(context, builder, sig.args[0], args[0])
     return types.voidptr(stream), codegen
-
-
-@intrinsic
-def _is_null(typingctx, ptr):
-    def codegen(context, builder, sig, args):
-        return cgutils.is_null(builder, args[0])
-    return types.boolean(ptr), codegen
 
 
 @intrinsic

@@ -6,11 +6,11 @@ caller). :func:`as_voidptr` turns one into a ``voidptr`` that
 ``numba.carray``/``numba.farray`` can view as an array to launch with.
 """
 
-from numba.core import types
+from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["as_voidptr"]
+__all__ = ["as_voidptr", "is_null"]
 
 
 @intrinsic
@@ -23,3 +23,14 @@ def as_voidptr(typingctx, address):
         return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
 
     return types.voidptr(address), codegen
+
+
+@intrinsic
+def is_null(typingctx, ptr):
+    """``is_null(ptr)``: True for a NULL pointer (``voidptr`` or ``CPointer``)."""
+    if not isinstance(ptr, (types.CPointer, types.RawPointer)) and ptr != types.voidptr:
+        raise TypingError("is_null() takes a pointer, got %s" % ptr)
+
+    def codegen(context, builder, sig, args):
+        return cgutils.is_null(builder, args[0])
+    return types.boolean(ptr), codegen
