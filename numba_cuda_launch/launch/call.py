@@ -63,9 +63,16 @@ def _integer_bounds(ty):
     return 0, (1 << ty.bitwidth) - 1
 
 
+def _may_not_fit(actual, formal):
+    """True when some value of integer type *actual* does not fit *formal*."""
+    lo_a, hi_a = _integer_bounds(actual)
+    lo_f, hi_f = _integer_bounds(formal)
+    return lo_a < lo_f or hi_a > hi_f
+
+
 def _emit_out_of_range(builder, val, actual, formal):
     """An ``i1``: integer *val* of type *actual* does not fit *formal*
-    (None when every value of *actual* fits)."""
+    (only called when :func:`_may_not_fit`)."""
     lo_a, hi_a = _integer_bounds(actual)
     lo_f, hi_f = _integer_bounds(formal)
     below = above = None
@@ -88,7 +95,7 @@ def _check_integer_ranges(builder, guards, val, actual, formal, where):
             _check_integer_ranges(builder, guards, builder.extract_value(val, i), a, f,
                                   "%s[%d]" % (where, i))
     elif isinstance(actual, types.Integer) and isinstance(formal, types.Integer):
-        if _emit_out_of_range(builder, val, actual, formal) is not None:
+        if _may_not_fit(actual, formal):
             guards.check(lambda: _emit_out_of_range(builder, val, actual, formal),
                          "%s of type %s was given a %s value outside its range"
                          % (where, formal, types.unliteral(actual)))
