@@ -227,23 +227,52 @@ def test_host_numpy_operations_are_refused_not_run():
         f(CAI(np.zeros(4)))
 
 
-def test_producer_stream_synchronised_per_cai_v3(monkeypatch, fake_driver):
-    synced = []
-    monkeypatch.setattr(producers, "_sync_producer_stream", synced.append)
+def _synced(fake):
+    return [c[1] for c in fake.calls if c[0] == "cuStreamSynchronize"]
+
+
+def test_producer_stream_synchronised_per_cai_v3(fake_driver):
     a = np.zeros(4, np.float32)
     launch_scale(CAI(a, stream=0x1234), CAI(a, stream=None), 0)
     launch_scale(CAI(a, version=2), CAI(a, stream=2), 0)
-    assert synced == [0x1234, 2]  # no entry (v2) or None: nothing to wait for
+    assert _synced(fake_driver) == [0x1234, 2]  # no entry (v2) or None: nothing to wait for
 
 
-def test_sync_setting_is_honoured(monkeypatch):
+def test_one_producer_stream_is_synchronised_once_per_call(fake_driver):
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a, stream=1), CAI(a, stream=1), 0)
+    assert _synced(fake_driver) == [1]
+    launch_scale(CAI(a, stream=1), CAI(a, stream=7), 0)
+    launch_scale(CAI(a, stream=1), CAI(a, stream=1), 0)  # a new call waits again
+    assert _synced(fake_driver) == [1, 1, 7, 1]
+
+
+def test_objmode_unboxing_in_a_loop_synchronises_each_time(fake_driver):
+    # Outside the call wrapper work may be queued between two unboxings.
+    ty = DeviceArray(nt.float32, 1, "C")
+    box = [CAI(np.zeros(4, np.float32), stream=0x77)]
+
+    @njit
+    def f(n):
+        total = 0
+        for _ in range(n):
+            with numba.objmode(x=ty):
+                x = box[0]
+            total += x.size
+        return total
+
+    assert f(3) == 12
+    assert _synced(fake_driver) == [0x77] * 3
+
+
+def test_sync_setting_is_honoured(monkeypatch, fake_driver):
     from numba.cuda import config as cuda_config
 
-    calls = []
     monkeypatch.setattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", False)
-    monkeypatch.setattr(numba.cuda, "external_stream", lambda s: calls.append(s))
-    producers._sync_producer_stream(0x1234)
-    assert calls == []
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a, stream=0x1234), CAI(a, stream=0x1234), 0)
+    assert _synced(fake_driver) == []
+    assert len(fake_driver.launches) == 1
 
 
 def test_dlpack_producer_is_read_from_its_capsule(fake_driver):

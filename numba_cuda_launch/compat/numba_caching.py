@@ -17,7 +17,8 @@ again for this target and the cache entry replaced. Checked with numba
 
 import functools
 
-__all__ = ["LaunchTargetChanged", "install_cache_target_check", "add_reload_check"]
+__all__ = ["LaunchTargetChanged", "install_cache_target_check", "add_reload_check",
+           "has_reload_checks"]
 
 
 class LaunchTargetChanged(Exception):
@@ -80,3 +81,14 @@ def add_reload_check(context, check):
         checks = set()
         setattr(library, _CHECKS, checks)
     checks.add(check)
+
+
+def has_reload_checks(cres):
+    """Whether compile result *cres* carries checks of this package (it
+    launches kernels or calls the driver), compiled now or loaded from the
+    cache."""
+    if _library_checks(cres.library, set()):
+        return True
+    return any(getattr(type(c), "__module__", "").startswith("numba_cuda_launch")
+               or getattr(type(c), "__module__", "").startswith("numba.cuda.cpu_launch")
+               for c in (getattr(cres, "reload_init", None) or ()))

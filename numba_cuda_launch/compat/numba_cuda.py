@@ -427,5 +427,17 @@ def stream_classes():
     return tuple(c for c in (getattr(driver, "Stream", None),) if c is not None)
 
 
+def numba_cuda_array_classes():
+    """numba-cuda's device array classes (none under the simulator):
+    ``DeviceNDArray``, ``MappedNDArray``, ``ManagedNDArray``, those present."""
+    if simulator_enabled():
+        return ()
+    from numba.cuda.cudadrv import devicearray
+
+    return tuple(c for c in (getattr(devicearray, n, None) for n in
+                             ("DeviceNDArray", "MappedNDArray", "ManagedNDArray"))
+                 if c is not None)
+
+
 def is_simulator_stream(obj):
     return simulator_enabled() and isinstance(obj, stream_classes())

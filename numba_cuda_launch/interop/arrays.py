@@ -33,11 +33,14 @@ import numba
 import numpy as np
 from numba.core.typing.typeof import typeof_impl
 
+from numba.core import types
+
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaError
-from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.compat.numba_caching import has_reload_checks
+from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_numba_type_mismatches
 from numba_cuda_launch.launch.devicearray import DeviceArray, set_describer
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, stream_handle
+from numba_cuda_launch.interop import producers as _producers
 
 __all__ = ["on_stream", "describe", "device_array_type"]
 
@@ -133,29 +136,6 @@ class on_stream:
         return stream_handle(self.stream) if not isinstance(self.stream, int) else self.stream
 
 
-_SYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-
-
-def _sync_producer_stream(stream):
-    """CAI v3: make the producer's work on *stream* complete before use
-    (``cuStreamSynchronize`` through the driver table; numba-cuda's own
-    stream object when the thread has no current context)."""
-    from numba.cuda import config as cuda_config
-
-    if stream is None or not getattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True):
-        return
-    if _compat.simulator_enabled():
-        return
-    status = driver.python_function("cuStreamSynchronize", _SYNC)(int(stream))
-    if status in (3, 201):  # not initialised / no context on this thread
-        from numba import cuda
-
-        cuda.external_stream(int(stream)).synchronize()
-    elif status != 0:
-        raise CudaError(status, "cuStreamSynchronize of a producer's stream (CUDA Array "
-                        "Interface v3 'stream' %#x)" % int(stream))
-
-
 def _from_cai(cai):
     version = cai.get("version", 0)
     if version < 2:
@@ -208,6 +188,16 @@ def _numba_cuda_array_class():
     return (DeviceNDArrayBase,)
 
 
+def _declaring_classes():
+    """numba-cuda's device array classes (simulated ones under the
+    simulator): their objects declare their type with ``_numba_type_``."""
+    if _compat.simulator_enabled():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return (FakeCUDAArray,)
+    return _numba_cuda_array_class()
+
+
 def describe(obj):
     """Read a device array object (see the module docstring); None when it
     is not one. Synchronises a CAI v3 producer stream (the rule above)."""
@@ -251,6 +241,15 @@ def device_array_type(desc):
 
 _ITEMSIZE = {}  # typestr -> itemsize
 _TYPES = {}  # (typestr, shape, strides, readonly) -> DeviceArray, for repeated calls
+_KEEP = set()  # every type handed to the dispatcher (it keeps only their codes)
+
+
+def _remember(key, ty):
+    if len(_TYPES) > 4096:
+        _TYPES.clear()
+    _TYPES[key] = ty
+    _KEEP.add(ty)
+    return ty
 
 
 def _itemsize(typestr):
@@ -268,27 +267,51 @@ def _cai_of(obj):
     return getattr(obj, "__cuda_array_interface__", None)
 
 
+def _sync_enabled():
+    from numba.cuda import config as cuda_config
+
+    return getattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True)
+
+
+def _fields_from_cai(cai, ndim):
+    """``(data, itemsize, shape..., strides..., stream)`` from a CUDA Array
+    Interface dict, or None if it is not one of *ndim* dimensions."""
+    if cai.get("version", 0) < 2 or cai.get("mask") is not None:
+        return None
+    shape = tuple(cai["shape"])
+    if len(shape) != ndim:
+        return None
+    itemsize = _itemsize(cai["typestr"])
+    strides = cai.get("strides")
+    strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
+    stream = cai.get("stream") or 0
+    if stream and not _sync_enabled():
+        stream = 0
+    return (cai["data"][0] or 0, itemsize) + shape + strides + (int(stream),)
+
+
 def _fields(obj, ndim):
-    """Unboxing: ``(data, itemsize, shape..., strides...)``, after the
-    producer-stream rule. The common case, a CUDA Array Interface producer,
-    is read straight from its dict (a call from Python costs this per
-    array argument)."""
+    """Unboxing: ``(data, itemsize, shape..., strides..., stream)``, the
+    stream being the producer's to synchronise first (0: none). Read by the
+    producer's own reader when it has one (:mod:`.producers`), else from its
+    CUDA Array Interface dict, else described."""
+    reader = _READERS.get(type(obj))
+    if reader is not None:
+        fields = reader(obj, ndim)
+        if fields is not None:
+            return fields
     cai = _cai_of(obj)
-    if cai is not None and cai.get("version", 0) >= 2 and cai.get("mask") is None:
-        shape = tuple(cai["shape"])
-        if len(shape) == ndim:
-            itemsize = _itemsize(cai["typestr"])
-            strides = cai.get("strides")
-            strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
-            stream = cai.get("stream")
-            if stream is not None:
-                _sync_producer_stream(stream)
-            return (cai["data"][0] or 0, itemsize) + shape + strides
+    if cai is not None:
+        fields = _fields_from_cai(cai, ndim)
+        if fields is not None:
+            return fields
     desc = describe(obj)
     if desc is None or len(desc.shape) != ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ndim))
-    _sync_producer_stream(desc.stream)
-    return (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides
+    stream = desc.stream or 0
+    if stream and not _sync_enabled():
+        stream = 0
+    return (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides + (int(stream),)
 
 
 set_describer(_fields)
@@ -302,7 +325,31 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
-def _typeof_device_array(val, c, cai=None):
+_DECLARED = {}  # numba-cuda's Array type of an object -> its DeviceArray type
+
+
+def _typeof_declared(val):
+    """numba-cuda (and simulated) device arrays: typed from the ``Array``
+    they declare (``_numba_type_``, what kernels receive them as), never
+    read-only. So the type is a function of the class and of the C typecode
+    Numba's dispatcher computes, which its routers rely on
+    (:mod:`..compat.numba_dispatcher`)."""
+    declared = getattr(val, "_numba_type_", None)
+    if not isinstance(declared, types.Array):
+        return None  # a device record, say
+    ty = _DECLARED.get(declared)
+    if ty is None:
+        ty = _DECLARED[declared] = DeviceArray(declared.dtype, declared.ndim,
+                                               declared.layout, False)
+        _KEEP.add(ty)
+    return ty
+
+
+def _typeof_device_array(val, c=None, cai=None):
+    if isinstance(val, _declaring_classes()):
+        ty = _typeof_declared(val)
+        if ty is not None:
+            return ty
     if cai is None:
         cai = _cai_of(val)
     if cai is not None:  # the common case: remember the type of this layout
@@ -314,13 +361,8 @@ def _typeof_device_array(val, c, cai=None):
             ty, key = None, None
         if ty is not None:
             return ty
-        desc = _from_cai(cai)
-        ty = device_array_type(desc)
-        if key is not None:
-            if len(_TYPES) > 4096:
-                _TYPES.clear()
-            _TYPES[key] = ty
-        return ty
+        ty = device_array_type(_from_cai(cai))
+        return ty if key is None else _remember(key, ty)
     desc = describe(val)
     return None if desc is None else device_array_type(desc)
 
@@ -328,24 +370,103 @@ def _typeof_device_array(val, c, cai=None):
 _generic_typeof = typeof_impl.dispatch(object)
 
 
-def _typeof_any(val, c):
-    """For objects of classes Numba has no typeof for: device arrays and
-    stream objects first (Numba's generic typeof tries the buffer protocol,
-    which some device arrays refuse with an error), then Numba's."""
+def _typeof_unknown(val):
+    """Device arrays and stream objects of classes met for the first time:
+    the class then gets its fast typing function (:func:`_learn_class`)."""
     try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
         cai = getattr(val, "__cuda_array_interface__", None)
     except Exception:
         cai = None
     if cai is not None or hasattr(val, "__dlpack__"):
         try:
-            ty = _typeof_device_array(val, c, cai)
+            ty = _typeof_device_array(val, None, cai)
         except Exception:  # a producer whose interface cannot be read: not ours
             ty = None
         if ty is not None:
+            _learn_class(type(val), ty)
             return ty
     if is_stream_object(val):
+        _learn_class(type(val), cuda_stream)
         return cuda_stream
-    return _generic_typeof(val, c)
+    return None
+
+
+def _typeof_any(val, c):
+    """For objects of classes Numba has no typeof for: device arrays and
+    stream objects first (Numba's generic typeof tries the buffer protocol,
+    which some device arrays refuse with an error), then Numba's."""
+    ty = _typeof_unknown(val)
+    return ty if ty is not None else _generic_typeof(val, c)
+
+
+def _learn_class(cls, ty):
+    """Give *cls*, whose instance was just typed *ty*, a typing function the
+    dispatcher calls directly (and a reader for unboxing, where its
+    library has one)."""
+    if cls in _LEARNT or _compat.simulator_enabled():
+        return
+    _LEARNT.add(cls)
+    if ty is cuda_stream:
+        register_typeof(cls, lambda val: cuda_stream if is_stream_object(val) else None)
+        return
+    fast = _producers.fast_path(cls, _sync_enabled)
+    if fast is not None:
+        key, reader = fast
+        register_typeof(cls, _keyed_typeof(key))
+        _READERS[cls] = reader
+    else:
+        register_typeof(cls, _typeof_generic)
+
+
+_LEARNT = set()
+_READERS = {}  # class -> fn(obj, ndim) -> fields or None
+
+
+def _keyed_typeof(key):
+    """Typing through the producer's cheap key (its dtype, shape and
+    strides, say): a key seen before gives its type without the interface
+    dict."""
+    def typeof(val):
+        k = key(val)
+        if k is None:
+            return None
+        ty = _TYPES.get(k)
+        if ty is None:
+            ty = _typeof_unknown(val)
+            if ty is None:
+                return None
+            _remember(k, ty)
+        return ty
+    return typeof
+
+
+def _typeof_generic(val):
+    try:
+        cai = getattr(val, "__cuda_array_interface__", None)
+    except Exception:
+        return None
+    if cai is None and not hasattr(val, "__dlpack__"):
+        return None
+    try:
+        return _typeof_device_array(val, None, cai)
+    except Exception:
+        return None
+
+
+def _route(value, ty):
+    """Which arguments the dispatcher routes by class (see
+    :mod:`..compat.numba_dispatcher`): numba-cuda's device arrays."""
+    return isinstance(ty, DeviceArray) and isinstance(value, _declaring_classes())
+
+
+def _guard(cres):
+    """The host-array positions of a newly compiled overload that uses CUDA:
+    numba-cuda's arrays given there reach C as host arrays (see
+    :mod:`..compat.numba_dispatcher`). Other functions are left alone."""
+    if not _declaring_classes() or not has_reload_checks(cres):
+        return ()
+    return tuple(i for i, t in enumerate(cres.signature.args)
+                 if isinstance(t, types.Array) and t.mutable)
 
 
 def _register():
@@ -355,8 +476,14 @@ def _register():
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         typeof_impl.register(FakeCUDAArray)(_typeof_device_array)
+    else:
+        classes = _compat.numba_cuda_array_classes()
+        for cls in classes:
+            register_typeof(cls, _typeof_declared)
+        _producers.install_numba_cuda_readers(_READERS, _sync_enabled, classes)
     if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
         typeof_impl.register(object)(_typeof_any)
+    route_numba_type_mismatches(_route, _guard)
 
 
 _register()

@@ -28,6 +28,9 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, inf
     infer_getattr, infer_global, signature
 from numba.extending import NativeValue, lower_builtin, lower_cast, register_model, unbox
 
+from numba_cuda_launch.errors import CudaError
+from numba_cuda_launch.runtime import events as _events
+
 __all__ = ["DeviceArray", "set_describer", "as_array_type"]
 
 
@@ -204,9 +207,10 @@ _describer = None
 
 
 def set_describer(fn):
-    """Install ``fn(obj, ndim) -> (data, itemsize, shape..., strides...)``,
-    the function unboxing calls to read a device array object (see
-    :mod:`numba_cuda_launch.interop.arrays`)."""
+    """Install ``fn(obj, ndim) -> (data, itemsize, shape..., strides...,
+    stream)``, the function unboxing calls to read a device array object
+    (see :mod:`numba_cuda_launch.interop.arrays`); *stream* is the
+    producer's stream to synchronise before use, 0 for none."""
     global _describer
     _describer = fn
 
@@ -215,11 +219,72 @@ def _describe(obj, ndim):
     return _describer(obj, ndim)
 
 
+def _sync_failed(status, stream):
+    """Raise the error of a failed producer-stream synchronisation (called
+    from unboxing code, which reports the exception)."""
+    raise CudaError(status, "cuStreamSynchronize of a producer's stream (CUDA Array "
+                    "Interface v3 'stream' %#x)" % stream)
+
+
+def _synced_stream_slot(builder):
+    """The wrapper-local slot remembering the last producer stream
+    synchronised while unboxing this call's arguments: several arrays from
+    one stream (CuPy reports its current stream for every array) wait on it
+    once. Initialised in the entry block, which precedes every unboxing.
+    Only in the Python-call wrapper (named in the ``cpython`` namespace),
+    which unboxes each
+    argument once before the call: elsewhere (an ``objmode`` block in a
+    loop) work may be queued between two unboxings, so each one waits;
+    None there."""
+    fn = builder.function
+    if not fn.name.startswith(("_ZN7cpython", "cpython.")):
+        return None
+    slot = getattr(fn, "_ncl_synced_stream", None)
+    if slot is None:
+        with builder.goto_entry_block():
+            slot = builder.alloca(ir.IntType(64), name="ncl.synced_stream")
+            builder.store(ir.Constant(ir.IntType(64), 0), slot)
+        fn._ncl_synced_stream = slot
+    return slot
+
+
+def _emit_producer_sync(c, stream):
+    """Synchronise producer *stream* (an ``i64``, 0 for none) unless this
+    call's unboxing did already; returns an ``i1`` true on failure (with
+    the Python exception set)."""
+    builder = c.builder
+    slot = _synced_stream_slot(builder)
+    failed = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    needed = builder.icmp_unsigned("!=", stream, stream.type(0))
+    if slot is not None:
+        needed = builder.and_(needed, builder.icmp_unsigned("!=", stream, builder.load(slot)))
+    with builder.if_then(needed, likely=False):
+        status = _events.emit_stream_synchronize(
+            builder, builder.inttoptr(stream, ir.IntType(8).as_pointer()))
+        ok = builder.icmp_signed("==", status, status.type(0))
+        with builder.if_else(ok, likely=True) as (then, otherwise):
+            with then:
+                if slot is not None:
+                    builder.store(stream, slot)
+            with otherwise:
+                raiser = c.pyapi.unserialize(c.pyapi.serialize_object(_sync_failed))
+                args = [c.pyapi.long_from_longlong(builder.sext(status, ir.IntType(64))),
+                        c.pyapi.long_from_longlong(stream)]
+                res = c.pyapi.call_function_objargs(raiser, args)
+                c.pyapi.decref(raiser)
+                for a in args:
+                    c.pyapi.decref(a)
+                c.pyapi.decref(res)  # Py_DecRef: NULL-safe
+                builder.store(cgutils.true_bit, failed)
+    return builder.load(failed)
+
+
 @unbox(DeviceArray)
 def _unbox_device_array(typ, obj, c):
-    fields = types.UniTuple(types.intp, 2 + 2 * typ.ndim)
+    n = typ.ndim
+    fields = types.UniTuple(types.intp, 3 + 2 * n)
     describe = c.pyapi.unserialize(c.pyapi.serialize_object(_describe))
-    ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, typ.ndim))
+    ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, n))
     tup = c.pyapi.call_function_objargs(describe, [obj, ndim])
     c.pyapi.decref(describe)
     c.pyapi.decref(ndim)
@@ -230,8 +295,7 @@ def _unbox_device_array(typ, obj, c):
         c.pyapi.decref(tup)
         with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
             vals = [c.builder.extract_value(native.value, i) for i in range(len(fields))]
-            n = typ.ndim
-            shape, strides = vals[2:2 + n], vals[2 + n:]
+            shape, strides = vals[2:2 + n], vals[2 + n:2 + 2 * n]
             nitems = c.context.get_constant(types.intp, 1)
             for s in shape:
                 nitems = c.builder.mul(nitems, s)
@@ -243,5 +307,5 @@ def _unbox_device_array(typ, obj, c):
             out.data = c.builder.inttoptr(vals[0], out.data.type)
             out.shape = cgutils.pack_array(c.builder, shape, intp)
             out.strides = cgutils.pack_array(c.builder, strides, intp)
-            c.builder.store(cgutils.false_bit, failed)
+            c.builder.store(_emit_producer_sync(c, vals[-1]), failed)
     return NativeValue(out._getvalue(), is_error=c.builder.load(failed))

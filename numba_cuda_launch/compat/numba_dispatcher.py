@@ -1,0 +1,271 @@
+"""Numba's CPU dispatcher: the internals its fast call path depends on.
+
+Two things, both about how ``numba.core.dispatcher.Dispatcher`` types the
+arguments of a call from Python (numba 0.62 to 0.68):
+
+**Fast typing of registered classes.** Numba types an object of a class it
+does not know in C by calling back ``Dispatcher.typeof_pyval``, which goes
+through ``typeof()`` and its single-dispatch table. :func:`register_typeof`
+gives a class a direct typing function, looked up by exact class before
+that (device arrays and streams are typed here at every call).
+
+**Calls whose C typecodes disagree with typeof.** Numba's C code types an
+object that has a ``_numba_type_`` attribute by that attribute, never
+calling ``typeof``. numba-cuda's device arrays say ``Array`` (what kernels
+receive), while CPU code types them as something else (a device array type
+registered with ``typeof_impl``). The C lookup then never finds the
+overload compiled for them: every such call went through
+``_compile_for_args`` (a full Python typing pass, tens of microseconds), and
+a function already compiled for host arrays of the same dtype, ndim and
+layout handed the device array to the host array's unboxer (a TypeError).
+
+For such calls a *router* is installed in the C dispatch table under the
+typecodes C computes: a small compiled function that looks at the classes of
+the disagreeing arguments and calls the overload learnt for them, else the
+overload that was registered under the same typecodes (host arrays), else
+the dispatcher's own slow path (which learns the new case). Routers are
+learnt from the calls that take the slow path, so the C typecodes they are
+keyed on are the ones C really computes; a mistake can only make a call
+take the slow path, never call the wrong overload.
+"""
+
+import weakref
+
+import numpy as np
+from llvmlite import ir
+from numba import _dynfunc
+from numba.core import dispatcher as _dispatcher, types
+from numba.core.compiler_lock import global_compiler_lock
+
+__all__ = ["register_typeof", "route_numba_type_mismatches", "routes_of"]
+
+_Dispatcher = _dispatcher.Dispatcher
+_MAX_PATTERNS = 16  # per router: the classes seen at its disagreeing positions
+
+# -- fast typing -------------------------------------------------------------------
+
+_TYPEOF = {}  # class -> fn(value) -> numba type, or None to fall back to typeof()
+_typeof_pyval = _Dispatcher.typeof_pyval
+
+
+def register_typeof(cls, fn):
+    """Type instances of exactly *cls* with ``fn(value)`` in dispatcher calls
+    (None from *fn*: Numba's ``typeof``). The types *fn* returns must stay
+    alive (the caller caches them): the C caller keeps only their code."""
+    _TYPEOF[cls] = fn
+
+
+def _fast_typeof_pyval(self, val):
+    fn = _TYPEOF.get(type(val))
+    if fn is not None:
+        tp = fn(val)
+        if tp is not None:
+            return tp
+    return _typeof_pyval(self, val)
+
+
+_fast_typeof_pyval.__doc__ = _typeof_pyval.__doc__
+_Dispatcher.typeof_pyval = _fast_typeof_pyval
+
+# -- routers -----------------------------------------------------------------------
+
+_should_route = None  # fn(value, numba type) -> bool
+_guard = None  # fn(compile result) -> positions to guard, or ()
+
+
+def route_numba_type_mismatches(predicate, guard=None):
+    """Route calls with arguments for which ``predicate(value, type)`` is
+    true (*type* being what ``typeof`` gave) and whose ``_numba_type_``
+    differs from *type* (see the module docstring). ``guard(cres)`` names
+    the positions of a newly compiled overload at which such arguments may
+    arrive although C would hand them to it (host arrays, for an overload
+    that uses CUDA): a router is installed for it at once, so that they
+    reach the slow path instead of its unboxer."""
+    global _should_route, _guard
+    _should_route, _guard = predicate, guard
+
+
+class _Route:
+    """One router: the C typecodes it is registered under, the argument
+    positions it looks at, the overload for each tuple of classes seen there
+    (``patterns``), and the overload C had under the same typecodes
+    (``host``), called when every looked-at argument is a NumPy array."""
+
+    __slots__ = ("codes", "positions", "patterns", "host", "cfunc", "keepalive")
+
+    def __init__(self, codes, positions):
+        self.codes, self.positions = codes, positions
+        self.patterns = {}  # classes at positions -> entry point
+        self.host = None
+        self.cfunc = self.keepalive = None
+
+
+def routes_of(disp):
+    """The routers of dispatcher *disp* (for tests): C typecodes -> route."""
+    return disp.__dict__.get("_ncl_routes", {})
+
+
+def _c_typecode(value, typ):
+    """The typecode Numba's C code gives *value*, where it differs from
+    *typ*'s because of ``_numba_type_``; else None. NumPy arrays and scalars
+    and Python numbers are typed in C before ``_numba_type_`` is consulted."""
+    if isinstance(value, (np.ndarray, np.generic, int, float, complex, tuple)):
+        return None
+    try:
+        declared = value._numba_type_
+    except AttributeError:
+        return None
+    if not isinstance(declared, types.Type) or declared == typ:
+        return None
+    return declared._code
+
+
+def _learn(disp, args, entry):
+    """After the slow path chose *entry* for *args*: if C typecodes of some
+    arguments disagree with their types, route those typecodes to it."""
+    if _should_route is None or not disp._can_compile:
+        return
+    sig = next((s for s, cres in disp.overloads.items() if cres.entry_point is entry), None)
+    if sig is None or len(sig) != len(args):
+        return
+    codes, positions = [], []
+    for i, (a, typ) in enumerate(zip(args, sig)):
+        code = None
+        if not isinstance(a, _dispatcher.OmittedArg) and _should_route(a, typ):
+            code = _c_typecode(a, typ)
+        if code is not None:
+            positions.append(i)
+        codes.append(typ._code if code is None else code)
+    if not positions:
+        return
+    codes = tuple(codes)
+    with global_compiler_lock:
+        routes = disp.__dict__.setdefault("_ncl_routes", {})
+        route = routes.get(codes)
+        if route is None:
+            route = routes[codes] = _Route(codes, tuple(positions))
+        elif not set(positions) <= set(route.positions) or \
+                len(route.patterns) >= _MAX_PATTERNS:
+            return  # the slow path stays correct
+        classes = tuple(type(args[i]) for i in route.positions)
+        if route.patterns.get(classes) is entry:
+            return
+        route.patterns[classes] = entry
+        _rebuild(disp)
+
+
+def _rebuild(disp):
+    """Re-register every overload with the C dispatcher, routers included:
+    an overload whose typecodes a router took becomes that router's host."""
+    routes = routes_of(disp)
+    for route in routes.values():
+        route.host = None
+    disp._clear()
+    for sig, cres in disp.overloads.items():
+        codes = tuple(a._code for a in sig)
+        route = routes.get(codes)
+        if route is not None:
+            route.host = cres.entry_point
+        else:
+            disp._insert(list(codes), cres.entry_point, cres.objectmode)
+    for route in routes.values():
+        _build_router(disp, route)
+        disp._insert(list(route.codes), route.cfunc, False)
+
+
+def _slow_path(disp_ref):
+    """What C does when no overload matches: compile (or find) one for the
+    arguments, then call it."""
+    def call(*args):
+        disp = disp_ref()
+        return disp._compile_for_args(*args)(*args)
+    return call
+
+
+def _build_router(disp, route):
+    """Compile *route*'s router: ``router(env, args, kws)``, a
+    ``PyCFunctionWithKeywords`` as Numba's own wrappers are."""
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    library = context.codegen().create_library("numba_cuda_launch_router")
+    module = library.create_ir_module("numba_cuda_launch_router")
+    pyobj = context.get_argument_type(types.pyobject)
+    fn = ir.Function(module, ir.FunctionType(pyobj, [pyobj] * 3), "router")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    pyapi = context.get_python_api(builder)
+    _, args, kws = fn.args
+    intp = ir.IntType(64)
+    fallback = _slow_path(weakref.ref(disp))
+    keep = [fallback]
+
+    def const(obj):
+        keep.append(obj)
+        return ir.Constant(intp, id(obj)).inttoptr(pyobj)
+
+    classes = [pyapi.get_type(pyapi.tuple_getitem(args, p)) for p in route.positions]
+    seen = [builder.ptrtoint(c, intp) for c in classes]
+    for pattern, entry in route.patterns.items():
+        match = ir.Constant(ir.IntType(1), 1)
+        for have, cls in zip(seen, pattern):
+            match = builder.and_(match, builder.icmp_unsigned("==", have, ir.Constant(intp, id(cls))))
+        with builder.if_then(match):
+            builder.ret(pyapi.call(const(entry), args, kws))
+    if route.host is not None:
+        is_subtype = pyapi._get_function(ir.FunctionType(ir.IntType(32), [pyobj, pyobj]),
+                                         name="PyType_IsSubtype")
+        ndarray = const(np.ndarray)
+        host = ir.Constant(ir.IntType(1), 1)
+        for cls in classes:
+            host = builder.and_(host, builder.icmp_signed(
+                "!=", builder.call(is_subtype, [cls, ndarray]), ir.Constant(ir.IntType(32), 0)))
+        with builder.if_then(host, likely=True):
+            builder.ret(pyapi.call(const(route.host), args, kws))
+    builder.ret(pyapi.call(const(fallback), args, kws))
+    library.add_ir_module(module)
+    library.finalize()
+    address = library.get_pointer_to_function("router")
+    keep.append(library)
+    route.keepalive = keep
+    route.cfunc = _dynfunc.make_function(
+        _dispatcher, "router", "routes device-array calls of %s" % disp.py_func.__qualname__,
+        address, _dynfunc.Environment(globals={}), tuple(keep))
+
+
+# Class-level hooks: a router is only built for a dispatcher that saw such a
+# call; for every other dispatcher these add a dictionary lookup at compile time.
+_compile_for_args = _dispatcher._DispatcherBase._compile_for_args
+_add_overload = _dispatcher._DispatcherBase.add_overload
+_reset_overloads = _dispatcher._DispatcherBase._reset_overloads
+
+
+def _compile_for_args_learning(self, *args, **kws):
+    entry = _compile_for_args(self, *args, **kws)
+    if not kws and _should_route is not None:
+        _learn(self, args, entry)
+    return entry
+
+
+def _add_overload_routed(self, cres):
+    codes = tuple(a._code for a in cres.signature.args)
+    routes = self.__dict__.get("_ncl_routes")
+    guarded = () if _guard is None or (routes and codes in routes) else _guard(cres)
+    if (routes and codes in routes) or guarded:
+        self.overloads[tuple(cres.signature.args)] = cres
+        with global_compiler_lock:
+            if guarded:
+                self.__dict__.setdefault("_ncl_routes", {})[codes] = \
+                    _Route(codes, tuple(guarded))
+            _rebuild(self)
+        return
+    _add_overload(self, cres)
+
+
+def _reset_overloads_dropping_routes(self):
+    self.__dict__.pop("_ncl_routes", None)
+    _reset_overloads(self)
+
+
+_Dispatcher._compile_for_args = _compile_for_args_learning
+_Dispatcher.add_overload = _add_overload_routed
+_Dispatcher._reset_overloads = _reset_overloads_dropping_routes

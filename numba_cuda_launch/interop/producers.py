@@ -1,0 +1,120 @@
+"""Fast paths for the device arrays of numba-cuda, CuPy and PyTorch.
+
+A call of a compiled function from Python types and unboxes each device
+array argument. Through the CUDA Array Interface that means building the
+producer's interface dict twice per argument (about a microsecond each for
+CuPy and PyTorch). For the libraries below, the same facts are read from
+their attributes instead:
+
+* typing: a cheap key (the class, dtype, shape and strides, and what else
+  decides the type) that was typed through the interface once;
+* unboxing: the pointer, shape and strides, and the stream the interface
+  would name (CuPy: its current stream, as its ``__cuda_array_interface__``
+  says; numba-cuda: the array's stream; PyTorch: none, its interface is
+  version 2).
+
+Each reader returns what :func:`.arrays._fields` returns, or None to let
+the interface be read. ``tests/test_devicearray_gpu.py`` checks every reader
+against the producer's own interface.
+"""
+
+__all__ = ["fast_path", "install_numba_cuda_readers"]
+
+
+def _module(cls):
+    return (getattr(cls, "__module__", "") or "").split(".")[0]
+
+
+# -- CuPy ------------------------------------------------------------------------------
+
+def _cupy_key(val):
+    return (type(val), val.dtype, val.shape, val.strides)
+
+
+def _cupy_stream():
+    """The stream CuPy's ``__cuda_array_interface__`` names now: none with
+    export version 2, else the current stream, the default stream's handle
+    (1, or 2 per-thread) standing for 0."""
+    import cupy
+    from cupy import _util
+
+    version = getattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
+    if version != 3:
+        return 0 if version == 2 else None
+    ptr = cupy.cuda.get_current_stream().ptr
+    if ptr == 0:
+        from cupy_backends.cuda import stream as backend_stream
+
+        ptr = backend_stream.get_default_stream_ptr()
+    return ptr
+
+
+def _cupy_reader(sync_enabled):
+    def read(val, ndim):
+        shape = val.shape
+        if len(shape) != ndim:
+            return None
+        stream = _cupy_stream()
+        if stream is None:
+            return None
+        if stream and not sync_enabled():
+            stream = 0
+        ptr = val.data.ptr if val.size else 0
+        return (ptr, val.itemsize) + shape + val.strides + (stream,)
+    return read
+
+
+# -- PyTorch ---------------------------------------------------------------------------
+
+def _torch_key(val):
+    return (type(val), val.dtype, val.shape, val.stride(), val.is_cuda, val.requires_grad,
+            val.layout)
+
+
+def _torch_reader(sync_enabled):
+    def read(val, ndim):
+        shape = tuple(val.shape)
+        if len(shape) != ndim or not val.is_cuda:
+            return None
+        itemsize = val.element_size()
+        strides = tuple(s * itemsize for s in val.stride())
+        ptr = val.data_ptr() if val.numel() else 0
+        return (ptr, itemsize) + shape + strides + (0,)  # CAI version 2: no stream
+    return read
+
+
+_FAST = {"cupy": (_cupy_key, _cupy_reader), "torch": (_torch_key, _torch_reader)}
+
+
+def fast_path(cls, sync_enabled):
+    """``(key, reader)`` for device arrays of *cls* (CuPy's ndarray,
+    PyTorch's Tensor), or None."""
+    fast = _FAST.get(_module(cls))
+    if fast is None:
+        return None
+    name = cls.__name__
+    if (_module(cls) == "cupy" and name != "ndarray") or \
+            (_module(cls) == "torch" and "Tensor" not in name and "Parameter" not in name):
+        return None
+    key, reader = fast
+    return key, reader(sync_enabled)
+
+
+# -- numba-cuda ------------------------------------------------------------------------
+
+def install_numba_cuda_readers(readers, sync_enabled, classes):
+    """Readers for numba-cuda's device array *classes* (the CAI stream is
+    the array's stream when it is not 0)."""
+    def read(val, ndim):
+        shape = val.shape
+        if len(shape) != ndim:
+            return None
+        stream = val.stream
+        stream = int(stream) if stream != 0 else 0
+        if stream and not sync_enabled():
+            stream = 0
+        ptr = val.device_ctypes_pointer.value or 0
+        return (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides) + (stream,)
+
+    for cls in classes:
+        readers[cls] = read
