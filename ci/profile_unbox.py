@@ -38,6 +38,12 @@ print("int(stream) %.2f" % t(lambda: int(s)))
 print("typeof numba-cuda stream %.2f" % t(lambda: typeof(s)))
 print("typeof numba-cuda array %.2f" % t(lambda: typeof(d)))
 print("take1 numba-cuda %.2f" % t(lambda: take1(d)))
+from numba_cuda_launch.interop import arrays
+print("numba-cuda reader %.2f" % t(lambda: arrays._READERS[type(d)](d, 1)))
+@njit
+def take_stream(s):
+    return 0
+print("take_stream numba-cuda %.2f" % t(lambda: take_stream(s)))
 print("launcher numba-cuda %.2f" % t(lambda: launcher(d, d, d, s)))
 print("numba-cuda launch %.2f" % t(lambda: add3[4, 256, s](d, d, d)))
 libcuda = ctypes.CDLL("libcuda.so.1")
@@ -45,6 +51,11 @@ ss = libcuda.cuStreamSynchronize
 ss.argtypes = [ctypes.c_void_p]
 print("cuStreamSynchronize(legacy) ctypes %.2f" % t(lambda: ss(1)))
 print("cuStreamSynchronize(stream) ctypes %.2f" % t(lambda: ss(int(s))))
+sq = libcuda.cuStreamQuery
+sq.argtypes = [ctypes.c_void_p]
+print("cuStreamQuery(legacy) ctypes %.2f" % t(lambda: sq(1)))
+print("cuStreamQuery(stream) ctypes %.2f" % t(lambda: sq(int(s))))
+print("ncl.stream_synchronize_status(1) %.2f" % t(lambda: ncl.stream_synchronize_status(1)))
 print("ctypes cuCtxGetCurrent-like noop %.2f" % t(lambda: libcuda.cuDriverGetVersion(ctypes.byref(ctypes.c_int()))))
 try:
     import cupy as cp
@@ -61,6 +72,13 @@ try:
     print("take1 cupy %.2f" % t(lambda: take1(c)))
     print("take1.typeof_pyval cupy %.2f" % t(lambda: take1.typeof_pyval(c)))
     print("launcher cupy %.2f" % t(lambda: launcher(c, c, c, cs)))
+    from numba_cuda_launch.interop import arrays
+    print("cupy reader %.2f" % t(lambda: arrays._READERS[type(c)](c, 1)))
+    from cupy import _util
+    _util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION = 2
+    print("take1 cupy, CAI v2 (no stream) %.2f" % t(lambda: take1(c)))
+    print("launcher cupy, CAI v2 (no stream) %.2f" % t(lambda: launcher(c, c, c, cs)))
+    _util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION = 3
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(5000):

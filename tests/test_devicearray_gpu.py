@@ -171,3 +171,87 @@ def test_torch_custom_op_under_torch_compile():
     tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
     out = f(tx, ty)
     np.testing.assert_allclose(out.cpu().numpy(), 2 * x + y + 1, rtol=1e-5, atol=1e-6)  # the GPU fuses a*x+y
+
+
+def _reader_agrees_with_interface(obj):
+    """The fields unboxing reads from *obj* by its library's fast reader
+    equal those read from its ``__cuda_array_interface__``, and its fast
+    type equals the interface's type."""
+    from numba.core.typing.typeof import typeof
+
+    from numba_cuda_launch.interop import arrays
+
+    ty = typeof(obj)  # the first one teaches the class its fast path
+    cai = obj.__cuda_array_interface__
+    ndim = len(cai["shape"])
+    want = arrays._fields_from_cai(cai, ndim)
+    reader = arrays._READERS.get(type(obj))
+    assert reader is not None, type(obj)
+    assert reader(obj, ndim) == want
+    assert arrays.device_array_type(arrays._from_cai(cai)) == ty
+    fast = arrays._producers.fast_path(type(obj), arrays._sync_enabled)
+    if fast is not None:  # the keyed typing gives the interface's type too
+        assert arrays._keyed_typeof(fast[0])(obj) == ty
+
+
+def test_cupy_fast_reader_agrees_with_its_interface():
+    cp = pytest.importorskip("cupy")
+    a = cp.asarray(rng.standard_normal((16, 12)).astype(np.float32))
+    views = [a, a[::2, 1::3], a.T, a[:0], cp.zeros(3, cp.float64), a[3]]
+    for v in views:
+        _reader_agrees_with_interface(v)
+    with cp.cuda.Stream(non_blocking=True):  # CuPy names its current stream
+        for v in views:
+            _reader_agrees_with_interface(v)
+    with cp.cuda.Stream.ptds:
+        _reader_agrees_with_interface(a)
+
+
+def test_torch_fast_reader_agrees_with_its_interface():
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(rng.standard_normal((10, 6)).astype(np.float32)).cuda()
+    for v in (t, t.t(), t[::3, 1:], t[:0], t[2], torch.zeros(5, dtype=torch.int16, device="cuda")):
+        _reader_agrees_with_interface(v)
+
+
+def test_numba_cuda_reader_agrees_with_its_interface():
+    s = cuda.stream()
+    d = cuda.to_device(rng.standard_normal((8, 5)).astype(np.float32))
+    for v in (d, d[::2], d.bind(s), cuda.device_array(0, np.int32)):
+        _reader_agrees_with_interface(v)
+
+
+def test_cupy_producer_on_its_stream_is_waited_for():
+    # CuPy fills x on a non-blocking stream after a long spin and names that
+    # stream (its current stream) in the interface: the launch on another
+    # non-blocking stream must see the filled values.
+    cp = pytest.importorskip("cupy")
+    n = 4096
+    x = cp.zeros(n, cp.float32)
+    y = cp.zeros(n, cp.float32)
+    out = cp.full(n, cp.nan, cp.float32)
+    producer = cp.cuda.Stream(non_blocking=True)
+    consumer = cp.cuda.Stream(non_blocking=True)
+    with producer:
+        spin_then_fill[n // 128, 128, cuda.external_stream(producer.ptr)](x, 5.0, 2_000_000)
+        launch_axpy(np.float32(1.0), x, y, out, consumer)
+    consumer.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), np.full(n, 5.0, np.float32))
+
+
+def test_numba_cuda_arrays_after_host_arrays_in_one_launcher():
+    # Numba's C dispatch sees numba-cuda arrays as host arrays; the package
+    # routes them (tests/test_dispatch_routing_cpu.py has the CPU side).
+    @njit
+    def maybe_launch(a, x, y, out):
+        if out.size > 100:
+            launch_axpy(a, x, y, out, 0)
+        return out.size
+
+    small = np.zeros(8, np.float32)
+    assert maybe_launch(np.float32(1), small, small, small) == 8
+    x, y, a = inputs()
+    dout = cuda.to_device(np.full_like(x, np.nan))
+    assert maybe_launch(a, cuda.to_device(x), cuda.to_device(y), dout) == x.size
+    cuda.synchronize()
+    np.testing.assert_allclose(dout.copy_to_host(), a * x + y, rtol=1e-5, atol=1e-6)

@@ -322,15 +322,20 @@ def test_no_leak_over_100k_create_destroy_cycles():
     stream = cuda.stream()
     cycles(20_000, stream)  # warm: allocator pools, driver event pools
     stream.synchronize()
-    gc.collect()
-    free_before, _ = cuda.current_context().get_memory_info()
-    rss_before = rss()
-    cycles(100_000, stream)
-    stream.synchronize()
-    gc.collect()
-    free_after, _ = cuda.current_context().get_memory_info()
-    grown = rss() - rss_before
+    grown, dropped = [], []
+    # Free device memory is the device's, which other test processes share:
+    # a leak shows in every window, another process's allocation in one.
+    for _ in range(2):
+        gc.collect()
+        free_before, _ = cuda.current_context().get_memory_info()
+        rss_before = rss()
+        cycles(100_000, stream)
+        stream.synchronize()
+        gc.collect()
+        free_after, _ = cuda.current_context().get_memory_info()
+        grown.append(rss() - rss_before)
+        dropped.append(free_before - free_after)
     # A leaked event costs the driver far more than 40 bytes of host memory
     # and the Numba meminfo holding it ~60: 100k leaks would show.
-    assert grown < 40 * 100_000, grown
-    assert free_before - free_after < 2 << 20, free_before - free_after
+    assert min(grown) < 40 * 100_000, grown
+    assert min(dropped) < 2 << 20, dropped

@@ -32,6 +32,7 @@ import ctypes
 import numba
 import numpy as np
 from numba.core.typing.typeof import typeof_impl
+from numba.cuda import config as _cuda_config
 
 from numba.core import types
 
@@ -39,7 +40,8 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_numba_type_mismatches
 from numba_cuda_launch.launch.devicearray import DeviceArray, set_describer
-from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, stream_handle
+from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class, \
+    stream_handle
 from numba_cuda_launch.interop import producers as _producers
 
 __all__ = ["on_stream", "describe", "device_array_type"]
@@ -268,9 +270,8 @@ def _cai_of(obj):
 
 
 def _sync_enabled():
-    from numba.cuda import config as cuda_config
-
-    return getattr(cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True)
+    """numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC`` setting, as it is now."""
+    return getattr(_cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True)
 
 
 def _fields_from_cai(cai, ndim):
@@ -407,7 +408,7 @@ def _learn_class(cls, ty):
         return
     _LEARNT.add(cls)
     if ty is cuda_stream:
-        register_typeof(cls, lambda val: cuda_stream if is_stream_object(val) else None)
+        learn_stream_class(cls)
         return
     fast = _producers.fast_path(cls, _sync_enabled)
     if fast is not None:

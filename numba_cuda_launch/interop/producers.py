@@ -31,22 +31,24 @@ def _cupy_key(val):
     return (type(val), val.dtype, val.shape, val.strides)
 
 
+_cupy = {}  # the CuPy modules the stream rule reads, imported on first use
+
+
 def _cupy_stream():
     """The stream CuPy's ``__cuda_array_interface__`` names now: none with
     export version 2, else the current stream, the default stream's handle
-    (1, or 2 per-thread) standing for 0."""
-    import cupy
-    from cupy import _util
-
-    version = getattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
-    if version != 3:
-        return 0 if version == 2 else None
-    ptr = cupy.cuda.get_current_stream().ptr
-    if ptr == 0:
+    (1, or 2 per-thread) standing for 0; None: another version."""
+    if not _cupy:
+        import cupy
+        from cupy import _util
         from cupy_backends.cuda import stream as backend_stream
 
-        ptr = backend_stream.get_default_stream_ptr()
-    return ptr
+        _cupy.update(util=_util, current=cupy.cuda.get_current_stream,
+                     default=backend_stream.get_default_stream_ptr)
+    version = getattr(_cupy["util"], "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
+    if version != 3:
+        return 0 if version == 2 else None
+    return _cupy["current"]().ptr or _cupy["default"]()
 
 
 def _cupy_reader(sync_enabled):

@@ -29,6 +29,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, inf
 from numba.extending import NativeValue, lower_builtin, lower_cast, register_model, unbox
 
 from numba_cuda_launch.errors import CudaError
+from numba_cuda_launch.launch.pyobjects import python_object
 from numba_cuda_launch.runtime import events as _events
 
 __all__ = ["DeviceArray", "set_describer", "as_array_type"]
@@ -215,10 +216,6 @@ def set_describer(fn):
     _describer = fn
 
 
-def _describe(obj, ndim):
-    return _describer(obj, ndim)
-
-
 def _sync_failed(status, stream):
     """Raise the error of a failed producer-stream synchronisation (called
     from unboxing code, which reports the exception)."""
@@ -283,29 +280,36 @@ def _emit_producer_sync(c, stream):
 def _unbox_device_array(typ, obj, c):
     n = typ.ndim
     fields = types.UniTuple(types.intp, 3 + 2 * n)
-    describe = c.pyapi.unserialize(c.pyapi.serialize_object(_describe))
-    ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, n))
-    tup = c.pyapi.call_function_objargs(describe, [obj, ndim])
-    c.pyapi.decref(describe)
-    c.pyapi.decref(ndim)
-    out = cgutils.create_struct_proxy(typ.as_array)(c.context, c.builder)
     failed = cgutils.alloca_once_value(c.builder, cgutils.true_bit)
-    with c.builder.if_then(cgutils.is_not_null(c.builder, tup), likely=True):
-        native = c.unbox(fields, tup)
-        c.pyapi.decref(tup)
-        with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
-            vals = [c.builder.extract_value(native.value, i) for i in range(len(fields))]
-            shape, strides = vals[2:2 + n], vals[2 + n:2 + 2 * n]
-            nitems = c.context.get_constant(types.intp, 1)
-            for s in shape:
-                nitems = c.builder.mul(nitems, s)
-            intp = c.context.get_value_type(types.intp)
-            out.meminfo = ir.Constant(out.meminfo.type, None)
-            out.parent = ir.Constant(out.parent.type, None)
-            out.nitems = nitems
-            out.itemsize = vals[1]
-            out.data = c.builder.inttoptr(vals[0], out.data.type)
-            out.shape = cgutils.pack_array(c.builder, shape, intp)
-            out.strides = cgutils.pack_array(c.builder, strides, intp)
-            c.builder.store(_emit_producer_sync(c, vals[-1]), failed)
+    out = cgutils.create_struct_proxy(typ.as_array)(c.context, c.builder)
+    describe = python_object(c, _describer, "numba_cuda_launch.describe_device_array")
+    with c.builder.if_then(cgutils.is_not_null(c.builder, describe), likely=True):
+        ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, n))
+        tup = c.pyapi.call_function_objargs(describe, [obj, ndim])
+        c.pyapi.decref(ndim)
+        with c.builder.if_then(cgutils.is_not_null(c.builder, tup), likely=True):
+            native = c.unbox(fields, tup)
+            c.pyapi.decref(tup)
+            with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
+                _fill(c, out, n, [c.builder.extract_value(native.value, i)
+                                  for i in range(len(fields))])
+                c.builder.store(_emit_producer_sync(c, c.builder.extract_value(
+                    native.value, len(fields) - 1)), failed)
     return NativeValue(out._getvalue(), is_error=c.builder.load(failed))
+
+
+def _fill(c, out, n, vals):
+    """Fill array struct *out* from ``(data, itemsize, shape..., strides...)``;
+    no meminfo (the producer owns the memory) and no parent."""
+    shape, strides = vals[2:2 + n], vals[2 + n:2 + 2 * n]
+    nitems = c.context.get_constant(types.intp, 1)
+    for s in shape:
+        nitems = c.builder.mul(nitems, s)
+    intp = c.context.get_value_type(types.intp)
+    out.meminfo = ir.Constant(out.meminfo.type, None)
+    out.parent = ir.Constant(out.parent.type, None)
+    out.nitems = nitems
+    out.itemsize = vals[1]
+    out.data = c.builder.inttoptr(vals[0], out.data.type)
+    out.shape = cgutils.pack_array(c.builder, shape, intp)
+    out.strides = cgutils.pack_array(c.builder, strides, intp)

@@ -7,6 +7,8 @@ handle, usable as the stream of ``kernel[grid, block, stream]``. Inside compiled
 (``voidptr`` or an integer, 0 for the default stream) works as well.
 """
 
+import operator
+
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import (
@@ -20,6 +22,8 @@ from numba.extending import (
 )
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat.numba_dispatcher import register_typeof
+from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CUDAStream", "cuda_stream", "stream_handle", "stream_handle_value",
            "is_stream_object"]
@@ -44,17 +48,21 @@ class CUDAStreamModel(models.StructModel):
 make_attribute_wrapper(CUDAStream, "handle", "handle")
 
 
-def _foreign_stream_attribute(obj):
+def _foreign_stream_attribute_of_class(cls):
     """The attribute holding the raw handle of a CuPy (``ptr``) or PyTorch
     (``cuda_stream``) stream, recognised by class (neither package is
     imported here), or None."""
-    cls = type(obj)
     module = getattr(cls, "__module__", "") or ""
-    if module.startswith("cupy") and "Stream" in cls.__name__ and hasattr(obj, "ptr"):
+    if module.startswith("cupy") and "Stream" in cls.__name__:
         return "ptr"
-    if module.startswith("torch.cuda") and hasattr(obj, "cuda_stream"):
+    if module.startswith("torch.cuda"):
         return "cuda_stream"
     return None
+
+
+def _foreign_stream_attribute(obj):
+    attr = _foreign_stream_attribute_of_class(type(obj))
+    return attr if attr is not None and hasattr(obj, attr) else None
 
 
 def is_stream_object(obj):
@@ -84,6 +92,25 @@ def stream_handle(obj):
 def _register_typeof():
     for cls in _compat.stream_classes():
         typeof_impl.register(cls)(lambda val, c: cuda_stream)
+        register_typeof(cls, lambda val: cuda_stream)
+        if not _compat.simulator_enabled():
+            _HANDLES[cls] = int  # numba-cuda's Stream: int() is its handle
+
+
+_HANDLES = {}  # stream class -> fn(stream) -> raw handle, for unboxing
+
+
+def learn_stream_class(cls):
+    """Give *cls* (a stream class met in a call) fast typing and unboxing."""
+    attr = _foreign_stream_attribute_of_class(cls)
+    if attr is not None:
+        _HANDLES.setdefault(cls, operator.attrgetter(attr))
+    register_typeof(cls, lambda val: cuda_stream if is_stream_object(val) else None)
+
+
+def _unbox_handle(obj):
+    fn = _HANDLES.get(type(obj))
+    return int(fn(obj)) if fn is not None else stream_handle(obj)
 
 
 _register_typeof()
@@ -91,15 +118,14 @@ _register_typeof()
 
 @unbox(CUDAStream)
 def _unbox_stream(typ, obj, c):
-    get_handle = c.pyapi.unserialize(c.pyapi.serialize_object(stream_handle))
-    as_int = c.pyapi.call_function_objargs(get_handle, [obj])
-    c.pyapi.decref(get_handle)
-    ok = cgutils.is_not_null(c.builder, as_int)
     out = cgutils.create_struct_proxy(typ)(c.context, c.builder)
     out.handle = ir.Constant(ir.IntType(8).as_pointer(), None)
-    with c.builder.if_then(ok, likely=True):
-        out.handle = c.pyapi.long_as_voidptr(as_int)
-        c.pyapi.decref(as_int)
+    get_handle = python_object(c, _unbox_handle, "numba_cuda_launch.stream_handle")
+    with c.builder.if_then(cgutils.is_not_null(c.builder, get_handle), likely=True):
+        as_int = c.pyapi.call_function_objargs(get_handle, [obj])
+        with c.builder.if_then(cgutils.is_not_null(c.builder, as_int), likely=True):
+            out.handle = c.pyapi.long_as_voidptr(as_int)
+            c.pyapi.decref(as_int)
     return NativeValue(out._getvalue(), is_error=c.pyapi.c_api_error())
 
 

@@ -278,6 +278,26 @@ def test_simulated_device_arrays():
     np.testing.assert_allclose(dout.copy_to_host(), 3 * x + y, rtol=1e-6)
 
 
+def test_simulated_device_arrays_after_host_arrays_and_back():
+    # Numba's C dispatch types simulated arrays as host arrays (their
+    # _numba_type_); the package routes them to their own overload.
+    @njit
+    def maybe_launch(a, x, y, out):
+        if out.size > 10:
+            axpy_dev[(out.size + 31) // 32, 32](a, x, y, out)
+        return out.size
+
+    small = np.zeros(4, np.float32)
+    assert maybe_launch(np.float32(1), small, small, small) == 4
+    x = rng.standard_normal(40).astype(np.float32)
+    y = rng.standard_normal(40).astype(np.float32)
+    for _ in range(2):
+        dout = cuda.to_device(np.full(40, np.nan, np.float32))
+        assert maybe_launch(np.float32(2), cuda.to_device(x), cuda.to_device(y), dout) == 40
+        np.testing.assert_allclose(dout.copy_to_host(), 2 * x + y, rtol=1e-6)
+        assert maybe_launch(np.float32(1), small, small, small) == 4
+
+
 def test_simulated_device_array_element_access_refused():
     @njit
     def peek(x):

@@ -1,0 +1,189 @@
+"""numba-cuda's device arrays through Numba's C dispatch, on the CPU.
+
+Numba types a numba-cuda array in C by its ``_numba_type_`` (the host
+``Array`` type), so without routing every call took Numba's slow path, and
+a function compiled for host arrays handed device arrays to the host
+unboxer. numba-cuda arrays are made here over host memory (a ``gpu_data``
+that only carries a pointer); launches go to the recording driver.
+"""
+
+import ctypes
+import struct
+
+import numpy as np
+import pytest
+from numba import cuda, njit
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+from numba_cuda_launch.compat.numba_dispatcher import routes_of
+from numba_cuda_launch.launch.devicearray import DeviceArray
+
+
+class _Memory:
+    def __init__(self, host):
+        self.host = host
+        self.device_ctypes_pointer = ctypes.c_void_p(host.ctypes.data)
+
+
+def device_array(host, stream=0):
+    """A numba-cuda DeviceNDArray whose 'device' memory is *host*'s."""
+    return DeviceNDArray(host.shape, host.strides, host.dtype, stream=stream,
+                         gpu_data=_Memory(host))
+
+
+class SlowPathCounter:
+    """Counts the calls that reach the dispatcher's Python slow path."""
+
+    def __init__(self, disp):
+        self.disp, self.count = disp, 0
+        self.original = disp._compile_for_args
+
+    def __enter__(self):
+        def counting(*args, **kws):
+            self.count += 1
+            return self.original(*args, **kws)
+        self.disp._compile_for_args = counting
+        return self
+
+    def __exit__(self, *exc):
+        del self.disp._compile_for_args
+
+
+@cuda.jit
+def scale(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * x[i]
+
+
+def params(launch):
+    return [struct.unpack("<q", p)[0] for p in launch.params]
+
+
+def array_params(a, ptr=None):
+    """numba-cuda's parameters for array *a*: meminfo, parent, nitems,
+    itemsize, data, shape..., strides..."""
+    return [0, 0, a.size, a.itemsize, a.ctypes.data if ptr is None else ptr,
+            *a.shape, *a.strides]
+
+
+def test_device_arrays_are_called_without_the_slow_path(fake_driver):
+    @njit
+    def launch(x, out):
+        scale[1, 32](x, out)
+
+    x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    dx, dout = device_array(x), device_array(out)
+    launch(dx, dout)
+    with SlowPathCounter(launch) as slow:
+        for _ in range(5):
+            launch(dx, dout)
+    assert slow.count == 0
+    assert len(fake_driver.launches) == 6
+    assert params(fake_driver.launches[-1]) == array_params(x) + array_params(out)
+    assert launch.signatures == [(DeviceArray(dx._numba_type_.dtype, 1, "C"),) * 2]
+
+
+def test_function_compiled_for_host_arrays_then_given_device_arrays(fake_driver):
+    # A launcher seen first with host arrays (it launches only for large ones).
+    @njit
+    def maybe_launch(x, out):
+        if x.size > 100:
+            scale[1, 32](x, out)
+        return x.size
+
+    x, out = np.ones(8, np.float32), np.zeros(8, np.float32)
+    assert maybe_launch(x, out) == 8
+    big, big_out = np.ones(128, np.float32), np.zeros(128, np.float32)
+    assert maybe_launch(device_array(big), device_array(big_out)) == 128
+    with SlowPathCounter(maybe_launch) as slow:
+        assert maybe_launch(x, out) == 8
+        assert maybe_launch(device_array(big), device_array(big_out)) == 128
+    assert slow.count == 0
+    assert [params(launch)[4] for launch in fake_driver.launches] == [big.ctypes.data] * 2
+    assert len(maybe_launch.signatures) == 2
+
+
+def test_function_compiled_for_device_arrays_then_given_host_arrays():
+    @njit
+    def size(x):
+        return x.size * 10 + x.ndim
+
+    x = np.ones((2, 3), np.float32)
+    assert size(device_array(x)) == 62
+    assert size(x) == 62
+    with SlowPathCounter(size) as slow:
+        assert size(x) == 62
+        assert size(device_array(x)) == 62
+    assert slow.count == 0
+    types = {str(t[0]).split("(")[0] for t in size.signatures}
+    assert types == {"DeviceArray", "array"}
+
+
+def test_layouts_get_their_own_routes(fake_driver):
+    @njit
+    def launch(x, out):
+        scale[1, 32](x, out)
+
+    x, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    launch(device_array(x), device_array(out))
+    launch(device_array(x[::2]), device_array(out[::2]))
+    assert params(fake_driver.launches[1]) == array_params(x[::2]) + array_params(out[::2])
+    assert {str(sig[0]) for sig in launch.signatures} == \
+        {"DeviceArray(float32, 1d, C)", "DeviceArray(float32, 1d, A)"}
+    assert len(routes_of(launch)) == 2
+
+
+def test_mixed_device_and_host_arguments_route_by_class():
+    @njit
+    def total(a, b):
+        return a.size + b.size
+
+    h = np.ones(4, np.float32)
+    d = device_array(h)
+    calls = [(d, d), (h, h), (d, h), (h, d)]  # device arrays first: see the last test
+    for a, b in calls * 2:
+        assert total(a, b) == 8
+    assert len(total.signatures) == 4
+    with SlowPathCounter(total) as slow:
+        for a, b in calls:
+            assert total(a, b) == 8
+    assert slow.count == 0
+
+
+def test_producer_stream_of_a_numba_cuda_array_is_synchronised(fake_driver):
+    @njit
+    def launch(x, out):
+        scale[1, 32](x, out)
+
+    x = np.ones(4, np.float32)
+    launch(device_array(x, stream=0x55), device_array(x, stream=0x55))
+    synced = [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"]
+    assert synced == [0x55]
+
+
+def test_recompile_drops_the_routes_and_still_works():
+    @njit
+    def size(x):
+        return x.size
+
+    d = device_array(np.ones(5, np.float32))
+    assert size(d) == 5
+    assert routes_of(size)
+    size.recompile()
+    assert size(d) == 5
+    assert size(np.ones(3)) == 3
+
+
+def test_functions_without_cuda_keep_numbas_dispatch_for_host_arrays():
+    # Nothing is installed for a function compiled only for host arrays
+    # that uses no CUDA: it keeps Numba's direct C dispatch (and, like with
+    # numba-cuda alone, cannot then take a numba-cuda array of that type).
+    @njit
+    def size(x):
+        return x.size
+
+    assert size(np.ones(3, np.float32)) == 3
+    assert routes_of(size) == {}
+    with pytest.raises(TypeError):
+        size(device_array(np.ones(3, np.float32)))
