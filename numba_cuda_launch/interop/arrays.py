@@ -39,7 +39,8 @@ from numba.core import types
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_numba_type_mismatches
-from numba_cuda_launch.launch.devicearray import DeviceArray, set_describer
+from numba_cuda_launch.launch.devicearray import CACHED_FIELDS, DeviceArray, set_cached_classes, \
+    set_describer
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class, \
     stream_handle
 from numba_cuda_launch.interop import producers as _producers
@@ -481,7 +482,8 @@ def _register():
         classes = _compat.numba_cuda_array_classes()
         for cls in classes:
             register_typeof(cls, _typeof_declared)
-        _producers.install_numba_cuda_readers(_READERS, _sync_enabled, classes)
+        _producers.install_numba_cuda_readers(_READERS, _sync_enabled, classes, CACHED_FIELDS)
+        set_cached_classes(classes)
     if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
         typeof_impl.register(object)(_typeof_any)
     route_numba_type_mismatches(_route, _guard)

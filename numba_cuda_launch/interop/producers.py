@@ -31,38 +31,31 @@ def _cupy_key(val):
     return (type(val), val.dtype, val.shape, val.strides)
 
 
-_cupy = {}  # the CuPy modules the stream rule reads, imported on first use
-
-
-def _cupy_stream():
-    """The stream CuPy's ``__cuda_array_interface__`` names now: none with
-    export version 2, else the current stream, the default stream's handle
-    (1, or 2 per-thread) standing for 0; None: another version."""
-    if not _cupy:
-        import cupy
-        from cupy import _util
-        from cupy_backends.cuda import stream as backend_stream
-
-        _cupy.update(util=_util, current=cupy.cuda.get_current_stream,
-                     default=backend_stream.get_default_stream_ptr)
-    version = getattr(_cupy["util"], "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
-    if version != 3:
-        return 0 if version == 2 else None
-    return _cupy["current"]().ptr or _cupy["default"]()
-
-
 def _cupy_reader(sync_enabled):
+    """CuPy's ndarray: its pointer, shape and strides, and the stream its
+    ``__cuda_array_interface__`` names: none with export version 2, else
+    CuPy's current stream, the default stream's handle (1, or 2 per-thread)
+    standing for 0. Another export version: read the interface."""
+    import cupy
+    from cupy import _util
+    from cupy_backends.cuda import stream as backend_stream
+
+    current, default = cupy.cuda.get_current_stream, backend_stream.get_default_stream_ptr
+
     def read(val, ndim):
         shape = val.shape
         if len(shape) != ndim:
             return None
-        stream = _cupy_stream()
-        if stream is None:
-            return None
-        if stream and not sync_enabled():
+        version = getattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
+        if version == 3:
+            stream = current().ptr or default()
+            if not sync_enabled():
+                stream = 0
+        elif version == 2:
             stream = 0
-        ptr = val.data.ptr if val.size else 0
-        return (ptr, val.itemsize) + shape + val.strides + (stream,)
+        else:
+            return None
+        return (val.data.ptr if val.size else 0, val.itemsize) + shape + val.strides + (stream,)
     return read
 
 
@@ -104,19 +97,25 @@ def fast_path(cls, sync_enabled):
 
 # -- numba-cuda ------------------------------------------------------------------------
 
-def install_numba_cuda_readers(readers, sync_enabled, classes):
+def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
     """Readers for numba-cuda's device array *classes* (the CAI stream is
-    the array's stream when it is not 0)."""
+    the array's stream when it is not 0). An array with no stream keeps its
+    fields in *cache_attribute* (its memory, shape and strides never change),
+    which compiled unboxing reads without calling back
+    (:func:`..launch.devicearray._cached_fields`)."""
     def read(val, ndim):
         shape = val.shape
         if len(shape) != ndim:
             return None
         stream = val.stream
-        stream = int(stream) if stream != 0 else 0
-        if stream and not sync_enabled():
-            stream = 0
+        handle = int(stream) if stream != 0 else 0
         ptr = val.device_ctypes_pointer.value or 0
-        return (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides) + (stream,)
+        fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
+        if not handle:
+            val.__dict__[cache_attribute] = (stream, fields + (0,))
+        elif not sync_enabled():
+            handle = 0
+        return fields + (handle,)
 
     for cls in classes:
         readers[cls] = read

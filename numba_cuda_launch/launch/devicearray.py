@@ -276,25 +276,96 @@ def _emit_producer_sync(c, stream):
     return builder.load(failed)
 
 
+#: The attribute where a reader may keep an object's unboxed fields:
+#: ``(stream, fields)``, valid while the object's ``stream`` attribute is
+#: still that very object (numba-cuda arrays, whose memory, shape and strides
+#: never change; only arrays with no producer stream are cached).
+CACHED_FIELDS = "_numba_cuda_launch_fields"
+_cached_classes = ()
+
+
+def set_cached_classes(classes):
+    """The classes whose objects may carry :data:`CACHED_FIELDS`."""
+    global _cached_classes
+    _cached_classes = tuple(classes)
+
+
+def _classes_with_cached_fields():
+    return _cached_classes
+
+
+def _cached_fields(c, obj, fields):
+    """The fields tuple cached on *obj* (a new reference), or NULL: only for
+    objects of the cached classes, checked in compiled code, so the common
+    call from Python reads two attributes instead of calling a reader."""
+    builder, pyapi = c.builder, c.pyapi
+    result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
+    classes = python_object(c, _cached_classes_ref, "numba_cuda_launch.cached_classes")
+    with builder.if_then(cgutils.is_not_null(builder, classes), likely=True):
+        cls = pyapi.get_type(obj)
+        found = cgutils.alloca_once_value(builder, cgutils.false_bit)
+        getitem = pyapi._get_function(
+            ir.FunctionType(pyapi.pyobj, [pyapi.pyobj, pyapi.py_ssize_t]), name="PyTuple_GetItem")
+        with cgutils.for_range(builder, pyapi.tuple_size(classes)) as loop:
+            item = builder.call(getitem, [classes, loop.index])
+            with builder.if_then(builder.icmp_unsigned("==", item, cls)):
+                builder.store(cgutils.true_bit, found)
+        with builder.if_then(builder.load(found), likely=True):
+            cached = pyapi.object_getattr_string(obj, CACHED_FIELDS)
+            with builder.if_else(cgutils.is_null(builder, cached), likely=False) as (missing, have):
+                with missing:
+                    pyapi.err_clear()
+                with have:
+                    stream = pyapi.object_getattr_string(obj, "stream")
+                    with builder.if_else(cgutils.is_null(builder, stream)) as (nostream, hasstream):
+                        with nostream:
+                            pyapi.err_clear()
+                        with hasstream:
+                            same = builder.icmp_unsigned(
+                                "==", pyapi.tuple_getitem(cached, 0), stream)
+                            with builder.if_then(same, likely=True):
+                                tup = pyapi.tuple_getitem(cached, 1)
+                                pyapi.incref(tup)
+                                builder.store(tup, result)
+                            pyapi.decref(stream)
+                    pyapi.decref(cached)
+    return builder.load(result)
+
+
+class _CachedClassesRef:
+    """Pickles by reference to :func:`_classes_with_cached_fields`, so
+    compiled code (and code loaded from the cache) finds this process's
+    classes."""
+
+    def __reduce__(self):
+        return (_classes_with_cached_fields, ())
+
+
+_cached_classes_ref = _CachedClassesRef()
+
+
 @unbox(DeviceArray)
 def _unbox_device_array(typ, obj, c):
     n = typ.ndim
     fields = types.UniTuple(types.intp, 3 + 2 * n)
     failed = cgutils.alloca_once_value(c.builder, cgutils.true_bit)
     out = cgutils.create_struct_proxy(typ.as_array)(c.context, c.builder)
-    describe = python_object(c, _describer, "numba_cuda_launch.describe_device_array")
-    with c.builder.if_then(cgutils.is_not_null(c.builder, describe), likely=True):
-        ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, n))
-        tup = c.pyapi.call_function_objargs(describe, [obj, ndim])
-        c.pyapi.decref(ndim)
-        with c.builder.if_then(cgutils.is_not_null(c.builder, tup), likely=True):
-            native = c.unbox(fields, tup)
-            c.pyapi.decref(tup)
-            with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
-                _fill(c, out, n, [c.builder.extract_value(native.value, i)
-                                  for i in range(len(fields))])
-                c.builder.store(_emit_producer_sync(c, c.builder.extract_value(
-                    native.value, len(fields) - 1)), failed)
+    tup = cgutils.alloca_once_value(c.builder, _cached_fields(c, obj, fields))
+    with c.builder.if_then(cgutils.is_null(c.builder, c.builder.load(tup)), likely=False):
+        describe = python_object(c, _describer, "numba_cuda_launch.describe_device_array")
+        with c.builder.if_then(cgutils.is_not_null(c.builder, describe), likely=True):
+            ndim = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, n))
+            c.builder.store(c.pyapi.call_function_objargs(describe, [obj, ndim]), tup)
+            c.pyapi.decref(ndim)
+    tup = c.builder.load(tup)
+    with c.builder.if_then(cgutils.is_not_null(c.builder, tup), likely=True):
+        native = c.unbox(fields, tup)
+        c.pyapi.decref(tup)
+        with c.builder.if_then(c.builder.not_(native.is_error), likely=True):
+            _fill(c, out, n, [c.builder.extract_value(native.value, i)
+                              for i in range(len(fields))])
+            c.builder.store(_emit_producer_sync(c, c.builder.extract_value(
+                native.value, len(fields) - 1)), failed)
     return NativeValue(out._getvalue(), is_error=c.builder.load(failed))
 
 
