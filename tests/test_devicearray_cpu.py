@@ -13,7 +13,6 @@ from numba.core import types as nt
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
-from numba_cuda_launch.interop import arrays as producers
 from numba_cuda_launch.launch.devicearray import DeviceArray
 
 rng = np.random.default_rng()
