@@ -18,7 +18,7 @@ if [ -z "${BENCH:-}" ]; then
   echo "== tests"
   timeout 400 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 tests 2>&1 | tee "$OUT/tests.log" | tail -25
   echo "== examples"
-  for e in seed_cfunc numba_cuda_arrays cupy_arrays torch_custom_op jax_dlpack jax_saxpy \
+  for e in seed_cfunc readme_intro numba_cuda_arrays cupy_arrays torch_custom_op jax_dlpack jax_saxpy \
       readme_device_arrays events_timing graph_loop; do
     timeout 120 python3 examples/$e.py 2>&1 | tail -2
   done

@@ -1,4 +1,4 @@
-"""The README's first device-array example, as a program.
+"""The example of the README's device-array section, as a program.
 
     python examples/readme_device_arrays.py      (needs a GPU, or NUMBA_ENABLE_CUDASIM=1)
 """

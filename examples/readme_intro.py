@@ -1,0 +1,26 @@
+"""The README's opening example, as a program.
+
+    python examples/readme_intro.py      (needs a GPU, or NUMBA_ENABLE_CUDASIM=1)
+"""
+
+import numpy as np
+from numba import cuda, njit
+import numba_cuda_launch  # enables kernel[...] in CPU nopython code
+
+@cuda.jit
+def double(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * x[i]
+
+@njit
+def step(x, out, stream):  # device arrays of numba-cuda, CuPy, PyTorch or JAX
+    double[(out.size + 255) // 256, 256, stream](x, out)
+
+x = cuda.to_device(np.arange(1000, dtype=np.float32))
+out = cuda.device_array_like(x)
+stream = cuda.stream()
+step(x, out, stream)
+stream.synchronize()
+assert (out.copy_to_host() == 2 * np.arange(1000)).all()
+print("readme_intro: ok")
