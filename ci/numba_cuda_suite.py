@@ -259,11 +259,12 @@ def _result(entry, nodeid=""):
     Collection's own entry compares its outcome only: a module imported
     before pytest captures warnings (numba-cuda's, imported by the package
     in the second run) warns at import, outside collection, once per
-    process."""
+    process: a collection with no entry is one that passed without a
+    warning."""
+    if nodeid[:1] == "<":
+        return entry["outcome"] if entry is not None else "passed"
     if entry is None:
         return "absent"
-    if nodeid[:1] == "<":
-        return entry["outcome"]
     warned = entry.get("warnings")
     return entry["outcome"] + (" (warned: %s)" % "; ".join(warned) if warned else "")
 
