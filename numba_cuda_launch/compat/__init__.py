@@ -1,4 +1,11 @@
-"""Layer 0, compat: every use of numba-cuda internals (:mod:`.numba_cuda`).
+"""Layer 0, compat: every use of numba-cuda's and Numba's internals.
+
+* :mod:`.numba_cuda` -- numba-cuda (deviceless compilation, kernel images,
+  signatures, stream and array classes);
+* :mod:`.numba_cuda_mlir` -- numba-cuda-mlir kernels;
+* :mod:`.numba_caching` -- Numba's on-disk cache and launch code;
+* :mod:`.numba_dispatcher` -- Numba's CPU dispatcher: fast typing by class,
+  routers for arguments its C code types by ``_numba_type_``.
 
 Nothing here imports from the layers above (runtime, launch, interop).
 """

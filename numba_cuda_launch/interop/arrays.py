@@ -39,7 +39,8 @@ from numba.core import types
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_numba_type_mismatches
-from numba_cuda_launch.launch.devicearray import CACHED_FIELDS, DeviceArray, set_cached_classes, \
+from numba_cuda_launch.launch.devicearray import DeviceArray
+from numba_cuda_launch.launch.devicearray_unbox import CACHED_FIELDS, set_cached_classes, \
     set_describer
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class, \
     stream_handle

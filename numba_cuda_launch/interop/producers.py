@@ -31,29 +31,36 @@ def _cupy_key(val):
     return (type(val), val.dtype, val.shape, val.strides)
 
 
-def _cupy_reader(sync_enabled):
-    """CuPy's ndarray: its pointer, shape and strides, and the stream its
-    ``__cuda_array_interface__`` names: none with export version 2, else
+def _cupy_stream(sync_enabled):
+    """The stream CuPy's ``__cuda_array_interface__`` names now, to wait
+    for: none (0) with export version 2 or with synchronisation off, else
     CuPy's current stream, the default stream's handle (1, or 2 per-thread)
-    standing for 0. Another export version: read the interface."""
+    standing for 0; -1 for another export version (read the interface)."""
     import cupy
     from cupy import _util
     from cupy_backends.cuda import stream as backend_stream
 
     current, default = cupy.cuda.get_current_stream, backend_stream.get_default_stream_ptr
 
+    def stream():
+        version = getattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
+        if version == 3:
+            return (current().ptr or default()) if sync_enabled() else 0
+        return 0 if version == 2 else -1
+    return stream
+
+
+def _cupy_reader(sync_enabled):
+    """CuPy's ndarray: its pointer, shape and strides, and the stream its
+    ``__cuda_array_interface__`` names (:func:`_cupy_stream`)."""
+    stream_now = _cupy_stream(sync_enabled)
+
     def read(val, ndim):
         shape = val.shape
         if len(shape) != ndim:
             return None
-        version = getattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
-        if version == 3:
-            stream = current().ptr or default()
-            if not sync_enabled():
-                stream = 0
-        elif version == 2:
-            stream = 0
-        else:
+        stream = stream_now()
+        if stream < 0:
             return None
         return (val.data.ptr if val.size else 0, val.itemsize) + shape + val.strides + (stream,)
     return read

@@ -24,6 +24,10 @@ lowering together:
 * :mod:`.caching` -- ``cache=True`` code keyed on its launch target;
 * :mod:`.stream` -- stream objects as nopython values;
 * :mod:`.devicearray` -- device arrays as nopython values;
+* :mod:`.devicearray_unbox` -- reading device array objects at each call
+  from Python (and waiting for their producer's stream);
+* :mod:`.pyobjects` -- Python objects compiled unboxing code calls, looked
+  up once per process;
 * :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
 * :mod:`.events` -- CUDA events (``event()``, record, elapsed time);
 * :mod:`.halffloat` -- float16 storage in CPU code;
@@ -36,6 +40,7 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     halffloat,
     stream,
     devicearray,
+    devicearray_unbox,
     launchconfig,
     call,
     sync,
