@@ -218,3 +218,68 @@ def test_fields_of_a_numba_cuda_array_are_read_once_and_follow_its_stream(fake_d
     assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [0x66]
     assert all(params(launch_) == array_params(x) + array_params(out)
                for launch_ in fake_driver.launches)
+
+
+CACHE_MODULE = """
+import ctypes
+import numpy as np
+from numba import cuda, njit
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+import numba_cuda_launch
+
+class Memory:
+    def __init__(self, host):
+        self.device_ctypes_pointer = ctypes.c_void_p(host.ctypes.data)
+
+class CAI:
+    def __init__(self, a, stream):
+        self.__cuda_array_interface__ = dict(shape=a.shape, strides=None, typestr=a.dtype.str,
+                                             data=(a.ctypes.data, False), version=3,
+                                             stream=stream)
+
+@cuda.jit
+def scale(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * x[i]
+
+@njit(cache=True)
+def run(x, out):
+    scale[1, 32](x, out)
+    return out.size
+"""
+
+CACHE_MAIN = """
+import numpy as np, struct
+import cachedev
+from numba_cuda_launch.testing import RecordingDriver
+from cachedev import CAI, DeviceNDArray, Memory
+x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+d = DeviceNDArray(out.shape, out.strides, out.dtype, gpu_data=Memory(out))
+with RecordingDriver() as fake:
+    for _ in range(2):
+        assert cachedev.run(CAI(x, 0x42), d) == 4
+params = [struct.unpack("<q", p)[0] for p in fake.launches[-1].params]
+synced = [c[1] for c in fake.calls if c[0] == "cuStreamSynchronize"]
+print(params[4] == x.ctypes.data, params[11] == out.ctypes.data, synced,
+      sum(cachedev.run.stats.cache_hits.values()))
+"""
+
+
+def test_cached_function_taking_device_arrays_works_from_the_cache(tmp_path):
+    import subprocess
+    import sys
+
+    from childenv import PREAMBLE, child_env
+
+    (tmp_path / "cachedev.py").write_text(CACHE_MODULE)
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", PREAMBLE + CACHE_MAIN], cwd=tmp_path,
+                             env=child_env(NUMBA_CUDA_LAUNCH_CC="9.0", NUMBA_ENABLE_CUDASIM="0"),
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert run() == ["True", "True", "[66,", "66]", "0"]  # compiled, synced once per call
+    assert run() == ["True", "True", "[66,", "66]", "1"]  # loaded from the cache

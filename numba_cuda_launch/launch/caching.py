@@ -15,6 +15,7 @@ the simulator is never reused from the cache (it is compiled each process).
 from dataclasses import dataclass
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.runtime.image import remember_param_sizes
 from numba_cuda_launch.compat.numba_caching import (
     LaunchTargetChanged,
     add_reload_check,
@@ -27,6 +28,8 @@ __all__ = [
     "record_launch_target",
     "DriverCallCheck",
     "record_driver_calls",
+    "ParamSizes",
+    "record_param_sizes",
 ]
 
 install_cache_target_check()
@@ -84,3 +87,25 @@ def record_driver_calls(context):
     """Record, in the function being lowered, that it calls the driver's
     synchronisation or event functions (or their simulated forms)."""
     add_reload_check(context, DriverCallCheck(_compat.simulator_enabled()))
+
+
+@dataclass(frozen=True)
+class ParamSizes:
+    """Run by Numba when it loads cached launch code: tells this process
+    the parameter sizes of a kernel the code launches, as lowering the
+    launch did in the process that compiled it (tools reading launch
+    parameters, such as the recording driver, need them). Never refuses."""
+
+    entry_name: str
+    sizes: tuple
+
+    def __call__(self):
+        remember_param_sizes(self.entry_name, self.sizes)
+
+
+def record_param_sizes(context, entry_name, sizes):
+    """Remember kernel *entry_name*'s parameter sizes now, and in any
+    process that loads the function being lowered from the cache."""
+    sizes = tuple(sizes)
+    remember_param_sizes(entry_name, sizes)
+    add_reload_check(context, ParamSizes(entry_name, sizes))

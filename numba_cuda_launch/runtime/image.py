@@ -191,7 +191,7 @@ def remember_param_sizes(entry_name, sizes):
 
 
 def param_sizes(entry_name):
-    """The parameter sizes recorded for *entry_name* in this process, or
-    None (a kernel whose launch code was compiled in another process and
-    loaded from Numba's cache)."""
+    """The parameter sizes recorded for *entry_name* in this process (by
+    lowering a launch of it, or by loading such code from Numba's cache),
+    or None."""
     return _param_sizes.get(entry_name)

@@ -15,12 +15,13 @@ from numba.core import cgutils
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.backends import LaunchBackend, register
+from numba_cuda_launch.launch.caching import record_param_sizes
 from numba_cuda_launch.launch.launchconfig import cluster_dims, launch_dims
 from numba_cuda_launch.launch.params import emit_param_array, flatten_values
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context
 from numba_cuda_launch.runtime.graph import emit_kernel_node_set_params
-from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel, remember_param_sizes
+from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.runtime.launchex import emit_launch_ex
 from numba_cuda_launch.runtime.pointers import emit_is_device_accessible
 
@@ -71,9 +72,9 @@ class DriverBackend(LaunchBackend):
 
     def _emit_params(self, context, builder, kernel, formal_types, values):
         # Tools that read parameters (the recording driver) learn their sizes.
-        remember_param_sizes(self.image(kernel).entry_name,
-                             [t.get_abi_size(context.target_data)
-                              for t in self.param_types(kernel)])
+        record_param_sizes(context, self.image(kernel).entry_name,
+                           [t.get_abi_size(context.target_data)
+                            for t in self.param_types(kernel)])
         return self.param_array(context, builder, kernel, formal_types, values)
 
     def emit_function(self, context, builder, kernel):
