@@ -9,7 +9,7 @@ batches of back-to-back calls, the stream idle before each batch):
   called with the same arrays;
 * per-argument unboxing cost of each producer (numba-cuda, CuPy, PyTorch,
   JAX): an ``@njit`` function taking four arrays and launching nothing,
-  against one taking four integers;
+  against one taking four integers; and a whole one-argument call;
 * inside compiled code: a loop launching on device-array arguments against
   the same loop on ``carray`` views of the same memory.
 
@@ -56,6 +56,11 @@ def take4(a, b, c, d):
 @njit
 def take4_ints(a, b, c, d):
     return a + b + c + d
+
+
+@njit
+def take1(a):
+    return a.size
 
 
 @njit
@@ -188,6 +193,9 @@ def main():
         pass
     base = per_call_us(lambda: take4_ints(1, 2, 3, 4), lambda: None)
     rows["@njit call with 4 integers (baseline)"] = base
+    for name, arrays in unbox.items():  # the whole cost of a one-argument call
+        rows["@njit call with one %s array" % name] = \
+            per_call_us(lambda: take1(arrays[0]), lambda: None)
     for name, arrays in unbox.items():
         us = per_call_us(lambda: take4(*arrays), lambda: None)
         rows["unboxing one %s array (per argument)" % name] = (us - base) / 4

@@ -56,6 +56,14 @@ def scale(x, out):
         out[i] = 2 * x[i]
 
 
+def new_launcher():
+    """A fresh dispatcher launching ``scale`` (routes are per dispatcher)."""
+    @njit
+    def launch(x, out):
+        scale[1, 32](x, out)
+    return launch
+
+
 def params(launch):
     return [struct.unpack("<q", p)[0] for p in launch.params]
 
@@ -68,10 +76,7 @@ def array_params(a, ptr=None):
 
 
 def test_device_arrays_are_called_without_the_slow_path(fake_driver):
-    @njit
-    def launch(x, out):
-        scale[1, 32](x, out)
-
+    launch = new_launcher()
     x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
     dx, dout = device_array(x), device_array(out)
     launch(dx, dout)
@@ -121,10 +126,7 @@ def test_function_compiled_for_device_arrays_then_given_host_arrays():
 
 
 def test_layouts_get_their_own_routes(fake_driver):
-    @njit
-    def launch(x, out):
-        scale[1, 32](x, out)
-
+    launch = new_launcher()
     x, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
     launch(device_array(x), device_array(out))
     launch(device_array(x[::2]), device_array(out[::2]))
@@ -152,10 +154,7 @@ def test_mixed_device_and_host_arguments_route_by_class():
 
 
 def test_producer_stream_of_a_numba_cuda_array_is_synchronised(fake_driver):
-    @njit
-    def launch(x, out):
-        scale[1, 32](x, out)
-
+    launch = new_launcher()
     x = np.ones(4, np.float32)
     launch(device_array(x, stream=0x55), device_array(x, stream=0x55))
     synced = [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"]
@@ -192,10 +191,7 @@ def test_functions_without_cuda_keep_numbas_dispatch_for_host_arrays():
 def test_fields_of_a_numba_cuda_array_are_read_once_and_follow_its_stream(fake_driver):
     from numba_cuda_launch.interop import arrays
 
-    @njit
-    def launch(x, out):
-        scale[1, 32](x, out)
-
+    launch = new_launcher()
     x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
     dx, dout = device_array(x), device_array(out)
     reads = []
