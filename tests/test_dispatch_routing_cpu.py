@@ -136,14 +136,17 @@ def test_layouts_get_their_own_routes(fake_driver):
     assert len(routes_of(launch)) == 2
 
 
-def test_mixed_device_and_host_arguments_route_by_class():
+@pytest.mark.parametrize("order", ["dd hh dh hd", "dh hd hh dd", "hd dh dd hh"])
+def test_mixed_device_and_host_arguments_route_by_class(order):
     @njit
     def total(a, b):
         return a.size + b.size
 
     h = np.ones(4, np.float32)
     d = device_array(h)
-    calls = [(d, d), (h, h), (d, h), (h, d)]  # device arrays first: see the last test
+    pick = {"d": d, "h": h}
+    # A device array comes first (see the last test): then any order works.
+    calls = [(pick[a], pick[b]) for a, b in order.split()]
     for a, b in calls * 2:
         assert total(a, b) == 8
     assert len(total.signatures) == 4
@@ -151,6 +154,29 @@ def test_mixed_device_and_host_arguments_route_by_class():
         for a, b in calls:
             assert total(a, b) == 8
     assert slow.count == 0
+
+
+def test_only_changed_routers_are_compiled_again(monkeypatch):
+    from numba.core import types as nt
+
+    from numba_cuda_launch.compat import numba_dispatcher
+
+    built = []
+    original = numba_dispatcher._build_router
+    monkeypatch.setattr(numba_dispatcher, "_build_router",
+                        lambda disp, route: (built.append(route.codes), original(disp, route)))
+
+    @njit
+    def maybe_launch(x, out):
+        if x.size > 10**9:
+            scale[1, 32](x, out)
+        return x.size
+
+    kinds = [nt.float32, nt.float64, nt.int32, nt.int64, nt.int16, nt.uint8]
+    for dt in kinds:  # host arrays of a CUDA-using function: one guard router each
+        maybe_launch.compile((nt.Array(dt, 1, "C"), nt.Array(dt, 1, "C")))
+    assert len(built) == len(set(built)) == len(kinds)
+    assert maybe_launch(np.ones(3), np.ones(3)) == 3
 
 
 def test_producer_stream_of_a_numba_cuda_array_is_synchronised(fake_driver):

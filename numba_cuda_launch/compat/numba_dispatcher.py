@@ -21,9 +21,10 @@ layout handed the device array to the host array's unboxer (a TypeError).
 
 For such calls a *router* is installed in the C dispatch table under the
 typecodes C computes: a small compiled function that looks at the classes of
-the disagreeing arguments and calls the overload learnt for them, else the
-overload that was registered under the same typecodes (host arrays), else
-the dispatcher's own slow path (which learns the new case). Routers are
+the arguments C types as arrays and calls the overload learnt for them,
+else, when all of them are NumPy arrays, the overload registered under the
+same typecodes, else the dispatcher's own slow path (which learns the new
+case). Routers are
 learnt from the calls that take the slow path, so the C typecodes they are
 keyed on are the ones C really computes; a mistake can only make a call
 take the slow path, never call the wrong overload.
@@ -91,13 +92,13 @@ class _Route:
     (``patterns``), and the overload C had under the same typecodes
     (``host``), called when every looked-at argument is a NumPy array."""
 
-    __slots__ = ("codes", "positions", "patterns", "host", "cfunc", "keepalive")
+    __slots__ = ("codes", "positions", "patterns", "host", "cfunc", "keepalive", "built_for")
 
     def __init__(self, codes, positions):
         self.codes, self.positions = codes, positions
         self.patterns = {}  # classes at positions -> entry point
         self.host = None
-        self.cfunc = self.keepalive = None
+        self.cfunc = self.keepalive = self.built_for = None
 
 
 def routes_of(disp):
@@ -122,30 +123,32 @@ def _c_typecode(value, typ):
 
 def _learn(disp, args, entry):
     """After the slow path chose *entry* for *args*: if C typecodes of some
-    arguments disagree with their types, route those typecodes to it."""
+    arguments disagree with their types, route those typecodes to it. A
+    router looks at every argument whose C type is an array (NumPy arrays
+    and the disagreeing ones share those typecodes)."""
     if _should_route is None or not disp._can_compile:
         return
-    sig = next((s for s, cres in disp.overloads.items() if cres.entry_point is entry), None)
-    if sig is None or len(sig) != len(args):
-        return
-    codes, positions = [], []
-    for i, (a, typ) in enumerate(zip(args, sig)):
-        code = None
-        if not isinstance(a, _dispatcher.OmittedArg) and _should_route(a, typ):
-            code = _c_typecode(a, typ)
-        if code is not None:
-            positions.append(i)
-        codes.append(typ._code if code is None else code)
-    if not positions:
-        return
-    codes = tuple(codes)
-    with global_compiler_lock:
+    with global_compiler_lock:  # compiling (another thread) changes the overloads
+        sig = next((s for s, cres in disp.overloads.items() if cres.entry_point is entry), None)
+        if sig is None or len(sig) != len(args):
+            return
+        codes, arrays, routed = [], [], False
+        for i, (a, typ) in enumerate(zip(args, sig)):
+            code = None
+            if not isinstance(a, _dispatcher.OmittedArg) and _should_route(a, typ):
+                code = _c_typecode(a, typ)
+            routed = routed or code is not None
+            if code is not None or isinstance(typ, types.Array):
+                arrays.append(i)
+            codes.append(typ._code if code is None else code)
+        if not routed:
+            return
+        codes = tuple(codes)
         routes = disp.__dict__.setdefault("_ncl_routes", {})
         route = routes.get(codes)
         if route is None:
-            route = routes[codes] = _Route(codes, tuple(positions))
-        elif not set(positions) <= set(route.positions) or \
-                len(route.patterns) >= _MAX_PATTERNS:
+            route = routes[codes] = _Route(codes, tuple(arrays))
+        elif route.positions != tuple(arrays) or len(route.patterns) >= _MAX_PATTERNS:
             return  # the slow path stays correct
         classes = tuple(type(args[i]) for i in route.positions)
         if route.patterns.get(classes) is entry:
@@ -156,7 +159,8 @@ def _learn(disp, args, entry):
 
 def _rebuild(disp):
     """Re-register every overload with the C dispatcher, routers included:
-    an overload whose typecodes a router took becomes that router's host."""
+    an overload whose typecodes a router took becomes that router's host.
+    Only routers whose targets changed are compiled again."""
     routes = routes_of(disp)
     for route in routes.values():
         route.host = None
@@ -169,7 +173,10 @@ def _rebuild(disp):
         else:
             disp._insert(list(codes), cres.entry_point, cres.objectmode)
     for route in routes.values():
-        _build_router(disp, route)
+        targets = (tuple((k, id(v)) for k, v in route.patterns.items()), id(route.host))
+        if route.cfunc is None or route.built_for != targets:
+            _build_router(disp, route)
+            route.built_for = targets
         disp._insert(list(route.codes), route.cfunc, False)
 
 

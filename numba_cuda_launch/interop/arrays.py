@@ -468,8 +468,7 @@ def _guard(cres):
     :mod:`..compat.numba_dispatcher`). Other functions are left alone."""
     if not _declaring_classes() or not has_reload_checks(cres):
         return ()
-    return tuple(i for i, t in enumerate(cres.signature.args)
-                 if isinstance(t, types.Array) and t.mutable)
+    return tuple(i for i, t in enumerate(cres.signature.args) if isinstance(t, types.Array))
 
 
 def _register():
