@@ -269,6 +269,16 @@ def scale(x, out):
 def run(x, out):
     scale[1, 32](x, out)
     return out.size
+
+@njit(cache=True)
+def maybe_launch(x, out):
+    if x.size > 10**9:
+        scale[1, 32](x, out)
+    return x.size
+
+@njit
+def caller(x, out):  # not cached: links maybe_launch, from the cache the second time
+    return maybe_launch(x, out) + 1
 """
 
 CACHE_MAIN = """
@@ -283,6 +293,8 @@ with RecordingDriver() as fake:
         assert cachedev.run(CAI(x, 0x42), d) == 4
 params = [struct.unpack("<q", p)[0] for p in fake.launches[-1].params]
 synced = [c[1] for c in fake.calls if c[0] == "cuStreamSynchronize"]
+assert cachedev.caller(x, out) == 5  # host arrays first, then numba-cuda arrays
+assert cachedev.caller(d, d) == 5
 print(params[4] == x.ctypes.data, params[11] == out.ctypes.data, synced,
       sum(cachedev.run.stats.cache_hits.values()))
 """
@@ -305,3 +317,31 @@ def test_cached_function_taking_device_arrays_works_from_the_cache(tmp_path):
 
     assert run() == ["True", "True", "[66,", "66]", "0"]  # compiled, synced once per call
     assert run() == ["True", "True", "[66,", "66]", "1"]  # loaded from the cache
+
+
+def test_explicit_signatures_refuse_device_arrays_with_numbas_message():
+    @njit("int64(float32[::1])")
+    def maybe_launch(x):
+        if x.size > 10**9:
+            scale[1, 32](x, x)
+        return x.size
+
+    assert maybe_launch(np.ones(3, np.float32)) == 3
+    with pytest.raises(TypeError, match="No matching definition"):
+        maybe_launch(device_array(np.ones(3, np.float32)))
+
+
+def test_each_producer_stream_is_waited_for_once_per_call(fake_driver):
+    class CAI:
+        def __init__(self, a, stream):
+            self.__cuda_array_interface__ = dict(
+                shape=a.shape, strides=None, typestr=a.dtype.str, data=(a.ctypes.data, False),
+                version=3, stream=stream)
+
+    @njit
+    def total(a, b, c, d):
+        return a.size + b.size + c.size + d.size
+
+    h = np.ones(2, np.float32)
+    assert total(CAI(h, 0xA), CAI(h, 0xB), CAI(h, 0xA), CAI(h, 0xB)) == 8
+    assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [0xA, 0xB]

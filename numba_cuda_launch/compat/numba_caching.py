@@ -41,9 +41,16 @@ def install_cache_target_check():
 
     def load_overload(self, sig, target_context):
         try:
-            return original_load(self, sig, target_context)
+            cres = original_load(self, sig, target_context)
         except LaunchTargetChanged:
             return None
+        if cres is not None:  # the checks again on the library, for callers linking it
+            ours = {c for c in (getattr(cres, "reload_init", None) or ()) if _is_ours(c)}
+            if ours:
+                getattr(cres.library, _CHECKS, set()).update(ours)
+                if not hasattr(cres.library, _CHECKS):
+                    setattr(cres.library, _CHECKS, ours)
+        return cres
 
     Cache.load_overload = load_overload
 
@@ -83,12 +90,15 @@ def add_reload_check(context, check):
     checks.add(check)
 
 
+def _is_ours(check):
+    module = getattr(type(check), "__module__", "") or ""
+    return module.startswith(("numba_cuda_launch", "numba.cuda.cpu_launch"))
+
+
 def has_reload_checks(cres):
-    """Whether compile result *cres* carries checks of this package (it
-    launches kernels or calls the driver), compiled now or loaded from the
-    cache."""
+    """Whether compile result *cres* carries checks of this package (it, or
+    a function it calls, launches kernels or calls the driver), compiled now
+    or loaded from the cache."""
     if _library_checks(cres.library, set()):
         return True
-    return any(getattr(type(c), "__module__", "").startswith("numba_cuda_launch")
-               or getattr(type(c), "__module__", "").startswith("numba.cuda.cpu_launch")
-               for c in (getattr(cres, "reload_init", None) or ()))
+    return any(_is_ours(c) for c in (getattr(cres, "reload_init", None) or ()))

@@ -30,18 +30,21 @@ keyed on are the ones C really computes; a mistake can only make a call
 take the slow path, never call the wrong overload.
 """
 
+import itertools
 import weakref
 
 import numpy as np
 from llvmlite import ir
 from numba import _dynfunc
-from numba.core import dispatcher as _dispatcher, types
+from numba.core import dispatcher as _dispatcher, errors, types
+from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
 __all__ = ["register_typeof", "route_numba_type_mismatches", "routes_of"]
 
 _Dispatcher = _dispatcher.Dispatcher
-_MAX_PATTERNS = 16  # per router: the classes seen at its disagreeing positions
+_MAX_PATTERNS = 16  # per router: the classes seen at its array positions
+_router_numbers = itertools.count()
 
 # -- fast typing -------------------------------------------------------------------
 
@@ -62,7 +65,17 @@ def _fast_typeof_pyval(self, val):
         tp = fn(val)
         if tp is not None:
             return tp
-    return _typeof_pyval(self, val)
+    # Numba's own body (0.62-0.68), not a call of it: one frame less for
+    # every other object the dispatcher cannot type in C.
+    try:
+        tp = typeof(val, Purpose.argument)
+    except (errors.NumbaValueError, ValueError):
+        tp = types.pyobject
+    else:
+        if tp is None:
+            tp = types.pyobject
+    self._types_active_call.add(tp)
+    return tp
 
 
 _fast_typeof_pyval.__doc__ = _typeof_pyval.__doc__
@@ -114,7 +127,7 @@ def _c_typecode(value, typ):
         return None
     try:
         declared = value._numba_type_
-    except AttributeError:
+    except Exception:  # AttributeError, or whatever a __getattr__ raises
         return None
     if not isinstance(declared, types.Type) or declared == typ:
         return None
@@ -126,7 +139,8 @@ def _learn(disp, args, entry):
     arguments disagree with their types, route those typecodes to it. A
     router looks at every argument whose C type is an array (NumPy arrays
     and the disagreeing ones share those typecodes)."""
-    if _should_route is None or not disp._can_compile:
+    if _should_route is None or not disp._can_compile or \
+            not any(_c_typecode(a, None) is not None for a in args):
         return
     with global_compiler_lock:  # compiling (another thread) changes the overloads
         sig = next((s for s, cres in disp.overloads.items() if cres.entry_point is entry), None)
@@ -182,9 +196,12 @@ def _rebuild(disp):
 
 def _slow_path(disp_ref):
     """What C does when no overload matches: compile (or find) one for the
-    arguments, then call it."""
+    arguments, then call it; with compilation disabled (explicit
+    signatures), Numba's "No matching definition" TypeError."""
     def call(*args):
         disp = disp_ref()
+        if not disp._can_compile:
+            disp._explain_matching_error(*args)
         return disp._compile_for_args(*args)(*args)
     return call
 
@@ -198,7 +215,8 @@ def _build_router(disp, route):
     library = context.codegen().create_library("numba_cuda_launch_router")
     module = library.create_ir_module("numba_cuda_launch_router")
     pyobj = context.get_argument_type(types.pyobject)
-    fn = ir.Function(module, ir.FunctionType(pyobj, [pyobj] * 3), "router")
+    name = "numba_cuda_launch_router_%d" % next(_router_numbers)
+    fn = ir.Function(module, ir.FunctionType(pyobj, [pyobj] * 3), name)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     pyapi = context.get_python_api(builder)
     _, args, kws = fn.args
@@ -231,7 +249,7 @@ def _build_router(disp, route):
     builder.ret(pyapi.call(const(fallback), args, kws))
     library.add_ir_module(module)
     library.finalize()
-    address = library.get_pointer_to_function("router")
+    address = library.get_pointer_to_function(name)
     keep.append(library)
     route.keepalive = keep
     route.cfunc = _dynfunc.make_function(

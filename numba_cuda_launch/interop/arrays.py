@@ -367,7 +367,11 @@ def _typeof_device_array(val, c=None, cai=None):
         ty = device_array_type(_from_cai(cai))
         return ty if key is None else _remember(key, ty)
     desc = describe(val)
-    return None if desc is None else device_array_type(desc)
+    if desc is None:
+        return None
+    ty = device_array_type(desc)
+    _KEEP.add(ty)
+    return ty
 
 
 _generic_typeof = typeof_impl.dispatch(object)

@@ -109,7 +109,7 @@ def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
     the array's stream when it is not 0). An array with no stream keeps its
     fields in *cache_attribute* (its memory, shape and strides never change),
     which compiled unboxing reads without calling back
-    (:func:`..launch.devicearray._cached_fields`)."""
+    (:func:`..launch.devicearray_unbox._cached_fields`)."""
     def read(val, ndim):
         shape = val.shape
         if len(shape) != ndim:
@@ -118,9 +118,10 @@ def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
         handle = int(stream) if stream != 0 else 0
         ptr = val.device_ctypes_pointer.value or 0
         fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
-        if not handle:
-            val.__dict__[cache_attribute] = (stream, fields + (0,))
-        elif not sync_enabled():
+        # With a stream the reader runs at each call (the sync setting may
+        # change); None says so to compiled code without a missing attribute.
+        val.__dict__[cache_attribute] = (stream, None if handle else fields + (0,))
+        if handle and not sync_enabled():
             handle = 0
         return fields + (handle,)
 

@@ -7,8 +7,8 @@ Interface v3). Two ways:
 1. *cached fields*: objects of the classes given to
    :func:`set_cached_classes` (numba-cuda's arrays, whose memory, shape and
    strides never change) may carry :data:`CACHED_FIELDS`, ``(stream,
-   fields)``, valid while their ``stream`` attribute is that very object:
-   compiled code reads two attributes;
+   fields)``, valid while their ``stream`` attribute is that very object
+   (fields None: read each time): compiled code reads two attributes;
 2. the *describer* (:func:`set_describer`, a Python function of the interop
    layer, with fast readers for CuPy and PyTorch) for everything else, and
    whenever 1 cannot answer. Reading CuPy's attributes from compiled code
@@ -31,9 +31,10 @@ from numba_cuda_launch.runtime import events as _events
 __all__ = ["CACHED_FIELDS", "set_describer", "set_cached_classes"]
 
 _i64 = ir.IntType(64)
+_SYNCED = 4  # producer streams one call remembers having synchronised
 
 #: The attribute where a reader may keep an object's fields: ``(stream,
-#: (data, itemsize, shape..., strides..., 0))``.
+#: (data, itemsize, shape..., strides..., 0))``, or ``(stream, None)``.
 CACHED_FIELDS = "_numba_cuda_launch_fields"
 
 _describer = None
@@ -105,13 +106,15 @@ def _sync_failed(status, stream):
 def _emit_producer_sync(c, stream):
     """Synchronise producer *stream* (an ``i64``, 0 for none) unless this
     call's unboxing did already (several arrays of one producer name one
-    stream: CuPy its current stream for each); returns an ``i1``, true on
-    failure (with the Python exception set)."""
+    stream: CuPy its current stream for each; a call remembers the last
+    four streams it waited for); returns an ``i1``, true on failure (with
+    the Python exception set)."""
     builder = c.builder
-    slot = _wrapper_slot(builder, "ncl.synced_stream", 0)
+    slots = [_wrapper_slot(builder, "ncl.synced_stream.%d" % i, 0) for i in range(_SYNCED)]
+    slots = [s for s in slots if s is not None]
     failed = cgutils.alloca_once_value(builder, cgutils.false_bit)
     needed = builder.icmp_unsigned("!=", stream, stream.type(0))
-    if slot is not None:
+    for slot in slots:
         needed = builder.and_(needed, builder.icmp_unsigned("!=", stream, builder.load(slot)))
     with builder.if_then(needed, likely=False):
         status = _events.emit_stream_synchronize(
@@ -119,8 +122,14 @@ def _emit_producer_sync(c, stream):
         ok = builder.icmp_signed("==", status, status.type(0))
         with builder.if_else(ok, likely=True) as (then, otherwise):
             with then:
-                if slot is not None:
-                    builder.store(stream, slot)
+                if slots:  # remember it in the next slot, round robin
+                    next_slot = _wrapper_slot(builder, "ncl.synced_stream.next", 0)
+                    index = builder.load(next_slot)
+                    for i, slot in enumerate(slots):
+                        with builder.if_then(builder.icmp_signed("==", index, index.type(i))):
+                            builder.store(stream, slot)
+                    builder.store(builder.urem(builder.add(index, index.type(1)),
+                                               index.type(_SYNCED)), next_slot)
             with otherwise:
                 raiser = c.pyapi.unserialize(c.pyapi.serialize_object(_sync_failed))
                 args = [c.pyapi.long_from_longlong(builder.sext(status, _i64)),
@@ -173,10 +182,11 @@ def _cached_fields(c, obj):
                         with nostream:
                             pyapi.err_clear()
                         with hasstream:
-                            same = builder.icmp_unsigned(
-                                "==", pyapi.tuple_getitem(cached, 0), stream)
+                            tup = pyapi.tuple_getitem(cached, 1)
+                            same = builder.and_(
+                                builder.icmp_unsigned("==", pyapi.tuple_getitem(cached, 0), stream),
+                                builder.icmp_unsigned("!=", tup, pyapi.borrow_none()))
                             with builder.if_then(same, likely=True):
-                                tup = pyapi.tuple_getitem(cached, 1)
                                 pyapi.incref(tup)
                                 builder.store(tup, result)
                             pyapi.decref(stream)
