@@ -24,10 +24,13 @@ typecodes C computes: a small compiled function that looks at the classes of
 the arguments C types as arrays and calls the overload learnt for them,
 else, when all of them are NumPy arrays, the overload registered under the
 same typecodes, else the dispatcher's own slow path (which learns the new
-case). Routers are
-learnt from the calls that take the slow path, so the C typecodes they are
-keyed on are the ones C really computes; a mistake can only make a call
-take the slow path, never call the wrong overload.
+case). Routers are learnt from the calls that take the slow path, so the C
+typecodes they are keyed on are the ones C really computes; a mistake can
+only make a call take the slow path, never call the wrong overload.
+
+The internals used are checked by name when this module is imported
+(:data:`AVAILABLE`); a Numba without them keeps its own behaviour (fast
+typing and routers are then not installed).
 """
 
 import itertools
@@ -40,9 +43,15 @@ from numba.core import dispatcher as _dispatcher, errors, types
 from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
-__all__ = ["register_typeof", "route_numba_type_mismatches", "routes_of"]
+__all__ = ["AVAILABLE", "register_typeof", "route_numba_type_mismatches", "routes_of"]
 
 _Dispatcher = _dispatcher.Dispatcher
+
+#: Whether this Numba has the dispatcher internals used here (0.62-0.68 do).
+AVAILABLE = all(hasattr(_dispatcher._DispatcherBase, name) for name in (
+    "_compile_for_args", "add_overload", "_reset_overloads", "_insert", "_clear",
+    "typeof_pyval", "_explain_matching_error")) and \
+    hasattr(_dynfunc, "make_function") and hasattr(_dynfunc, "Environment")
 _MAX_PATTERNS = 16  # per router: the classes seen at its array positions
 _router_numbers = itertools.count()
 
@@ -79,7 +88,8 @@ def _fast_typeof_pyval(self, val):
 
 
 _fast_typeof_pyval.__doc__ = _typeof_pyval.__doc__
-_Dispatcher.typeof_pyval = _fast_typeof_pyval
+if AVAILABLE:
+    _Dispatcher.typeof_pyval = _fast_typeof_pyval
 
 # -- routers -----------------------------------------------------------------------
 
@@ -259,9 +269,9 @@ def _build_router(disp, route):
 
 # Class-level hooks: a router is only built for a dispatcher that saw such a
 # call; for every other dispatcher these add a dictionary lookup at compile time.
-_compile_for_args = _dispatcher._DispatcherBase._compile_for_args
-_add_overload = _dispatcher._DispatcherBase.add_overload
-_reset_overloads = _dispatcher._DispatcherBase._reset_overloads
+_compile_for_args = getattr(_dispatcher._DispatcherBase, "_compile_for_args", None)
+_add_overload = getattr(_dispatcher._DispatcherBase, "add_overload", None)
+_reset_overloads = getattr(_dispatcher._DispatcherBase, "_reset_overloads", None)
 
 
 def _compile_for_args_learning(self, *args, **kws):
@@ -272,18 +282,18 @@ def _compile_for_args_learning(self, *args, **kws):
 
 
 def _add_overload_routed(self, cres):
+    """Numba's ``add_overload``, unless a router takes the overload's
+    typecodes (it becomes that router's host) or the guard asks for one."""
     codes = tuple(a._code for a in cres.signature.args)
-    routes = self.__dict__.get("_ncl_routes")
-    guarded = () if _guard is None or (routes and codes in routes) else _guard(cres)
-    if (routes and codes in routes) or guarded:
-        self.overloads[tuple(cres.signature.args)] = cres
-        with global_compiler_lock:
-            if guarded:
-                self.__dict__.setdefault("_ncl_routes", {})[codes] = \
-                    _Route(codes, tuple(guarded))
-            _rebuild(self)
-        return
-    _add_overload(self, cres)
+    routed = codes in routes_of(self)
+    guarded = () if routed or _guard is None else _guard(cres)
+    if not routed and not guarded:
+        return _add_overload(self, cres)
+    self.overloads[tuple(cres.signature.args)] = cres
+    with global_compiler_lock:
+        if guarded:
+            self.__dict__.setdefault("_ncl_routes", {})[codes] = _Route(codes, tuple(guarded))
+        _rebuild(self)
 
 
 def _reset_overloads_dropping_routes(self):
@@ -291,6 +301,7 @@ def _reset_overloads_dropping_routes(self):
     _reset_overloads(self)
 
 
-_Dispatcher._compile_for_args = _compile_for_args_learning
-_Dispatcher.add_overload = _add_overload_routed
-_Dispatcher._reset_overloads = _reset_overloads_dropping_routes
+if AVAILABLE:
+    _Dispatcher._compile_for_args = _compile_for_args_learning
+    _Dispatcher.add_overload = _add_overload_routed
+    _Dispatcher._reset_overloads = _reset_overloads_dropping_routes

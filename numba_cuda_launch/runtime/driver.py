@@ -288,17 +288,3 @@ def return_if_failed(builder, status, cleanup=None):
         if cleanup is not None:
             cleanup()
         builder.ret(status)
-
-
-_python_functions = {}  # (name, address) -> ctypes function
-
-
-def python_function(name, prototype):
-    """Entry point *name* as now bound in the table, callable from Python
-    with the ctypes *prototype* (``ctypes.CFUNCTYPE(...)``); follows the
-    recording driver like compiled code does."""
-    addr = getattr(_TABLE, name)
-    fn = _python_functions.get((name, addr))
-    if fn is None:
-        fn = _python_functions[(name, addr)] = prototype(addr)
-    return fn
