@@ -16,7 +16,7 @@ def rss():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def least_growth(run, windows=3):
+def least_growth(run, windows=5):
     """``(host bytes, device bytes)``: the least growth of host RSS and the
     least drop of free device memory over *windows* runs of ``run()``."""
     grown, dropped = [], []
