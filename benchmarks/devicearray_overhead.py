@@ -80,18 +80,23 @@ def loop_carrays(pa, pb, pc, size, stream, n):
         cfg(a, b, c)
 
 
+def batch_us(call, batch=BATCH):
+    """Microseconds per call of one batch of back-to-back calls."""
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        call()
+    return (time.perf_counter() - t0) / batch * 1e6
+
+
 def per_call_us(call, sync, batch=BATCH, batches=BATCHES):
     call()
     sync()
     times = []
     for _ in range(batches):
         sync()
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            call()
-        times.append(time.perf_counter() - t0)
+        times.append(batch_us(call, batch))
     sync()
-    return float(np.median(times)) / batch * 1e6
+    return float(np.median(times))
 
 
 def paired_us(ours, baseline, sync, baseline_context=contextlib.nullcontext,
@@ -109,10 +114,7 @@ def paired_us(ours, baseline, sync, baseline_context=contextlib.nullcontext,
                                    (baseline, b, baseline_context)):
             sync()
             with context():
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    call()
-                out.append((time.perf_counter() - t0) / batch * 1e6)
+                out.append(batch_us(call, batch))
     sync()
     return (float(np.median(a)), float(np.median(b)),
             float(np.median(np.array(a) / np.array(b))))

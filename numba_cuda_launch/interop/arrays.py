@@ -31,10 +31,9 @@ import ctypes
 
 import numba
 import numpy as np
+from numba.core import types
 from numba.core.typing.typeof import typeof_impl
 from numba.cuda import config as _cuda_config
-
-from numba.core import types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
@@ -276,6 +275,12 @@ def _sync_enabled():
     return getattr(_cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True)
 
 
+def _stream_to_wait(stream):
+    """The producer stream unboxing synchronises: 0 for none, or when the
+    setting is off."""
+    return int(stream) if stream and _sync_enabled() else 0
+
+
 def _fields_from_cai(cai, ndim):
     """``(data, itemsize, shape..., strides..., stream)`` from a CUDA Array
     Interface dict, or None if it is not one of *ndim* dimensions."""
@@ -287,10 +292,7 @@ def _fields_from_cai(cai, ndim):
     itemsize = _itemsize(cai["typestr"])
     strides = cai.get("strides")
     strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
-    stream = cai.get("stream") or 0
-    if stream and not _sync_enabled():
-        stream = 0
-    return (cai["data"][0] or 0, itemsize) + shape + strides + (int(stream),)
+    return (cai["data"][0] or 0, itemsize) + shape + strides + (_stream_to_wait(cai.get("stream")),)
 
 
 def _fields(obj, ndim):
@@ -311,10 +313,8 @@ def _fields(obj, ndim):
     desc = describe(obj)
     if desc is None or len(desc.shape) != ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ndim))
-    stream = desc.stream or 0
-    if stream and not _sync_enabled():
-        stream = 0
-    return (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides + (int(stream),)
+    return (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides + \
+        (_stream_to_wait(desc.stream),)
 
 
 set_describer(_fields)
@@ -377,21 +377,28 @@ def _typeof_device_array(val, c=None, cai=None):
 _generic_typeof = typeof_impl.dispatch(object)
 
 
-def _typeof_unknown(val):
-    """Device arrays and stream objects of classes met for the first time:
-    the class then gets its fast typing function (:func:`_learn_class`)."""
+def _typeof_producer(val):
+    """The type of *val* if it is a CUDA Array Interface or DLPack producer
+    whose interface can be read, else None."""
     try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
         cai = getattr(val, "__cuda_array_interface__", None)
     except Exception:
         cai = None
-    if cai is not None or hasattr(val, "__dlpack__"):
-        try:
-            ty = _typeof_device_array(val, None, cai)
-        except Exception:  # a producer whose interface cannot be read: not ours
-            ty = None
-        if ty is not None:
-            _learn_class(type(val), ty)
-            return ty
+    if cai is None and not hasattr(val, "__dlpack__"):
+        return None
+    try:
+        return _typeof_device_array(val, None, cai)
+    except Exception:  # a producer whose interface cannot be read: not ours
+        return None
+
+
+def _typeof_unknown(val):
+    """Device arrays and stream objects of classes met for the first time:
+    the class then gets its fast typing function (:func:`_learn_class`)."""
+    ty = _typeof_producer(val)
+    if ty is not None:
+        _learn_class(type(val), ty)
+        return ty
     if is_stream_object(val):
         _learn_class(type(val), cuda_stream)
         return cuda_stream
@@ -422,7 +429,7 @@ def _learn_class(cls, ty):
         register_typeof(cls, _keyed_typeof(key))
         _READERS[cls] = reader
     else:
-        register_typeof(cls, _typeof_generic)
+        register_typeof(cls, _typeof_producer)
 
 
 _LEARNT = set()
@@ -445,19 +452,6 @@ def _keyed_typeof(key):
             _remember(k, ty)
         return ty
     return typeof
-
-
-def _typeof_generic(val):
-    try:
-        cai = getattr(val, "__cuda_array_interface__", None)
-    except Exception:
-        return None
-    if cai is None and not hasattr(val, "__dlpack__"):
-        return None
-    try:
-        return _typeof_device_array(val, None, cai)
-    except Exception:
-        return None
 
 
 def _route(value, ty):
