@@ -239,15 +239,67 @@ def test_producer_stream_synchronised_per_cai_v3(fake_driver):
 
 def test_one_producer_stream_is_synchronised_once_per_call(fake_driver):
     a = np.zeros(4, np.float32)
-    launch_scale(CAI(a, stream=1), CAI(a, stream=1), 0)
-    assert _synced(fake_driver) == [1]
-    launch_scale(CAI(a, stream=1), CAI(a, stream=7), 0)
-    launch_scale(CAI(a, stream=1), CAI(a, stream=1), 0)  # a new call waits again
-    assert _synced(fake_driver) == [1, 1, 7, 1]
+    launch_scale(CAI(a, stream=0x5), CAI(a, stream=0x5), 0)
+    assert _synced(fake_driver) == [0x5]
+    launch_scale(CAI(a, stream=0x5), CAI(a, stream=7), 0)
+    launch_scale(CAI(a, stream=0x5), CAI(a, stream=0x5), 0)  # a new call waits again
+    assert _synced(fake_driver) == [0x5, 0x5, 7, 0x5]
 
 
-def test_objmode_unboxing_in_a_loop_synchronises_each_time(fake_driver):
-    # Outside the call wrapper work may be queued between two unboxings.
+@pytest.mark.parametrize("producer, launch", [(0x99, 0x99), (1, 0), (1, 1), (2, 2)])
+def test_no_wait_when_the_launch_is_on_the_producer_stream(fake_driver, producer, launch):
+    # The stream orders the work; 0 (the default stream) and 1 (CAI v3's
+    # legacy default stream) are one stream.
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a, stream=producer), CAI(a, stream=producer), launch)
+    assert _synced(fake_driver) == []
+    assert fake_driver.launches[0].stream == launch
+
+
+@pytest.mark.parametrize("producer, launch", [(0x99, 0x98), (1, 0x98), (0x99, 0), (2, 0), (0x99, 1)])
+def test_wait_when_the_launch_is_on_another_stream(fake_driver, producer, launch):
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a, stream=producer), CAI(a), launch)
+    assert _synced(fake_driver) == [producer]
+    assert [x.stream for x in fake_driver.launches] == [launch]
+
+
+def test_a_function_waits_once_for_a_producer_stream_across_its_launches(fake_driver):
+    @njit
+    def loop(x, out, n, stream):
+        for _ in range(n):
+            scale[1, 32, stream](2.0, x, out)
+        scale[1, 32, 0x99](2.0, x[1:], out[1:])  # a view keeps its producer
+        return n
+
+    a = np.zeros(4, np.float32)
+    loop(CAI(a, stream=0x99), CAI(a), 5, 0x42)
+    assert _synced(fake_driver) == [0x99]
+    assert len(fake_driver.launches) == 6
+    loop(CAI(a, stream=0x99), CAI(a), 2, 0x99)  # on the producer's stream
+    assert _synced(fake_driver) == [0x99]
+
+
+def test_view_launched_on_another_stream_waits_for_its_producer(fake_driver):
+    @njit
+    def f(x, out):
+        scale[1, 32, 0x42](2.0, x[1:][::2], out[:2])
+
+    a = np.zeros(8, np.float32)
+    f(CAI(a, stream=0x99), CAI(a))
+    assert _synced(fake_driver) == [0x99]
+
+
+def test_arrays_that_are_not_launched_are_not_waited_for(fake_driver):
+    @njit
+    def size(x):
+        return x.size
+
+    assert size(CAI(np.zeros(4, np.float32), stream=0x99)) == 4
+    assert _synced(fake_driver) == []
+
+
+def test_objmode_unboxing_in_a_loop_carries_the_producer_stream(fake_driver):
     ty = DeviceArray(nt.float32, 1, "C")
     box = [CAI(np.zeros(4, np.float32), stream=0x77)]
 
@@ -257,11 +309,13 @@ def test_objmode_unboxing_in_a_loop_synchronises_each_time(fake_driver):
         for _ in range(n):
             with numba.objmode(x=ty):
                 x = box[0]
+            scale[1, 32, 0x42](2.0, x, x)
             total += x.size
         return total
 
     assert f(3) == 12
-    assert _synced(fake_driver) == [0x77] * 3
+    assert _synced(fake_driver) == [0x77]
+    assert len(fake_driver.launches) == 3
 
 
 def test_sync_setting_is_honoured(monkeypatch, fake_driver):
@@ -355,8 +409,20 @@ def test_producer_stream_synchronised_through_the_driver(fake_driver):
 def test_failed_producer_stream_sync_is_an_error(fake_driver):
     fake_driver.statuses["cuStreamSynchronize"] = 400
     a = np.zeros(4, np.float32)
-    with pytest.raises(ncl.CudaError, match="CUDA_ERROR_INVALID_HANDLE"):
+    with pytest.raises(ncl.CudaLaunchError, match="CUDA_ERROR_INVALID_HANDLE") as info:
         launch_scale(CAI(a, stream=0x1234), CAI(a), 0)
+    assert "producer stream of parameter 'x' (argument 2)" in str(info.value)
+    assert fake_driver.launches == []
+
+
+def test_failed_producer_stream_sync_is_a_status(fake_driver):
+    @njit
+    def f(x, out):
+        return scale[1, 32, 0x42].launch_status(2.0, x, out)
+
+    fake_driver.statuses["cuStreamSynchronize"] = 400
+    a = np.zeros(4, np.float32)
+    assert f(CAI(a, stream=0x1234), CAI(a)) == 400
     assert fake_driver.launches == []
 
 

@@ -27,15 +27,15 @@ def twice2d(x, out):
 
 
 @cuda.jit
-def spin_then_fill(x, value, spins):
-    # Busy-waits on the GPU before writing, so a consumer that does not
-    # wait for this producer reads the old contents.
+def spin_then_fill(x, value, micros):
+    # Sleeps about *micros* microseconds on the GPU before writing, so a
+    # consumer that does not wait for this producer reads the old contents
+    # (a counting loop would be folded by the compiler).
     i = cuda.grid(1)
-    t = 0
-    for _ in range(spins):
-        t += 1
+    for _ in range(micros):
+        cuda.nanosleep(1000)
     if i < x.size:
-        x[i] = value + (t - spins)
+        x[i] = value
 
 
 @njit
@@ -143,7 +143,7 @@ def test_producer_stream_is_waited_for():
     dx = cuda.to_device(np.zeros(n, np.float32), stream=producer)
     dy = cuda.to_device(np.zeros(n, np.float32))
     dout = cuda.to_device(np.full(n, np.nan, np.float32))
-    spin_then_fill[n // 128, 128, producer](dx, 3.0, 2_000_000)
+    spin_then_fill[n // 128, 128, producer](dx, 3.0, 50_000)
     consumer = cuda.stream()
     launch_axpy(np.float32(1.0), dx, dy, dout, consumer)
     consumer.synchronize()
@@ -189,9 +189,10 @@ def _reader_agrees_with_interface(obj):
     assert reader is not None, type(obj)
     assert reader(obj, ndim) == want
     assert arrays.device_array_type(arrays._from_cai(cai)) == ty
-    fast = arrays._producers.fast_path(type(obj), arrays._sync_enabled)
-    if fast is not None:  # the keyed typing gives the interface's type too
-        assert arrays._keyed_typeof(fast[0])(obj) == ty
+    read = arrays._producers.fast_path(type(obj), arrays._sync_enabled)
+    if read is not None:  # the keyed typing gives the interface's type and fields too
+        assert arrays._keyed_typeof(read)(obj) == ty
+        assert arrays.TYPED_FIELDS[id(obj)][2] == want
 
 
 def test_cupy_fast_reader_agrees_with_its_interface():
@@ -233,10 +234,29 @@ def test_cupy_producer_on_its_stream_is_waited_for():
     producer = cp.cuda.Stream(non_blocking=True)
     consumer = cp.cuda.Stream(non_blocking=True)
     with producer:
-        spin_then_fill[n // 128, 128, cuda.external_stream(producer.ptr)](x, 5.0, 2_000_000)
+        spin_then_fill[n // 128, 128, cuda.external_stream(producer.ptr)](x, 5.0, 50_000)
         launch_axpy(np.float32(1.0), x, y, out, consumer)
     consumer.synchronize()
     np.testing.assert_array_equal(cp.asnumpy(out), np.full(n, 5.0, np.float32))
+
+
+def test_cupy_launch_on_the_stream_cupy_names_does_not_wait():
+    # Inside ``with stream`` CuPy names that stream for its arrays; a launch
+    # on it is ordered by the stream: the call returns while the spin
+    # before it still runs, and the result still sees the filled values.
+    cp = pytest.importorskip("cupy")
+    n = 4096
+    x, y = cp.zeros(n, cp.float32), cp.zeros(n, cp.float32)
+    out = cp.full(n, cp.nan, cp.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        launch_axpy(np.float32(1.0), x, y, out, stream)  # compiled before the spin
+        spin_then_fill[n // 128, 128, cuda.external_stream(stream.ptr)](x, 7.0, 50_000)
+        launch_axpy(np.float32(1.0), x, y, out, stream)
+        busy = not stream.done
+    stream.synchronize()
+    assert busy  # the call did not wait for the spin
+    np.testing.assert_array_equal(cp.asnumpy(out), np.full(n, 7.0, np.float32))
 
 
 def test_numba_cuda_arrays_after_host_arrays_in_one_launcher():

@@ -331,7 +331,7 @@ def test_explicit_signatures_refuse_device_arrays_with_numbas_message():
         maybe_launch(device_array(np.ones(3, np.float32)))
 
 
-def test_each_producer_stream_is_waited_for_once_per_call(fake_driver):
+def test_each_producer_stream_is_waited_for_once_per_call_of_a_launcher(fake_driver):
     class CAI:
         def __init__(self, a, stream):
             self.__cuda_array_interface__ = dict(
@@ -340,8 +340,11 @@ def test_each_producer_stream_is_waited_for_once_per_call(fake_driver):
 
     @njit
     def total(a, b, c, d):
+        scale[1, 32, 0x42](a, b)
+        scale[1, 32, 0x42](c, d)
         return a.size + b.size + c.size + d.size
 
     h = np.ones(2, np.float32)
     assert total(CAI(h, 0xA), CAI(h, 0xB), CAI(h, 0xA), CAI(h, 0xB)) == 8
     assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [0xA, 0xB]
+    assert len(fake_driver.launches) == 2

@@ -28,6 +28,8 @@ Producer streams (the exact rule):
 """
 
 import ctypes
+import threading
+import weakref
 
 import numba
 import numpy as np
@@ -39,8 +41,8 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_numba_type_mismatches
 from numba_cuda_launch.launch.devicearray import DeviceArray
-from numba_cuda_launch.launch.devicearray_unbox import CACHED_FIELDS, set_cached_classes, \
-    set_describer
+from numba_cuda_launch.launch.devicearray_unbox import CACHED_FIELDS, TYPED_FIELDS, \
+    set_cached_classes, set_describer
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class, \
     stream_handle
 from numba_cuda_launch.interop import producers as _producers
@@ -423,11 +425,10 @@ def _learn_class(cls, ty):
     if ty is cuda_stream:
         learn_stream_class(cls)
         return
-    fast = _producers.fast_path(cls, _sync_enabled)
-    if fast is not None:
-        key, reader = fast
-        register_typeof(cls, _keyed_typeof(key))
-        _READERS[cls] = reader
+    read = _producers.fast_path(cls, _sync_enabled)
+    if read is not None:
+        register_typeof(cls, _keyed_typeof(read))
+        _READERS[cls] = _fields_reader(read)
     else:
         register_typeof(cls, _typeof_producer)
 
@@ -436,22 +437,39 @@ _LEARNT = set()
 _READERS = {}  # class -> fn(obj, ndim) -> fields or None
 
 
-def _keyed_typeof(key):
+def _keyed_typeof(read):
     """Typing through the producer's cheap key (its dtype, shape and
     strides, say): a key seen before gives its type without the interface
-    dict."""
+    dict. The fields read with the key wait for this call's unboxing
+    (:data:`TYPED_FIELDS`)."""
+    stash, ref, ident = TYPED_FIELDS, weakref.ref, threading.get_ident
+
     def typeof(val):
-        k = key(val)
-        if k is None:
-            return None
+        k, fields = read(val)
         ty = _TYPES.get(k)
         if ty is None:
             ty = _typeof_unknown(val)
             if ty is None:
+                stash.pop(id(val), None)
                 return None
             _remember(k, ty)
+        if fields is None:
+            stash.pop(id(val), None)  # no stale entry for this object
+        else:
+            if len(stash) > 256:  # entries of objects since gone
+                stash.clear()
+            stash[id(val)] = (ref(val), ident(), fields)
         return ty
     return typeof
+
+
+def _fields_reader(read):
+    """The unboxing reader (``fn(obj, ndim)``) of a producer's ``read``,
+    for unboxing that finds no fields from typing."""
+    def reader(val, ndim):
+        fields = read(val)[1]
+        return fields if fields is not None and len(fields) == 3 + 2 * ndim else None
+    return reader
 
 
 def _route(value, ty):

@@ -13,8 +13,10 @@ their attributes instead:
   says; numba-cuda: the array's stream; PyTorch: none, its interface is
   version 2).
 
-Each reader returns what :func:`.arrays._fields` returns, or None to let
-the interface be read. ``tests/test_devicearray_gpu.py`` checks every reader
+For CuPy and PyTorch one read gives both, when the argument is typed (the
+fields wait in :data:`..launch.devicearray_unbox.TYPED_FIELDS` for the
+call's unboxing). Fields are what :func:`.arrays._fields` returns, or None
+to let the interface be read. ``tests/test_devicearray_gpu.py`` checks every reader
 against the producer's own interface.
 """
 
@@ -27,70 +29,55 @@ def _module(cls):
 
 # -- CuPy ------------------------------------------------------------------------------
 
-def _cupy_key(val):
-    return (type(val), val.dtype, val.shape, val.strides)
-
-
-def _cupy_stream(sync_enabled):
-    """The stream CuPy's ``__cuda_array_interface__`` names now, to wait
-    for: none (0) with export version 2 or with synchronisation off, else
-    CuPy's current stream, the default stream's handle (1, or 2 per-thread)
-    standing for 0; -1 for another export version (read the interface)."""
+def _cupy_read(sync_enabled):
+    """CuPy's ndarray: its key, and its pointer, shape, strides and the
+    stream its ``__cuda_array_interface__`` names: none (0) with export
+    version 2 or with synchronisation off, else CuPy's current stream, the
+    default stream's handle (1, or 2 per-thread) standing for 0; fields None
+    for another export version (read the interface)."""
     import cupy
     from cupy import _util
     from cupy_backends.cuda import stream as backend_stream
 
     current, default = cupy.cuda.get_current_stream, backend_stream.get_default_stream_ptr
 
-    def stream():
+    def read(val):
+        shape, strides = val.shape, val.strides
+        key = (type(val), val.dtype, shape, strides)
         version = getattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)
         if version == 3:
-            return (current().ptr or default()) if sync_enabled() else 0
-        return 0 if version == 2 else -1
-    return stream
-
-
-def _cupy_reader(sync_enabled):
-    """CuPy's ndarray: its pointer, shape and strides, and the stream its
-    ``__cuda_array_interface__`` names (:func:`_cupy_stream`)."""
-    stream_now = _cupy_stream(sync_enabled)
-
-    def read(val, ndim):
-        shape = val.shape
-        if len(shape) != ndim:
-            return None
-        stream = stream_now()
-        if stream < 0:
-            return None
-        return (val.data.ptr if val.size else 0, val.itemsize) + shape + val.strides + (stream,)
+            stream = (current().ptr or default()) if sync_enabled() else 0
+        elif version == 2:
+            stream = 0
+        else:
+            return key, None
+        return key, (val.data.ptr if val.size else 0, val.itemsize) + shape + strides + (stream,)
     return read
 
 
 # -- PyTorch ---------------------------------------------------------------------------
 
-def _torch_key(val):
-    return (type(val), val.dtype, val.shape, val.stride(), val.is_cuda, val.requires_grad,
-            val.layout)
-
-
-def _torch_reader(sync_enabled):
-    def read(val, ndim):
-        shape = tuple(val.shape)
-        if len(shape) != ndim or not val.is_cuda:
-            return None
+def _torch_read(sync_enabled):
+    def read(val):
+        shape, stride = tuple(val.shape), val.stride()
+        key = (type(val), val.dtype, shape, stride, val.is_cuda, val.requires_grad, val.layout)
+        if not val.is_cuda:
+            return key, None
         itemsize = val.element_size()
-        strides = tuple(s * itemsize for s in val.stride())
+        strides = tuple(s * itemsize for s in stride)
         ptr = val.data_ptr() if val.numel() else 0
-        return (ptr, itemsize) + shape + strides + (0,)  # CAI version 2: no stream
+        return key, (ptr, itemsize) + shape + strides + (0,)  # CAI version 2: no stream
     return read
 
 
-_FAST = {"cupy": (_cupy_key, _cupy_reader), "torch": (_torch_key, _torch_reader)}
+_FAST = {"cupy": _cupy_read, "torch": _torch_read}
 
 
 def fast_path(cls, sync_enabled):
-    """``(key, reader)`` for device arrays of *cls* (CuPy's ndarray,
-    PyTorch's Tensor), or None."""
+    """``read(obj) -> (key, fields)`` for device arrays of *cls* (CuPy's
+    ndarray, PyTorch's Tensor), or None: *key* decides the type (the class,
+    dtype, shape, strides, ...), *fields* are what :func:`.arrays._fields`
+    returns (None: read the interface)."""
     fast = _FAST.get(_module(cls))
     if fast is None:
         return None
@@ -98,8 +85,7 @@ def fast_path(cls, sync_enabled):
     if (_module(cls) == "cupy" and name != "ndarray") or \
             (_module(cls) == "torch" and "Tensor" not in name and "Parameter" not in name):
         return None
-    key, reader = fast
-    return key, reader(sync_enabled)
+    return fast(sync_enabled)
 
 
 # -- numba-cuda ------------------------------------------------------------------------

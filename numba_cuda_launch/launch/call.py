@@ -27,6 +27,7 @@ from numba_cuda_launch.launch.backends import backend_for, call_jitted
 from numba_cuda_launch.launch.caching import record_launch_target
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig
+from numba_cuda_launch.launch.producer_wait import emit_producer_wait, producer_streams
 from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
 from numba_cuda_launch.runtime.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
@@ -126,6 +127,18 @@ class _Guards:
                 builder.store(ir.Constant(i32, CUDA_ERROR_INVALID_VALUE), self.status)
                 builder.store(ir.Constant(i32, index), self.reason)
 
+    def check_status(self, emit_status, message):
+        """Run *emit_status* (emits a ``CUresult``, nonzero when the launch
+        must be refused with it) unless an earlier check failed."""
+        builder = self.builder
+        self.messages.append(message)
+        index = len(self.messages) - 1
+        with builder.if_then(self.ok()):
+            status = emit_status()
+            with builder.if_then(builder.icmp_signed("!=", status, status.type(0)), likely=False):
+                builder.store(status, self.status)
+                builder.store(ir.Constant(ir.IntType(32), index), self.reason)
+
     def ok(self):
         return self.builder.icmp_signed("==", self.builder.load(self.status),
                                         ir.Constant(ir.IntType(32), 0))
@@ -197,12 +210,19 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     argtypes = tuple(argtypes) + tuple(selection.argtypes[given:])
     argvals = list(argvals) + [context.get_constant_generic(builder, t, v) for t, v in
                                zip(selection.argtypes[given:], selection.defaults)]
-    values = []
+    values, producers = [], []
     for i, (v, a, f) in enumerate(zip(argvals, argtypes, selection.argtypes)):
         where = "parameter %r (argument %d)" % (names[i], i + 1)
         _check_integer_ranges(builder, guards, v, a, f, where)
         values.append(_to_formal(context, builder, v, a, f))
         _check_arrays(context, builder, guards, backend, f, values[-1], where)
+        producers += producer_streams(context, builder, a, v, where)
+    if backend.waits_for_producer_streams:
+        for producer, where in producers:
+            guards.check_status(
+                lambda p=producer: emit_producer_wait(builder, p, cfg.stream),
+                "cuStreamSynchronize of the producer stream of %s (its CUDA Array "
+                "Interface v3 'stream') failed" % where)
     with builder.if_then(guards.ok(), likely=True):
         if submit is not None:
             status = submit(backend, kernel, cfg, selection.argtypes, values)

@@ -12,10 +12,12 @@ Reading or writing an element on the host is a typing error: it would
 dereference device memory.
 
 ``DeviceArray`` is not a Numba ``Array`` (so no host array operation applies
-to it), but it has the same data model, so a kernel launch passes it as the
-``Array`` the kernel was compiled for, without copying. Its meminfo is NULL:
-the producer owns the memory, and the object passed in keeps it alive for
-the call.
+to it). Its value is an ``Array`` struct, which a kernel launch passes as the
+``Array`` the kernel was compiled for, without copying, and the *producer
+stream*: the CUDA Array Interface v3 stream the producer named, which a
+launch on another stream waits for first (0: none; see
+:mod:`.producer_wait`). Its meminfo is NULL: the producer owns the memory,
+and the object passed in keeps it alive for the call.
 """
 
 import operator
@@ -28,7 +30,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, inf
     infer_getattr, infer_global, signature
 from numba.extending import lower_builtin, lower_cast, register_model
 
-__all__ = ["DeviceArray", "as_array_type"]
+__all__ = ["DeviceArray", "as_array_type", "make_device_array", "device_array_parts"]
 
 
 class DeviceArray(types.Type):
@@ -59,14 +61,36 @@ def as_array_type(ty):
     return ty
 
 
-register_model(DeviceArray)(models.ArrayModel)
+@register_model(DeviceArray)
+class DeviceArrayModel(models.StructModel):
+    """The ``Array`` struct a kernel receives, and the producer stream
+    (``intp``, 0 for none) a launch on another stream waits for."""
+
+    def __init__(self, dmm, fe_type):
+        members = [("array", fe_type.as_array), ("producer_stream", types.intp)]
+        super().__init__(dmm, fe_type, members)
+
+
+def make_device_array(context, builder, ty, array, producer_stream):
+    """A *ty* value from an ``Array`` struct value and a producer stream."""
+    out = cgutils.create_struct_proxy(ty)(context, builder)
+    out.array = array
+    out.producer_stream = producer_stream
+    return out._getvalue()
+
+
+def device_array_parts(context, builder, ty, val):
+    """``(array, producer_stream)`` of a *ty* value."""
+    proxy = cgutils.create_struct_proxy(ty)(context, builder, value=val)
+    return proxy.array, proxy.producer_stream
 
 
 @lower_cast(DeviceArray, types.Array)
 def _device_to_array(context, builder, fromty, toty, val):
-    # Same data model: only the layout may change (C or F to A), which is
+    # The array struct; only the layout may change (C or F to A), which is
     # the same struct for Numba arrays.
-    return context.cast(builder, val, fromty.as_array, toty)
+    array, _ = device_array_parts(context, builder, fromty, val)
+    return context.cast(builder, array, fromty.as_array, toty)
 
 
 # -- attributes and views ------------------------------------------------------------
@@ -99,7 +123,8 @@ class DeviceArrayAttributes(AttributeTemplate):
 
 
 def _struct(context, builder, ty, val):
-    return cgutils.create_struct_proxy(ty.as_array)(context, builder, value=val)
+    array, _ = device_array_parts(context, builder, ty, val)
+    return cgutils.create_struct_proxy(ty.as_array)(context, builder, value=array)
 
 
 def _getattr_impl(name, fn):
@@ -195,4 +220,6 @@ def _lower_view(context, builder, sig, args):
     res_ty = sig.return_type.as_array
     array_sig = signature(res_ty, ary_ty.as_array, index_ty)
     impl = context.get_function(operator.getitem, array_sig)
-    return impl(builder, args)
+    array, stream = device_array_parts(context, builder, ary_ty, args[0])
+    view = impl(builder, [array, args[1]])
+    return make_device_array(context, builder, sig.return_type, view, stream)  # same producer

@@ -2,8 +2,14 @@
 
 At every call from Python each device-array argument is read: its data
 pointer, shape, strides, and the producer stream to wait for (CUDA Array
-Interface v3). Two ways:
+Interface v3). Three ways:
 
+0. *typed fields*: the interop layer's typing of CuPy and PyTorch arrays
+   reads their fields too, into :data:`TYPED_FIELDS`; the call's wrapper,
+   which runs right after the dispatcher typed its arguments, takes them
+   from there (one Python call per argument instead of two). Unboxing
+   elsewhere (``objmode``) never does: its object was not typed just
+   before;
 1. *cached fields*: objects of the classes given to
    :func:`set_cached_classes` (numba-cuda's arrays, whose memory, shape and
    strides never change) may carry :data:`CACHED_FIELDS`, ``(stream,
@@ -15,27 +21,30 @@ Interface v3). Two ways:
    instead was measured slower than its Python reader: ``PyObject_GetAttr``
    has none of the interpreter's attribute caches.
 
-The producer stream is then synchronised, once per stream and call
-(:func:`_emit_producer_sync`).
+The producer stream travels with the value; a launch on another stream
+waits for it (:mod:`.producer_wait`).
 """
 
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import NativeValue, unbox
 
-from numba_cuda_launch.errors import CudaError
-from numba_cuda_launch.launch.devicearray import DeviceArray
+from numba_cuda_launch.launch.devicearray import DeviceArray, make_device_array
 from numba_cuda_launch.launch.pyobjects import python_object
-from numba_cuda_launch.runtime import events as _events
 
-__all__ = ["CACHED_FIELDS", "set_describer", "set_cached_classes"]
+__all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "set_describer", "set_cached_classes"]
 
 _i64 = ir.IntType(64)
-_SYNCED = 4  # producer streams one call remembers having synchronised
 
 #: The attribute where a reader may keep an object's fields: ``(stream,
 #: (data, itemsize, shape..., strides..., 0))``, or ``(stream, None)``.
 CACHED_FIELDS = "_numba_cuda_launch_fields"
+
+#: Fields read while typing an argument, by ``id`` of the object:
+#: ``(weakref.ref(obj), threading.get_ident(), fields)``, *fields* as the
+#: describer returns them. An entry is overwritten each time its object is
+#: typed; an entry of another thread or of a dead object is not used.
+TYPED_FIELDS = {}
 
 _describer = None
 _cached_classes = ()
@@ -74,73 +83,11 @@ def _get_cached_classes():
 _cached_classes_ref = _Ref(_get_cached_classes)
 
 
-# -- slots of the Python-call wrapper -------------------------------------------------
-
-def _wrapper_slot(builder, name, initial):
-    """An ``i64`` slot of the Python-call wrapper being built (the function
-    named in Numba's ``cpython`` namespace), set to *initial* in its entry
-    block, which precedes every argument's unboxing; None elsewhere (an
-    ``objmode`` block in a loop unboxes repeatedly, with work queued in
-    between). One slot per *name* and wrapper: what one call's unboxing
-    learnt, shared by its arguments."""
-    fn = builder.function
-    if not fn.name.startswith(("_ZN7cpython", "cpython.")):
-        return None
-    slots = fn.__dict__.setdefault("_ncl_slots", {})
-    if name not in slots:
-        with builder.goto_entry_block():
-            slots[name] = builder.alloca(_i64, name=name)
-            builder.store(ir.Constant(_i64, initial), slots[name])
-    return slots[name]
+def _get_typed_fields():
+    return TYPED_FIELDS
 
 
-# -- the producer stream -------------------------------------------------------------
-
-def _sync_failed(status, stream):
-    """Raise the error of a failed producer-stream synchronisation (called
-    from unboxing code, which reports the exception)."""
-    raise CudaError(status, "cuStreamSynchronize of a producer's stream (CUDA Array "
-                    "Interface v3 'stream' %#x)" % stream)
-
-
-def _emit_producer_sync(c, stream):
-    """Synchronise producer *stream* (an ``i64``, 0 for none) unless this
-    call's unboxing did already (several arrays of one producer name one
-    stream: CuPy its current stream for each; a call remembers the last
-    four streams it waited for); returns an ``i1``, true on failure (with
-    the Python exception set)."""
-    builder = c.builder
-    slots = [_wrapper_slot(builder, "ncl.synced_stream.%d" % i, 0) for i in range(_SYNCED)]
-    slots = [s for s in slots if s is not None]
-    failed = cgutils.alloca_once_value(builder, cgutils.false_bit)
-    needed = builder.icmp_unsigned("!=", stream, stream.type(0))
-    for slot in slots:
-        needed = builder.and_(needed, builder.icmp_unsigned("!=", stream, builder.load(slot)))
-    with builder.if_then(needed, likely=False):
-        status = _events.emit_stream_synchronize(
-            builder, builder.inttoptr(stream, ir.IntType(8).as_pointer()))
-        ok = builder.icmp_signed("==", status, status.type(0))
-        with builder.if_else(ok, likely=True) as (then, otherwise):
-            with then:
-                if slots:  # remember it in the next slot, round robin
-                    next_slot = _wrapper_slot(builder, "ncl.synced_stream.next", 0)
-                    index = builder.load(next_slot)
-                    for i, slot in enumerate(slots):
-                        with builder.if_then(builder.icmp_signed("==", index, index.type(i))):
-                            builder.store(stream, slot)
-                    builder.store(builder.urem(builder.add(index, index.type(1)),
-                                               index.type(_SYNCED)), next_slot)
-            with otherwise:
-                raiser = c.pyapi.unserialize(c.pyapi.serialize_object(_sync_failed))
-                args = [c.pyapi.long_from_longlong(builder.sext(status, _i64)),
-                        c.pyapi.long_from_longlong(stream)]
-                res = c.pyapi.call_function_objargs(raiser, args)
-                c.pyapi.decref(raiser)
-                for a in args:
-                    c.pyapi.decref(a)
-                c.pyapi.decref(res)  # Py_DecRef: NULL-safe
-                builder.store(cgutils.true_bit, failed)
-    return builder.load(failed)
+_typed_fields_ref = _Ref(_get_typed_fields)
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -194,6 +141,41 @@ def _cached_fields(c, obj):
     return builder.load(result)
 
 
+def _in_call_wrapper(builder):
+    """True in the wrapper Numba builds for calls from Python (its
+    ``cpython`` namespace), whose arguments were typed just before."""
+    return builder.function.name.startswith(("_ZN7cpython", "cpython."))
+
+
+def _typed_fields(c, obj):
+    """Way 0: the fields read while *obj* was typed for this call (a new
+    reference), or NULL."""
+    builder, pyapi = c.builder, c.pyapi
+    result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
+    stash = python_object(c, _typed_fields_ref, "numba_cuda_launch.typed_fields")
+    with builder.if_then(cgutils.is_not_null(builder, stash), likely=True):
+        from_ptr = _c_function(pyapi, "PyLong_FromVoidPtr", pyapi.pyobj, [pyapi.voidptr])
+        key = builder.call(from_ptr, [builder.bitcast(obj, pyapi.voidptr)])
+        with builder.if_then(cgutils.is_not_null(builder, key), likely=True):
+            get = _c_function(pyapi, "PyDict_GetItem", pyapi.pyobj, [pyapi.pyobj, pyapi.pyobj])
+            entry = builder.call(get, [stash, key])  # borrowed; sets no exception
+            pyapi.decref(key)
+            with builder.if_then(cgutils.is_not_null(builder, entry), likely=True):
+                ident = _c_function(pyapi, "PyThread_get_thread_ident", pyapi.ulong, [])
+                as_ulong = _c_function(pyapi, "PyLong_AsUnsignedLong", pyapi.ulong, [pyapi.pyobj])
+                mine = builder.icmp_unsigned("==", builder.call(ident, []),
+                                             builder.call(as_ulong, [pyapi.tuple_getitem(entry, 1)]))
+                with builder.if_then(mine, likely=True):
+                    target = pyapi.call_function_objargs(pyapi.tuple_getitem(entry, 0), [])
+                    with builder.if_then(builder.icmp_unsigned("==", target, obj), likely=True):
+                        fields = pyapi.tuple_getitem(entry, 2)
+                        pyapi.incref(fields)
+                        builder.store(fields, result)
+                    pyapi.decref(target)  # Py_DecRef: NULL-safe
+                pyapi.err_clear()  # a failed call or conversion: read another way
+    return builder.load(result)
+
+
 def _describe(c, obj, n):
     """Way 3: the describer's fields tuple (a new reference), or NULL with
     the Python exception set."""
@@ -213,7 +195,7 @@ def _unbox_device_array(typ, obj, c):
     n = typ.ndim
     count = 3 + 2 * n
     tuple_type = types.UniTuple(types.intp, count)
-    fields = cgutils.alloca_once(builder, ir.ArrayType(_i64, count))
+    fields = cgutils.alloca_once(builder, ir.ArrayType(_i64, count), zfill=True)
     read = cgutils.alloca_once_value(builder, cgutils.false_bit)
 
     def from_tuple(tup):
@@ -227,16 +209,20 @@ def _unbox_device_array(typ, obj, c):
                                   cgutils.gep_inbounds(builder, fields, 0, i))
                 builder.store(cgutils.true_bit, read)
 
-    from_tuple(_cached_fields(c, obj))
+    if _in_call_wrapper(builder):
+        from_tuple(_typed_fields(c, obj))
+        with builder.if_then(builder.not_(builder.load(read)), likely=False):
+            from_tuple(_cached_fields(c, obj))
+    else:
+        from_tuple(_cached_fields(c, obj))
     with builder.if_then(builder.not_(builder.load(read)), likely=False):
         from_tuple(_describe(c, obj, n))
-    failed = cgutils.alloca_once_value(builder, cgutils.true_bit)
     out = cgutils.create_struct_proxy(typ.as_array)(c.context, builder)
+    vals = [builder.load(cgutils.gep_inbounds(builder, fields, 0, i)) for i in range(count)]
     with builder.if_then(builder.load(read), likely=True):
-        vals = [builder.load(cgutils.gep_inbounds(builder, fields, 0, i)) for i in range(count)]
         _fill(c, out, n, vals)
-        builder.store(_emit_producer_sync(c, vals[-1]), failed)
-    return NativeValue(out._getvalue(), is_error=builder.load(failed))
+    value = make_device_array(c.context, builder, typ, out._getvalue(), vals[-1])
+    return NativeValue(value, is_error=builder.not_(builder.load(read)))
 
 
 def _fill(c, out, n, vals):

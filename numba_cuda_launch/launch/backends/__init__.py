@@ -33,6 +33,10 @@ class LaunchBackend:
     #: A short name for messages.
     name = "backend"
 
+    #: Whether launches wait for device arrays' producer streams on the
+    #: device (:mod:`..producer_wait`); the simulator has no device streams.
+    waits_for_producer_streams = True
+
     def claims(self, kernel):
         """True if this backend launches *kernel* (a compiled overload)."""
         raise NotImplementedError("LaunchBackend.claims")

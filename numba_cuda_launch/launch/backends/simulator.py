@@ -179,6 +179,7 @@ class SimulatorBackend(LaunchBackend):
     """Runs simulator kernels in Python through an object-mode helper."""
 
     name = "simulator"
+    waits_for_producer_streams = False
 
     def claims(self, kernel):
         return _compat.is_simulated(kernel)

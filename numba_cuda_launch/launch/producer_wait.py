@@ -1,0 +1,89 @@
+"""Waiting for a device array's producer stream before a launch.
+
+A device array read through the CUDA Array Interface v3 carries the stream
+its producer named (:class:`~.devicearray.DeviceArray`'s producer stream; 0
+when it named none, or when numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``
+setting is 0). The producer's work on that stream must be done before a
+kernel reads the array. The rule, applied at each launch to each device
+array argument (tuples searched):
+
+* the launch stream *is* the producer stream (the same handle; the default
+  stream ``0`` and the legacy default stream's handle ``1`` are one stream):
+  nothing to do, the stream orders the work;
+* else the producer stream is synchronised (``cuStreamSynchronize``, as
+  numba-cuda's launch does), unless the function being run already
+  synchronised it (the last four streams are remembered per call of the
+  function: a loop of launches waits once).
+
+So a CuPy user working inside ``with stream:`` (CuPy then names ``stream``)
+who launches on that stream never waits on the host. A failed
+synchronisation refuses the launch with the driver's error.
+"""
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from numba_cuda_launch.launch.devicearray import DeviceArray, device_array_parts
+from numba_cuda_launch.runtime import events as _events
+
+__all__ = ["producer_streams", "emit_producer_wait"]
+
+_i64 = ir.IntType(64)
+_REMEMBERED = 4  # producer streams a function call remembers having synchronised
+_LEGACY = 1  # CU_STREAM_LEGACY, the CAI v3 name of the legacy default stream
+
+
+def producer_streams(context, builder, ty, val, where):
+    """``[(producer_stream, where), ...]`` of the device arrays in an
+    argument of type *ty* (tuples searched)."""
+    if isinstance(ty, types.BaseTuple):
+        out = []
+        for i, t in enumerate(ty):
+            out += producer_streams(context, builder, t, builder.extract_value(val, i),
+                                    "%s[%d]" % (where, i))
+        return out
+    if isinstance(ty, DeviceArray):
+        return [(device_array_parts(context, builder, ty, val)[1], where)]
+    return []
+
+
+def _function_slot(builder, name, initial):
+    """An ``i64`` slot of the function being built, set to *initial* in its
+    entry block: what one call of it has learnt, shared by its launches."""
+    fn = builder.function
+    slots = fn.__dict__.setdefault("_ncl_slots", {})
+    if name not in slots:
+        with builder.goto_entry_block():
+            slots[name] = builder.alloca(_i64, name=name)
+            builder.store(ir.Constant(_i64, initial), slots[name])
+    return slots[name]
+
+
+def emit_producer_wait(builder, producer, launch_stream):
+    """Emit the rule above for *producer* (``i64``) before a launch on
+    *launch_stream* (``i8*``); returns the ``CUresult`` (``i32``, 0 when
+    nothing had to be done)."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(32), 0))
+    launch = builder.ptrtoint(launch_stream, _i64)
+    same = builder.or_(
+        builder.icmp_unsigned("==", producer, launch),
+        builder.and_(builder.icmp_unsigned("==", launch, _i64(0)),
+                     builder.icmp_unsigned("==", producer, _i64(_LEGACY))))
+    slots = [_function_slot(builder, "ncl.waited_stream.%d" % i, 0) for i in range(_REMEMBERED)]
+    needed = builder.and_(builder.icmp_unsigned("!=", producer, _i64(0)), builder.not_(same))
+    for slot in slots:
+        needed = builder.and_(needed, builder.icmp_unsigned("!=", producer, builder.load(slot)))
+    with builder.if_then(needed, likely=False):
+        done = _events.emit_stream_synchronize(
+            builder, builder.inttoptr(producer, ir.IntType(8).as_pointer()))
+        builder.store(done, status)
+        with builder.if_then(builder.icmp_signed("==", done, done.type(0)), likely=True):
+            # Remember it in the next slot, round robin.
+            next_slot = _function_slot(builder, "ncl.waited_stream.next", 0)
+            index = builder.load(next_slot)
+            for i, slot in enumerate(slots):
+                with builder.if_then(builder.icmp_signed("==", index, index.type(i))):
+                    builder.store(producer, slot)
+            builder.store(builder.urem(builder.add(index, index.type(1)),
+                                       index.type(_REMEMBERED)), next_slot)
+    return builder.load(status)

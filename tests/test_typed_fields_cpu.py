@@ -1,0 +1,180 @@
+"""Fields read while typing (CuPy and PyTorch arrays): one read per argument
+and call, used only by the call that typed it. A PyTorch-like fake over
+host memory (its class looks like ``torch.Tensor`` to the package) with the
+recording driver."""
+
+import struct
+import threading
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda, njit
+
+from numba_cuda_launch.interop import arrays
+from numba_cuda_launch.launch.devicearray import DeviceArray
+from numba_cuda_launch.launch.devicearray_unbox import TYPED_FIELDS
+
+rng = np.random.default_rng()
+
+
+class _TensorBase:
+    """What the package's PyTorch reader reads, over a NumPy array."""
+
+    def __init__(self, a):
+        self.a = a
+
+    shape = property(lambda self: self.a.shape)
+    dtype = property(lambda self: self.a.dtype)
+    is_cuda, requires_grad, layout = True, False, "strided"
+
+    def stride(self):
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def element_size(self):
+        return self.a.itemsize
+
+    def numel(self):
+        return self.a.size
+
+    def data_ptr(self):
+        return self.a.ctypes.data
+
+    @property
+    def __cuda_array_interface__(self):
+        return dict(shape=self.a.shape, strides=self.a.strides, typestr=self.a.dtype.str,
+                    data=(self.a.ctypes.data, False), version=2)
+
+
+Tensor = type("Tensor", (_TensorBase,), {"__module__": "torch"})
+
+
+@pytest.fixture
+def fake_driver():
+    from numba_cuda_launch.testing import RecordingDriver
+
+    with RecordingDriver() as fake:
+        yield fake
+
+
+@pytest.fixture
+def counted_reads():
+    """The unboxing reads of Tensor objects that did not come from typing."""
+    numba.typeof(Tensor(np.zeros(2, np.float32)))  # the class learns its fast path
+    reader = arrays._READERS[Tensor]
+    reads = []
+
+    def counting(obj, ndim):
+        reads.append(obj)
+        return reader(obj, ndim)
+
+    arrays._READERS[Tensor] = counting
+    yield reads
+    arrays._READERS[Tensor] = reader
+
+
+@cuda.jit
+def axpy(a, x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + out[i]
+
+
+@njit
+def launch(x, out):
+    axpy[1, 32](np.float32(2), x, out)
+
+
+def data_params(launch):
+    """The data pointers of the two array parameters (after the scalar)."""
+    params = [struct.unpack("<q", p)[0] for p in launch.params[1:]]
+    return params[4], params[4 + 7]
+
+
+def test_typing_reads_the_fields_of_the_call(fake_driver, counted_reads):
+    x, out = rng.standard_normal(8).astype(np.float32), np.zeros(8, np.float32)
+    tx, tout = Tensor(x), Tensor(out)
+    for _ in range(3):
+        launch(tx, tout)
+    assert counted_reads == []  # no second read at unboxing
+    assert [data_params(x) for x in fake_driver.launches] == [(x.ctypes.data, out.ctypes.data)] * 3
+    # The same object with other memory: typed, so read, again at each call.
+    y = rng.standard_normal(8).astype(np.float32)
+    tx.a = y
+    launch(tx, tout)
+    assert data_params(fake_driver.launches[-1]) == (y.ctypes.data, out.ctypes.data)
+    assert counted_reads == []
+
+
+def test_one_object_twice_in_a_call(fake_driver, counted_reads):
+    x = np.zeros(8, np.float32)
+    t = Tensor(x)
+    launch(t, t)
+    assert data_params(fake_driver.launches[0]) == (x.ctypes.data, x.ctypes.data)
+
+
+def test_objmode_unboxing_reads_afresh(fake_driver, counted_reads):
+    x, other = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    t = Tensor(x)
+    launch.typeof_pyval(t)  # a typing of t, then a change its entry does not know
+    assert TYPED_FIELDS[id(t)][2][0] == x.ctypes.data
+    t.a = other
+    ty = DeviceArray(numba.float32, 1, "C")
+
+    @njit
+    def f():
+        with numba.objmode(v=ty):
+            v = t
+        launch(v, v)
+
+    f()
+    assert counted_reads == [t]
+    assert data_params(fake_driver.launches[0]) == (other.ctypes.data, other.ctypes.data)
+
+
+def test_an_entry_of_another_object_or_thread_is_not_used(fake_driver, counted_reads):
+    x = np.zeros(4, np.float32)
+    t = Tensor(x)
+
+    @njit
+    def g(v):
+        launch(v, v)
+
+    g(t)
+    ref, ident, fields = TYPED_FIELDS[id(t)]
+    assert fields[0] == x.ctypes.data
+    stale = (fields[0] + 64,) + fields[1:]
+    for entry in [(ref, ident + 1, stale), (lambda: None, ident, stale)]:
+        TYPED_FIELDS[id(t)] = entry
+        # The call's wrapper without a typing of t just before (its entry
+        # point called directly) finds an entry it must not trust.
+        g.overloads[g.signatures[0]].entry_point(t)
+        assert data_params(fake_driver.launches[-1]) == (x.ctypes.data, x.ctypes.data)
+    assert counted_reads == [t, t]
+
+
+def test_threads_each_launch_their_own_arrays(fake_driver, counted_reads):
+    arrays_of = [np.zeros(16, np.float32) for _ in range(4)]
+    errors = []
+
+    def work(a):
+        try:
+            t = Tensor(a)
+            for _ in range(200):
+                launch(t, t)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    launch(Tensor(arrays_of[0]), Tensor(arrays_of[0]))
+    threads = [threading.Thread(target=work, args=(a,)) for a in arrays_of]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    seen = {}
+    for la in fake_driver.launches[1:]:
+        ptr, out = data_params(la)
+        assert ptr == out
+        seen[ptr] = seen.get(ptr, 0) + 1
+    assert seen == {a.ctypes.data: 200 for a in arrays_of}
