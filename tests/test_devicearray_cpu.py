@@ -438,3 +438,20 @@ def test_producer_refusing_its_interface_is_a_typing_error_not_a_crash():
 
     with pytest.raises(TypingError):
         f(Refusing())
+
+
+def test_a_launch_recorded_in_a_graph_does_not_wait(fake_driver):
+    from numba_cuda_launch import graphs
+
+    @njit
+    def record(x, out, stream):
+        graphs.begin_capture(stream)
+        scale[1, 32, stream](2.0, x, out)
+        graph = graphs.end_capture(stream)
+        graph.destroy()
+        scale[1, 32, stream](2.0, x, out)  # a real launch afterwards waits
+
+    a = np.zeros(4, np.float32)
+    record(CAI(a, stream=1), CAI(a), 0x42)
+    assert _synced(fake_driver) == [1]
+    assert [x.stream for x in fake_driver.launches] == [0x42]

@@ -275,3 +275,29 @@ def test_numba_cuda_arrays_after_host_arrays_in_one_launcher():
     assert maybe_launch(a, cuda.to_device(x), cuda.to_device(y), dout) == x.size
     cuda.synchronize()
     np.testing.assert_allclose(dout.copy_to_host(), a * x + y, rtol=1e-5, atol=1e-6)
+
+
+def test_cupy_arrays_in_a_graph_recorded_on_a_blocking_stream():
+    # CuPy names the legacy default stream; while a blocking stream captures
+    # that stream may not be synchronised: the recorded launch does not wait
+    # (the replay, on a blocking stream, is ordered after CuPy's work).
+    cp = pytest.importorskip("cupy")
+    from numba_cuda_launch import graphs
+
+    @njit
+    def record_and_replay(a, x, y, out, stream):
+        graphs.begin_capture(stream)
+        axpy[(out.size + 127) // 128, 128, stream](a, x, y, out)
+        graph = graphs.end_capture(stream)
+        exe = graph.instantiate()
+        exe.launch(stream)
+        exe.destroy()
+        graph.destroy()
+
+    x, y, a = inputs()
+    cx, cy = cp.asarray(x), cp.asarray(y)
+    out = cp.full(x.size, cp.nan, cp.float32)
+    stream = cuda.stream()
+    record_and_replay(a, cx, cy, out, stream)
+    stream.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), a * x + y, rtol=1e-5, atol=1e-6)

@@ -10,6 +10,10 @@ array argument (tuples searched):
 * the launch stream *is* the producer stream (the same handle; the default
   stream ``0`` and the legacy default stream's handle ``1`` are one stream):
   nothing to do, the stream orders the work;
+* a launch recorded into a CUDA graph (its stream capturing) does not wait:
+  nothing runs until the graph is launched, which the program orders after
+  the producer's work (and while a blocking stream captures, the legacy
+  default stream may not even be synchronised);
 * else the producer stream is synchronised (``cuStreamSynchronize``, as
   numba-cuda's launch does), unless the function being run already
   synchronised it (the last four streams are remembered per call of the
@@ -25,6 +29,7 @@ from numba.core import cgutils, types
 
 from numba_cuda_launch.launch.devicearray import DeviceArray, device_array_parts
 from numba_cuda_launch.runtime import events as _events
+from numba_cuda_launch.runtime.graph import emit_is_capturing
 
 __all__ = ["producer_streams", "emit_producer_wait"]
 
@@ -73,7 +78,10 @@ def emit_producer_wait(builder, producer, launch_stream):
     needed = builder.and_(builder.icmp_unsigned("!=", producer, _i64(0)), builder.not_(same))
     for slot in slots:
         needed = builder.and_(needed, builder.icmp_unsigned("!=", producer, builder.load(slot)))
+    wait = cgutils.alloca_once_value(builder, cgutils.false_bit)
     with builder.if_then(needed, likely=False):
+        builder.store(builder.not_(emit_is_capturing(builder, launch_stream)), wait)
+    with builder.if_then(builder.load(wait), likely=False):
         done = _events.emit_stream_synchronize(
             builder, builder.inttoptr(producer, ir.IntType(8).as_pointer()))
         builder.store(done, status)

@@ -88,6 +88,16 @@ def emit_end_capture(builder, stream):
     return status, builder.load(graph)
 
 
+def emit_is_capturing(builder, stream):
+    """An ``i1``: *stream* is capturing (a failed query reads as not
+    capturing: the caller's next driver call on it reports the error)."""
+    state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
+    status = _status(builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
+    return builder.and_(_ok(builder, status),
+                        builder.icmp_signed("!=", builder.load(state),
+                                            ir.Constant(_i32, _CAPTURE_STATUS_NONE)))
+
+
 def emit_abort_capture(builder, stream):
     """End a capture in progress on *stream*, if any, and destroy what it
     recorded: the way out after a failed operation left a stream capturing.
