@@ -17,9 +17,10 @@ again at each call (pointer, shape, strides).
 Producer streams (the exact rule):
 
 * ``__cuda_array_interface__`` with a ``stream`` entry (version 3) that is
-  not None: the producer's stream is synchronised before the call, as
-  numba-cuda does, unless numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``
-  setting is 0; no entry or None: nothing to wait for.
+  not None: the array carries that producer stream (none when numba-cuda's
+  ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC`` setting is 0), and a launch on another
+  stream synchronises it first, as numba-cuda does
+  (:mod:`..launch.producer_wait`); no entry or None: nothing to wait for.
 * DLPack: ``__dlpack__(stream=...)`` is given the consumer stream: the
   stream named with :func:`on_stream` (``on_stream(x, s)``), else 1, the
   legacy default stream (DLPack's meaning of no stream), with which kernels
