@@ -299,7 +299,8 @@ def test_arrays_that_are_not_launched_are_not_waited_for(fake_driver):
     assert _synced(fake_driver) == []
 
 
-def test_objmode_unboxing_in_a_loop_carries_the_producer_stream(fake_driver):
+def test_objmode_unboxing_in_a_loop_waits_each_time(fake_driver):
+    # Python ran between two launches: work may have been queued since.
     ty = DeviceArray(nt.float32, 1, "C")
     box = [CAI(np.zeros(4, np.float32), stream=0x77)]
 
@@ -314,7 +315,7 @@ def test_objmode_unboxing_in_a_loop_carries_the_producer_stream(fake_driver):
         return total
 
     assert f(3) == 12
-    assert _synced(fake_driver) == [0x77]
+    assert _synced(fake_driver) == [0x77] * 3
     assert len(fake_driver.launches) == 3
 
 
@@ -440,7 +441,22 @@ def test_producer_refusing_its_interface_is_a_typing_error_not_a_crash():
         f(Refusing())
 
 
-def test_a_launch_recorded_in_a_graph_does_not_wait(fake_driver):
+def test_a_launch_recorded_in_a_graph_waits_for_a_producer_stream(fake_driver):
+    from numba_cuda_launch import graphs
+
+    @njit
+    def record(x, out, stream):
+        graphs.begin_capture(stream)
+        scale[1, 32, stream](2.0, x, out)
+        graph = graphs.end_capture(stream)
+        graph.destroy()
+
+    a = np.zeros(4, np.float32)
+    record(CAI(a, stream=0x99), CAI(a), 0x42)
+    assert _synced(fake_driver) == [0x99]
+
+
+def test_a_launch_recorded_in_a_graph_does_not_use_the_legacy_stream(fake_driver):
     from numba_cuda_launch import graphs
 
     @njit

@@ -4,6 +4,7 @@ host memory (its class looks like ``torch.Tensor`` to the package) with the
 recording driver."""
 
 import struct
+import sys
 import threading
 
 import numba
@@ -132,6 +133,49 @@ def test_objmode_unboxing_reads_afresh(fake_driver, counted_reads):
     assert data_params(fake_driver.launches[0]) == (other.ctypes.data, other.ctypes.data)
 
 
+class ThreadTensor(Tensor):
+    """One object whose memory differs per thread (as CuPy's current
+    stream, part of its fields, does)."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    @property
+    def a(self):
+        return self.arrays[threading.get_ident()]
+
+
+def test_fields_typed_on_another_thread_are_not_used(fake_driver):
+    launch(Tensor(np.zeros(4, np.float32)), Tensor(np.zeros(4, np.float32)))
+    arrays_of, ready = {}, threading.Barrier(4)
+    errors = []
+    t = ThreadTensor(arrays_of)
+
+    def work():
+        arrays_of[threading.get_ident()] = np.zeros(16, np.float32)
+        ready.wait()
+        try:
+            for _ in range(300):
+                launch(t, t)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave between typing and unboxing
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+    mixed = [la for la in fake_driver.launches[1:] if len(set(data_params(la))) != 1]
+    assert mixed == []
+    assert len(fake_driver.launches) == 1 + 4 * 300
+
+
 def test_an_entry_of_another_object_or_thread_is_not_used(fake_driver, counted_reads):
     x = np.zeros(4, np.float32)
     t = Tensor(x)
@@ -151,6 +195,44 @@ def test_an_entry_of_another_object_or_thread_is_not_used(fake_driver, counted_r
         g.overloads[g.signatures[0]].entry_point(t)
         assert data_params(fake_driver.launches[-1]) == (x.ctypes.data, x.ctypes.data)
     assert counted_reads == [t, t]
+
+
+@njit
+def launch_pair(pair):
+    launch(pair[0], pair[1])
+    return pair[0].size
+
+
+@njit
+def launch_first_of(items):
+    launch(items[0], items[0])
+    return items[0].size
+
+
+@njit
+def size_of(x):
+    return x.size
+
+
+def test_items_of_tuple_and_list_arguments_are_read_afresh(fake_driver, counted_reads):
+    # Only the call's own arguments were typed just before: an item of a
+    # tuple or list is read when unboxed, never from an earlier typing.
+    x, y, big = np.zeros(8, np.float32), np.ones(8, np.float32), np.zeros(64, np.float32)
+    t = Tensor(x)
+    launch(t, t)  # typed (fields kept for t), then t changes memory
+    t.a = y
+    launch_pair((t, t))
+    assert data_params(fake_driver.launches[-1]) == (y.ctypes.data, y.ctypes.data)
+    launch_first_of([t])
+    assert data_params(fake_driver.launches[-1]) == (y.ctypes.data, y.ctypes.data)
+    size_of(t)
+    t.a = big  # another size, same type
+    assert launch_pair((t, t)) == 64
+    t.a = np.zeros((2, 4), np.float32)
+    size_of(t)  # fields of 2 dimensions kept for t
+    t.a = y
+    assert launch_pair((t, t)) == 8
+    assert data_params(fake_driver.launches[-1]) == (y.ctypes.data, y.ctypes.data)
 
 
 def test_threads_each_launch_their_own_arrays(fake_driver, counted_reads):

@@ -206,7 +206,7 @@ def _declaring_classes():
 
 def describe(obj):
     """Read a device array object (see the module docstring); None when it
-    is not one. Synchronises a CAI v3 producer stream (the rule above)."""
+    is not one."""
     consumer = None
     if isinstance(obj, on_stream):
         consumer = obj._consumer_stream()
@@ -279,8 +279,8 @@ def _sync_enabled():
 
 
 def _stream_to_wait(stream):
-    """The producer stream unboxing synchronises: 0 for none, or when the
-    setting is off."""
+    """The producer stream an array carries (launches on other streams wait
+    for it): 0 for none, or when the setting is off."""
     return int(stream) if stream and _sync_enabled() else 0
 
 

@@ -7,9 +7,10 @@ Interface v3). Three ways:
 0. *typed fields*: the interop layer's typing of CuPy and PyTorch arrays
    reads their fields too, into :data:`TYPED_FIELDS`; the call's wrapper,
    which runs right after the dispatcher typed its arguments, takes them
-   from there (one Python call per argument instead of two). Unboxing
-   elsewhere (``objmode``) never does: its object was not typed just
-   before;
+   from there (one Python call per argument instead of two), for its
+   positional arguments only. Items of tuple or list arguments and
+   unboxing elsewhere (``objmode``) never do: those objects were not typed
+   just before by the dispatcher;
 1. *cached fields*: objects of the classes given to
    :func:`set_cached_classes` (numba-cuda's arrays, whose memory, shape and
    strides never change) may carry :data:`CACHED_FIELDS`, ``(stream,
@@ -30,6 +31,7 @@ from numba.core import cgutils, types
 from numba.extending import NativeValue, unbox
 
 from numba_cuda_launch.launch.devicearray import DeviceArray, make_device_array
+from numba_cuda_launch.launch.producer_wait import forget_waits
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "set_describer", "set_cached_classes"]
@@ -54,7 +56,8 @@ def set_describer(fn):
     """Install ``fn(obj, ndim) -> (data, itemsize, shape..., strides...,
     stream)``, the function unboxing calls to read a device array object
     (see :mod:`numba_cuda_launch.interop.arrays`); *stream* is the
-    producer's stream to synchronise before use, 0 for none."""
+    producer's stream, which launches on other streams wait for, 0 for
+    none."""
     global _describer
     _describer = fn
 
@@ -96,15 +99,15 @@ def _c_function(pyapi, name, restype, argtypes):
     return pyapi._get_function(ir.FunctionType(restype, argtypes), name=name)
 
 
-def _class_index(c, registry, getitem, cls_of, cls):
+def _index_of(c, registry, getitem, key_of, wanted):
     """The index in Python sequence *registry* (borrowed items, read with
-    *getitem*) of the entry whose class (``cls_of(item)``) is *cls*, or -1."""
+    *getitem*) of the last item whose ``key_of(item)`` is *wanted*, or -1."""
     builder, pyapi = c.builder, c.pyapi
     found = cgutils.alloca_once_value(builder, ir.Constant(pyapi.py_ssize_t, -1))
     size = _c_function(pyapi, "PyObject_Size", pyapi.py_ssize_t, [pyapi.pyobj])
     with cgutils.for_range(builder, builder.call(size, [registry])) as loop:
         item = builder.call(getitem, [registry, loop.index])
-        with builder.if_then(builder.icmp_unsigned("==", cls_of(item), cls)):
+        with builder.if_then(builder.icmp_unsigned("==", key_of(item), wanted)):
             builder.store(loop.index, found)
     return builder.load(found)
 
@@ -117,7 +120,7 @@ def _cached_fields(c, obj):
     with builder.if_then(cgutils.is_not_null(builder, classes), likely=True):
         getitem = _c_function(pyapi, "PyTuple_GetItem", pyapi.pyobj,
                               [pyapi.pyobj, pyapi.py_ssize_t])
-        index = _class_index(c, classes, getitem, lambda item: item, pyapi.get_type(obj))
+        index = _index_of(c, classes, getitem, lambda item: item, pyapi.get_type(obj))
         with builder.if_then(builder.icmp_signed(">=", index, index.type(0)), likely=True):
             cached = pyapi.object_getattr_string(obj, CACHED_FIELDS)
             with builder.if_else(cgutils.is_null(builder, cached), likely=False) as (missing, have):
@@ -147,13 +150,26 @@ def _in_call_wrapper(builder):
     return builder.function.name.startswith(("_ZN7cpython", "cpython."))
 
 
+def _is_call_argument(c, obj):
+    """An ``i1``: *obj* is one of the positional arguments of the call the
+    wrapper is making (its ``args`` tuple), which the dispatcher has just
+    typed -- not an item of a tuple or list argument (typed by Numba's
+    ``typeof``, or not at all)."""
+    builder, pyapi = c.builder, c.pyapi
+    args = builder.function.args[1]
+    getitem = _c_function(pyapi, "PyTuple_GetItem", pyapi.pyobj, [pyapi.pyobj, pyapi.py_ssize_t])
+    index = _index_of(c, args, getitem, lambda item: item, obj)
+    return builder.icmp_signed(">=", index, index.type(0))
+
+
 def _typed_fields(c, obj):
     """Way 0: the fields read while *obj* was typed for this call (a new
     reference), or NULL."""
     builder, pyapi = c.builder, c.pyapi
     result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     stash = python_object(c, _typed_fields_ref, "numba_cuda_launch.typed_fields")
-    with builder.if_then(cgutils.is_not_null(builder, stash), likely=True):
+    usable = builder.and_(cgutils.is_not_null(builder, stash), _is_call_argument(c, obj))
+    with builder.if_then(usable, likely=True):
         from_ptr = _c_function(pyapi, "PyLong_FromVoidPtr", pyapi.pyobj, [pyapi.voidptr])
         key = builder.call(from_ptr, [builder.bitcast(obj, pyapi.voidptr)])
         with builder.if_then(cgutils.is_not_null(builder, key), likely=True):
@@ -198,25 +214,34 @@ def _unbox_device_array(typ, obj, c):
     fields = cgutils.alloca_once(builder, ir.ArrayType(_i64, count), zfill=True)
     read = cgutils.alloca_once_value(builder, cgutils.false_bit)
 
-    def from_tuple(tup):
-        # Store a fields tuple (a new reference, or NULL) in *fields*.
+    def from_tuple(tup, last=False):
+        # Store a fields tuple (a new reference, or NULL) in *fields*. A
+        # tuple that does not fit leaves the error set only from the last
+        # way (the next way must start with none).
         with builder.if_then(cgutils.is_not_null(builder, tup), likely=True):
             native = c.unbox(tuple_type, tup)
             pyapi.decref(tup)
-            with builder.if_then(builder.not_(native.is_error), likely=True):
-                for i in range(count):
-                    builder.store(builder.extract_value(native.value, i),
-                                  cgutils.gep_inbounds(builder, fields, 0, i))
-                builder.store(cgutils.true_bit, read)
+            with builder.if_else(native.is_error, likely=False) as (bad, good):
+                with bad:
+                    if not last:
+                        pyapi.err_clear()
+                with good:
+                    for i in range(count):
+                        builder.store(builder.extract_value(native.value, i),
+                                      cgutils.gep_inbounds(builder, fields, 0, i))
+                    builder.store(cgutils.true_bit, read)
 
     if _in_call_wrapper(builder):
         from_tuple(_typed_fields(c, obj))
         with builder.if_then(builder.not_(builder.load(read)), likely=False):
             from_tuple(_cached_fields(c, obj))
     else:
+        # Python ran since the function's launches last waited (an objmode
+        # block): work may have been queued on any producer stream.
+        forget_waits(builder)
         from_tuple(_cached_fields(c, obj))
     with builder.if_then(builder.not_(builder.load(read)), likely=False):
-        from_tuple(_describe(c, obj, n))
+        from_tuple(_describe(c, obj, n), last=True)
     out = cgutils.create_struct_proxy(typ.as_array)(c.context, builder)
     vals = [builder.load(cgutils.gep_inbounds(builder, fields, 0, i)) for i in range(count)]
     with builder.if_then(builder.load(read), likely=True):

@@ -10,14 +10,17 @@ array argument (tuples searched):
 * the launch stream *is* the producer stream (the same handle; the default
   stream ``0`` and the legacy default stream's handle ``1`` are one stream):
   nothing to do, the stream orders the work;
-* a launch recorded into a CUDA graph (its stream capturing) does not wait:
-  nothing runs until the graph is launched, which the program orders after
-  the producer's work (and while a blocking stream captures, the legacy
-  default stream may not even be synchronised);
 * else the producer stream is synchronised (``cuStreamSynchronize``, as
   numba-cuda's launch does), unless the function being run already
-  synchronised it (the last four streams are remembered per call of the
-  function: a loop of launches waits once).
+  synchronised it since it last ran Python (the last four streams are
+  remembered per call of the function and forgotten when an ``objmode``
+  block hands it arrays: a loop of launches waits once);
+* except for a launch recorded into a CUDA graph (its stream capturing)
+  whose producer is the legacy default stream (``1``, CuPy's default):
+  while a blocking stream captures, the legacy stream may not be used at
+  all; the graph's replay on a blocking stream is ordered after the legacy
+  stream's earlier work by the driver (a replay on a non-blocking stream
+  is the program's to order).
 
 So a CuPy user working inside ``with stream:`` (CuPy then names ``stream``)
 who launches on that stream never waits on the host. A failed
@@ -31,7 +34,7 @@ from numba_cuda_launch.launch.devicearray import DeviceArray, device_array_parts
 from numba_cuda_launch.runtime import events as _events
 from numba_cuda_launch.runtime.graph import emit_is_capturing
 
-__all__ = ["producer_streams", "emit_producer_wait"]
+__all__ = ["producer_streams", "emit_producer_wait", "forget_waits"]
 
 _i64 = ir.IntType(64)
 _REMEMBERED = 4  # producer streams a function call remembers having synchronised
@@ -64,6 +67,17 @@ def _function_slot(builder, name, initial):
     return slots[name]
 
 
+def _slots(builder):
+    return [_function_slot(builder, "ncl.waited_stream.%d" % i, 0) for i in range(_REMEMBERED)]
+
+
+def forget_waits(builder):
+    """Emit forgetting which producer streams the function being built has
+    waited for (Python ran, and may have queued work on them)."""
+    for slot in _slots(builder):
+        builder.store(_i64(0), slot)
+
+
 def emit_producer_wait(builder, producer, launch_stream):
     """Emit the rule above for *producer* (``i64``) before a launch on
     *launch_stream* (``i8*``); returns the ``CUresult`` (``i32``, 0 when
@@ -74,13 +88,18 @@ def emit_producer_wait(builder, producer, launch_stream):
         builder.icmp_unsigned("==", producer, launch),
         builder.and_(builder.icmp_unsigned("==", launch, _i64(0)),
                      builder.icmp_unsigned("==", producer, _i64(_LEGACY))))
-    slots = [_function_slot(builder, "ncl.waited_stream.%d" % i, 0) for i in range(_REMEMBERED)]
+    slots = _slots(builder)
     needed = builder.and_(builder.icmp_unsigned("!=", producer, _i64(0)), builder.not_(same))
     for slot in slots:
         needed = builder.and_(needed, builder.icmp_unsigned("!=", producer, builder.load(slot)))
     wait = cgutils.alloca_once_value(builder, cgutils.false_bit)
     with builder.if_then(needed, likely=False):
-        builder.store(builder.not_(emit_is_capturing(builder, launch_stream)), wait)
+        legacy = builder.icmp_unsigned("==", producer, _i64(_LEGACY))
+        with builder.if_else(legacy, likely=False) as (is_legacy, other):
+            with is_legacy:
+                builder.store(builder.not_(emit_is_capturing(builder, launch_stream)), wait)
+            with other:
+                builder.store(cgutils.true_bit, wait)
     with builder.if_then(builder.load(wait), likely=False):
         done = _events.emit_stream_synchronize(
             builder, builder.inttoptr(producer, ir.IntType(8).as_pointer()))
