@@ -277,11 +277,15 @@ def test_numba_cuda_arrays_after_host_arrays_in_one_launcher():
     np.testing.assert_allclose(dout.copy_to_host(), a * x + y, rtol=1e-5, atol=1e-6)
 
 
-def test_cupy_arrays_in_a_graph_recorded_on_a_blocking_stream():
-    # CuPy names the legacy default stream; while a blocking stream captures
-    # that stream may not be synchronised: the recorded launch does not wait
-    # (the replay, on a blocking stream, is ordered after CuPy's work).
+@pytest.mark.parametrize("cupy_stream", [False, True])
+def test_cupy_arrays_in_a_graph_recorded_on_a_blocking_stream(cupy_stream):
+    # Outside any ``with``, CuPy names the legacy default stream, which may
+    # not be used while a blocking stream captures: the recorded launch does
+    # not wait for it (the replay, on a blocking stream, is ordered after
+    # CuPy's work). Inside ``with s``, CuPy names s: synchronised during
+    # the capture.
     cp = pytest.importorskip("cupy")
+    import contextlib
     from numba_cuda_launch import graphs
 
     @njit
@@ -295,9 +299,11 @@ def test_cupy_arrays_in_a_graph_recorded_on_a_blocking_stream():
         graph.destroy()
 
     x, y, a = inputs()
-    cx, cy = cp.asarray(x), cp.asarray(y)
-    out = cp.full(x.size, cp.nan, cp.float32)
-    stream = cuda.stream()
-    record_and_replay(a, cx, cy, out, stream)
+    producer = cp.cuda.Stream(non_blocking=True) if cupy_stream else contextlib.nullcontext()
+    with producer:
+        cx, cy = cp.asarray(x), cp.asarray(y)
+        out = cp.full(x.size, cp.nan, cp.float32)
+        stream = cuda.stream()
+        record_and_replay(a, cx, cy, out, stream)
     stream.synchronize()
     np.testing.assert_allclose(cp.asnumpy(out), a * x + y, rtol=1e-5, atol=1e-6)
