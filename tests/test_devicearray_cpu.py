@@ -454,6 +454,11 @@ def test_a_launch_recorded_in_a_graph_waits_for_a_producer_stream(fake_driver):
     a = np.zeros(4, np.float32)
     record(CAI(a, stream=0x99), CAI(a), 0x42)
     assert _synced(fake_driver) == [0x99]
+    # Made in the relaxed capture mode (refused in the thread-local one),
+    # the thread's mode restored after.
+    modes = [c[1] for c in fake_driver.calls if c[0] == "cuThreadExchangeStreamCaptureMode"]
+    assert modes == [graphs.CAPTURE_RELAXED, 0]
+    assert len(fake_driver.graphs) == 1
 
 
 def test_a_launch_recorded_in_a_graph_does_not_use_the_legacy_stream(fake_driver):

@@ -11,7 +11,8 @@ array argument (tuples searched):
   stream ``0`` and the legacy default stream's handle ``1`` are one stream):
   nothing to do, the stream orders the work;
 * else the producer stream is synchronised (``cuStreamSynchronize``, as
-  numba-cuda's launch does), unless the function being run already
+  numba-cuda's launch does; during a graph capture in this thread's
+  relaxed capture mode, as synchronising is refused in the others), unless the function being run already
   synchronised it since it last ran Python (the last four streams are
   remembered per call of the function and forgotten when an ``objmode``
   block hands it arrays: a loop of launches waits once);
@@ -32,7 +33,8 @@ from numba.core import cgutils, types
 
 from numba_cuda_launch.launch.devicearray import DeviceArray, device_array_parts
 from numba_cuda_launch.runtime import events as _events
-from numba_cuda_launch.runtime.graph import emit_is_capturing
+from numba_cuda_launch.runtime.graph import CAPTURE_RELAXED, emit_exchange_capture_mode, \
+    emit_is_capturing
 
 __all__ = ["producer_streams", "emit_producer_wait", "forget_waits"]
 
@@ -93,16 +95,22 @@ def emit_producer_wait(builder, producer, launch_stream):
     for slot in slots:
         needed = builder.and_(needed, builder.icmp_unsigned("!=", producer, builder.load(slot)))
     wait = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    capturing = cgutils.alloca_once_value(builder, cgutils.false_bit)
     with builder.if_then(needed, likely=False):
+        builder.store(emit_is_capturing(builder, launch_stream), capturing)
         legacy = builder.icmp_unsigned("==", producer, _i64(_LEGACY))
-        with builder.if_else(legacy, likely=False) as (is_legacy, other):
-            with is_legacy:
-                builder.store(builder.not_(emit_is_capturing(builder, launch_stream)), wait)
-            with other:
-                builder.store(cgutils.true_bit, wait)
+        builder.store(builder.not_(builder.and_(legacy, builder.load(capturing))), wait)
     with builder.if_then(builder.load(wait), likely=False):
+        # During a capture a synchronisation is a "potentially unsafe" call
+        # (refused in the global and thread-local modes): this thread makes
+        # it in the relaxed mode, then restores its mode.
+        mode = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(32), CAPTURE_RELAXED))
+        with builder.if_then(builder.load(capturing), likely=False):
+            emit_exchange_capture_mode(builder, mode)
         done = _events.emit_stream_synchronize(
             builder, builder.inttoptr(producer, ir.IntType(8).as_pointer()))
+        with builder.if_then(builder.load(capturing), likely=False):
+            emit_exchange_capture_mode(builder, mode)
         builder.store(done, status)
         with builder.if_then(builder.icmp_signed("==", done, done.type(0)), likely=True):
             # Remember it in the next slot, round robin.

@@ -91,6 +91,7 @@ ENTRY_POINTS = {
     "cuStreamBeginCapture_v2": (_i32, (_i8p, _i32)),
     "cuStreamEndCapture": (_i32, (_i8p, _i8p.as_pointer())),
     "cuStreamIsCapturing": (_i32, (_i8p, _i32.as_pointer())),
+    "cuThreadExchangeStreamCaptureMode": (_i32, (_i32.as_pointer(),)),
     # (stream, status*, id*, CUgraph*, const CUgraphNode** deps, size_t* n)
     "cuStreamGetCaptureInfo_v2": (_i32, (_i8p, _i32.as_pointer(), _i64.as_pointer(),
                                          _i8p.as_pointer(), _i8p.as_pointer().as_pointer(),

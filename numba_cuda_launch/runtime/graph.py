@@ -98,6 +98,12 @@ def emit_is_capturing(builder, stream):
                                             ir.Constant(_i32, _CAPTURE_STATUS_NONE)))
 
 
+def emit_exchange_capture_mode(builder, mode):
+    """``cuThreadExchangeStreamCaptureMode(mode)``: *mode* (an ``i32*``)
+    becomes this thread's capture mode and receives the previous one."""
+    return driver.call(builder, "cuThreadExchangeStreamCaptureMode", [mode])
+
+
 def emit_abort_capture(builder, stream):
     """End a capture in progress on *stream*, if any, and destroy what it
     recorded: the way out after a failed operation left a stream capturing.

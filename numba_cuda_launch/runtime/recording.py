@@ -60,6 +60,7 @@ _LAUNCHEX = ctypes.CFUNCTYPE(_c_int, _vp, _vp, ctypes.POINTER(_vp), ctypes.POINT
 _BEGIN = ctypes.CFUNCTYPE(_c_int, _vp, _c_int)
 _END = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_vp))
 _ISCAP = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int))
+_EXCHANGE = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int))
 _CAPINFO = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int), ctypes.POINTER(_u64),
                             ctypes.POINTER(_vp), ctypes.POINTER(_vp), ctypes.POINTER(_u64))
 _NODETYPE = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int))
@@ -243,6 +244,7 @@ class RecordingDriver:
             cuStreamBeginCapture_v2=_BEGIN(self._begin_capture),
             cuStreamEndCapture=_END(self._end_capture),
             cuStreamIsCapturing=_ISCAP(self._is_capturing),
+            cuThreadExchangeStreamCaptureMode=_EXCHANGE(self._exchange_capture_mode),
             cuStreamGetCaptureInfo_v2=_CAPINFO(self._capture_info),
             cuGraphNodeGetType=_NODETYPE(self._node_type),
             cuGraphInstantiateWithFlags=_INSTANTIATE(self._instantiate),
@@ -426,6 +428,26 @@ class RecordingDriver:
                                                 capture.mode)
         out[0] = handle
         return 0
+
+    def _exchange_capture_mode(self, mode):
+        # The thread's capture mode (global, 0, until exchanged).
+        previous = getattr(self._thread, "capture_mode", 0)
+        self._log("cuThreadExchangeStreamCaptureMode", mode[0])
+        self._thread.capture_mode = mode[0]
+        mode[0] = previous
+        return 0
+
+    def _unsafe_during_capture(self):
+        """True when this thread may not make a potentially unsafe call (a
+        synchronisation): a stream it captures in a mode other than relaxed,
+        or another thread's global capture, unless the thread exchanged its
+        mode for relaxed."""
+        if getattr(self._thread, "capture_mode", 0) == _RELAXED:
+            return False
+        me = threading.get_ident()
+        with self._lock:
+            return any((c.thread == me and c.mode != _RELAXED) or c.mode == 0
+                       for c in self._captures.values())
 
     def _is_capturing(self, stream, out):
         capture = self._captures.get(stream or 0)
@@ -626,7 +648,10 @@ class RecordingDriver:
         return self._log("cuCtxSynchronize")
 
     def _sync_call(self, name, stream):
-        return self._log(name, stream or 0)
+        status = self._log(name, stream or 0)
+        if name == "cuStreamSynchronize" and not status and self._unsafe_during_capture():
+            return _CAPTURE_UNSUPPORTED
+        return status
 
     def _event_create(self, out, flags):
         status = self._log("cuEventCreate", 0, flags)  # handle 0: none made
