@@ -23,9 +23,12 @@ lowering together:
 * :mod:`.claims` -- the registry backends and kernel kinds are looked up in;
 * :mod:`.caching` -- ``cache=True`` code keyed on its launch target;
 * :mod:`.stream` -- stream objects as nopython values;
-* :mod:`.devicearray` -- device arrays as nopython values;
+* :mod:`.devicearray` -- device arrays as nopython values (carrying their
+  producer stream);
 * :mod:`.devicearray_unbox` -- reading device array objects at each call
-  from Python (and waiting for their producer's stream);
+  from Python;
+* :mod:`.producer_wait` -- a launch waiting for its device arrays'
+  producer streams (the CUDA Array Interface v3 rule);
 * :mod:`.pyobjects` -- Python objects compiled unboxing code calls, looked
   up once per process;
 * :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
