@@ -126,9 +126,9 @@ class on_stream:
     argument of compiled code that will use it on *stream* (a stream object
     or a raw ``CUstream`` integer): DLPack producers are given that stream
     (``__dlpack__(stream=...)``) to order their work before it; for
-    ``__cuda_array_interface__`` producers the rule stays numba-cuda's
-    (their stream is synchronised). Pass the wrapper where the array would
-    go."""
+    ``__cuda_array_interface__`` producers the rule stays the one of
+    :mod:`..launch.producer_wait` (their stream is waited for by launches
+    on other streams). Pass the wrapper where the array would go."""
 
     __slots__ = ("obj", "stream")
 
@@ -300,7 +300,8 @@ def _fields_from_cai(cai, ndim):
 
 def _fields(obj, ndim):
     """Unboxing: ``(data, itemsize, shape..., strides..., stream)``, the
-    stream being the producer's to synchronise first (0: none). Read by the
+    stream being the producer's, which launches on other streams wait for
+    (0: none). Read by the
     producer's own reader when it has one (:mod:`.producers`), else from its
     CUDA Array Interface dict, else described."""
     reader = _READERS.get(type(obj))
