@@ -464,3 +464,78 @@ def test_a_launch_recorded_in_a_graph_and_its_producer_stream(fake_driver, produ
     assert modes == ([graphs.CAPTURE_RELAXED, 0] if producer != 1 else [])
     assert len(fake_driver.graphs) == 1
     assert [x.stream for x in fake_driver.launches] == [0x42]
+
+
+class RawCAI:
+    """An object whose ``__cuda_array_interface__`` is exactly *cai*."""
+
+    def __init__(self, cai):
+        self.__cuda_array_interface__ = cai
+
+
+def _cai_dict(a, **changes):
+    d = dict(shape=a.shape, strides=a.strides, typestr=a.dtype.str,
+             data=(a.ctypes.data, False), version=3, stream=None)
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not _DROP}
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("changes, says", [
+    (dict(strides=(4, 4)), "'strides' (4, 4) do not match 'shape' (8,)"),
+    (dict(shape=(-1,), strides=None), "'shape' (-1,) has a negative extent"),
+    (dict(shape=(8.0,), strides=None), "'shape' entries must be an integer"),
+    (dict(typestr="zz"), "'typestr' 'zz' is not a NumPy dtype"),
+    (dict(typestr="|V8"), "has no Numba type"),
+    (dict(version=1), "version 1: versions 2 and 3 are supported"),
+    (dict(version=_DROP), "no 'version' entry"),
+    (dict(data=None), "'data' must be (pointer, read_only)"),
+    (dict(data=("0x10", False)), "the 'data' pointer must be an integer"),
+])
+def test_a_malformed_interface_is_a_typing_error_naming_the_argument(changes, says):
+    a = np.zeros(8, np.float32)
+
+    @njit
+    def f(x, out):
+        scale[1, 32](2.0, x, out)
+
+    with pytest.raises(TypingError) as info:
+        f(RawCAI(_cai_dict(a, **changes)), CAI(a))
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("f(): argument 1 'x': ")
+    assert says in first
+
+
+def test_an_interface_that_raises_is_a_typing_error_naming_the_argument():
+    class Raising:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("no export today")
+
+    @njit
+    def f(a, x):
+        return x.size
+
+    with pytest.raises(TypingError) as info:
+        f(1, Raising())
+    assert str(info.value).splitlines()[0] == (
+        "f(): argument 2 'x': reading its __cuda_array_interface__ raised RuntimeError: "
+        "no export today")
+
+
+@pytest.mark.parametrize("stream", [-5, 1.5, "x", True])
+def test_a_stream_entry_that_is_no_handle_is_refused(fake_driver, stream):
+    a = np.zeros(8, np.float32)
+    launch_scale(CAI(a), CAI(a), 0)  # compiled for these types
+    with pytest.raises((TypeError, TypingError), match="'stream' must be"):
+        launch_scale(RawCAI(_cai_dict(a, stream=stream)), CAI(a), 0)
+    assert len(fake_driver.launches) == 1
+
+
+def test_stream_0_is_the_legacy_default_stream_as_numba_cuda_reads_it(fake_driver):
+    a = np.zeros(8, np.float32)
+    launch_scale(RawCAI(_cai_dict(a, stream=0)), CAI(a), 0)  # the same stream: no wait
+    launch_scale(RawCAI(_cai_dict(a, stream=0)), CAI(a), 0x42)
+    assert _synced(fake_driver) == [1]

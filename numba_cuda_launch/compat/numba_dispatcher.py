@@ -33,6 +33,7 @@ The internals used are checked by name when this module is imported
 typing and routers are then not installed).
 """
 
+import inspect
 import itertools
 import weakref
 
@@ -43,7 +44,8 @@ from numba.core import dispatcher as _dispatcher, errors, types
 from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
-__all__ = ["AVAILABLE", "register_typeof", "route_numba_type_mismatches", "routes_of"]
+__all__ = ["AVAILABLE", "register_typeof", "route_numba_type_mismatches", "routes_of",
+           "explain_argument_errors"]
 
 _Dispatcher = _dispatcher.Dispatcher
 
@@ -274,8 +276,44 @@ _add_overload = getattr(_dispatcher._DispatcherBase, "add_overload", None)
 _reset_overloads = getattr(_dispatcher._DispatcherBase, "_reset_overloads", None)
 
 
+_explain_argument = None  # fn(value) -> why it cannot be an argument, or None
+
+
+def explain_argument_errors(fn):
+    """When compiling for a call fails with a typing error, ask ``fn(value)``
+    about each argument; the reasons it gives (an argument that claims to be
+    something, a device array say, and cannot be read as one) lead the
+    error, naming the argument, instead of Numba's ``non-precise type
+    pyobject``."""
+    global _explain_argument
+    _explain_argument = fn
+
+
+def _argument_problems(disp, args):
+    if _explain_argument is None:
+        return []
+    try:
+        names = list(inspect.signature(disp.py_func).parameters)
+    except (TypeError, ValueError):
+        names = []
+    problems = []
+    for i, a in enumerate(args):
+        why = _explain_argument(a.value if isinstance(a, _dispatcher.OmittedArg) else a)
+        if why:
+            name = " %r" % names[i] if i < len(names) else ""
+            problems.append("argument %d%s: %s" % (i + 1, name, why))
+    return problems
+
+
 def _compile_for_args_learning(self, *args, **kws):
-    entry = _compile_for_args(self, *args, **kws)
+    try:
+        entry = _compile_for_args(self, *args, **kws)
+    except errors.TypingError as e:
+        problems = _argument_problems(self, args)
+        if problems:
+            name = getattr(self.py_func, "__name__", "function")
+            raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) from None
+        raise
     if not kws and _should_route is not None:
         _learn(self, args, entry)
     return entry

@@ -29,18 +29,22 @@ Producer streams (the exact rule):
 """
 
 import ctypes
+import operator
 import threading
 import weakref
+from collections.abc import Mapping
 
 import numba
 import numpy as np
 from numba.core import types
+from numba.core.errors import NumbaError
 from numba.core.typing.typeof import typeof_impl
 from numba.cuda import config as _cuda_config
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
-from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_numba_type_mismatches
+from numba_cuda_launch.compat.numba_dispatcher import explain_argument_errors, register_typeof, \
+    route_numba_type_mismatches
 from numba_cuda_launch.launch.devicearray import DeviceArray
 from numba_cuda_launch.launch.devicearray_unbox import CACHED_FIELDS, TYPED_FIELDS, \
     set_cached_classes, set_describer
@@ -51,6 +55,7 @@ from numba_cuda_launch.interop import producers as _producers
 __all__ = ["on_stream", "describe", "device_array_type"]
 
 _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
+_LEGACY_STREAM = 1  # CU_STREAM_LEGACY, as the interface names the legacy default stream
 _DEVICE_TYPES = (_kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged)
 
 
@@ -142,17 +147,69 @@ class on_stream:
         return stream_handle(self.stream) if not isinstance(self.stream, int) else self.stream
 
 
+def _cai_error(what):
+    return TypeError("__cuda_array_interface__: " + what)
+
+
+def _index(value, what):
+    """*value* as a Python int (any integer type but bool), else TypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        raise _cai_error("%s must be an integer, not %r" % (what, value))
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise _cai_error("%s must be an integer, not %r" % (what, value)) from None
+
+
+def _cai_stream(stream):
+    """The producer stream a version 3 ``stream`` entry names (0: none). A
+    stream handle is a non-negative integer; 0, which the interface
+    disallows, is read as numba-cuda reads it: the legacy default stream."""
+    if stream is None:
+        return 0
+    handle = _index(stream, "'stream'")
+    if handle < 0:
+        raise _cai_error("'stream' must be None or a stream handle (an integer >= 0), "
+                         "not %r" % (stream,))
+    return handle or _LEGACY_STREAM
+
+
 def _from_cai(cai):
-    version = cai.get("version", 0)
-    if version < 2:
-        raise TypeError("__cuda_array_interface__ version %s: versions 2 and 3 are "
-                        "supported" % version)
+    """Describe a CUDA Array Interface dict, every entry checked (TypeError
+    saying which one is wrong)."""
+    if not isinstance(cai, Mapping):
+        raise _cai_error("a dict was expected, not %s" % type(cai).__name__)
+    if "version" not in cai:
+        raise _cai_error("no 'version' entry")
+    version = cai["version"]
+    if not isinstance(version, int) or version < 2:
+        raise _cai_error("version %r: versions 2 and 3 are supported" % (version,))
     if cai.get("mask") is not None:
-        raise TypeError("__cuda_array_interface__ with a mask is not supported")
-    data, readonly = cai["data"]
-    dtype = np.dtype(cai["typestr"])
-    return _Described(data or 0, cai["shape"], cai.get("strides"), dtype, bool(readonly),
-                      cai.get("stream") if version >= 3 else None)
+        raise _cai_error("a mask is not supported")
+    for key in ("shape", "typestr", "data"):
+        if key not in cai:
+            raise _cai_error("no %r entry" % key)
+    shape = cai["shape"]
+    if not isinstance(shape, (tuple, list)):
+        raise _cai_error("'shape' must be a tuple of integers, not %r" % (shape,))
+    shape = tuple(_index(n, "'shape' entries") for n in shape)
+    if any(n < 0 for n in shape):
+        raise _cai_error("'shape' %r has a negative extent" % (shape,))
+    try:
+        dtype = np.dtype(cai["typestr"])
+    except (TypeError, ValueError) as e:
+        raise _cai_error("'typestr' %r is not a NumPy dtype (%s)" % (cai["typestr"], e)) from None
+    strides = cai.get("strides")
+    if strides is not None:
+        if not isinstance(strides, (tuple, list)) or len(strides) != len(shape):
+            raise _cai_error("'strides' %r do not match 'shape' %r" % (strides, shape))
+        strides = tuple(_index(n, "'strides' entries") for n in strides)
+    data = cai["data"]
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise _cai_error("'data' must be (pointer, read_only), not %r" % (data,))
+    pointer = 0 if data[0] is None else _index(data[0], "the 'data' pointer")
+    stream = _cai_stream(cai.get("stream")) if version >= 3 else 0
+    return _Described(pointer, shape, strides, dtype, bool(data[1]), stream or None)
 
 
 def _from_dlpack(obj, consumer):
@@ -240,9 +297,13 @@ def _from_simulator(obj):
 
 
 def device_array_type(desc):
-    """The :class:`DeviceArray` type of a described array."""
-    return DeviceArray(numba.from_dtype(desc.dtype), len(desc.shape), desc.layout,
-                       desc.readonly)
+    """The :class:`DeviceArray` type of a described array (TypeError for a
+    dtype Numba has no type for)."""
+    try:
+        dtype = numba.from_dtype(desc.dtype)
+    except (NotImplementedError, NumbaError):
+        raise TypeError("dtype %r has no Numba type" % (desc.dtype,)) from None
+    return DeviceArray(dtype, len(desc.shape), desc.layout, desc.readonly)
 
 
 _ITEMSIZE = {}  # typestr -> itemsize
@@ -281,21 +342,27 @@ def _sync_enabled():
 def _stream_to_wait(stream):
     """The producer stream an array carries (launches on other streams wait
     for it): 0 for none, or when the setting is off."""
-    return int(stream) if stream and _sync_enabled() else 0
+    return _cai_stream(stream) if stream is not None and _sync_enabled() else 0
 
 
 def _fields_from_cai(cai, ndim):
     """``(data, itemsize, shape..., strides..., stream)`` from a CUDA Array
-    Interface dict, or None if it is not one of *ndim* dimensions."""
-    if cai.get("version", 0) < 2 or cai.get("mask") is not None:
+    Interface dict, or None if it is not one of *ndim* dimensions or not a
+    plain one (then described, which says what is wrong)."""
+    try:
+        if cai.get("version", 0) < 2 or cai.get("mask") is not None:
+            return None
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides")
+        if len(shape) != ndim or (strides is not None and len(strides) != ndim) or \
+                min(shape, default=0) < 0:
+            return None
+        itemsize = _itemsize(cai["typestr"])
+        strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
+        return (cai["data"][0] or 0, itemsize) + shape + strides + \
+            (_stream_to_wait(cai.get("stream")),)
+    except (TypeError, ValueError, KeyError, AttributeError):
         return None
-    shape = tuple(cai["shape"])
-    if len(shape) != ndim:
-        return None
-    itemsize = _itemsize(cai["typestr"])
-    strides = cai.get("strides")
-    strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
-    return (cai["data"][0] or 0, itemsize) + shape + strides + (_stream_to_wait(cai.get("stream")),)
 
 
 def _fields(obj, ndim):
@@ -360,8 +427,11 @@ def _typeof_device_array(val, c=None, cai=None):
     if cai is None:
         cai = _cai_of(val)
     if cai is not None:  # the common case: remember the type of this layout
+        # (with the kinds of the pointer and the stream: a key typed once
+        # was checked whole, so an entry of another kind is checked anew)
+        data = cai.get("data", (0, False))
         key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
-               bool(cai.get("data", (0, False))[1]), cai.get("version", 0))
+               bool(data[1]), type(data[0]), cai.get("version", 0), type(cai.get("stream")))
         try:
             ty = _TYPES.get(key)
         except TypeError:  # an unhashable entry: no cache
@@ -474,6 +544,27 @@ def _fields_reader(read):
     return reader
 
 
+def why_not_a_device_array(val):
+    """Why an object that offers a device-array interface cannot be passed
+    as one (its interface raised, or says something unusable), or None."""
+    if isinstance(val, (np.ndarray, on_stream)) or _compat.simulator_enabled():
+        return None
+    try:
+        cai = getattr(val, "__cuda_array_interface__", None)
+    except Exception as e:
+        return "reading its __cuda_array_interface__ raised %s: %s" % (type(e).__name__, e)
+    try:
+        if cai is not None:
+            device_array_type(_from_cai(cai))
+        elif hasattr(val, "__dlpack__") and hasattr(val, "__dlpack_device__"):
+            desc = describe(val)
+            if desc is not None:
+                device_array_type(desc)
+    except Exception as e:
+        return "%s is not a usable device array: %s" % (type(val).__name__, e)
+    return None
+
+
 def _route(value, ty):
     """Which arguments the dispatcher routes by class (see
     :mod:`..compat.numba_dispatcher`): numba-cuda's device arrays."""
@@ -505,6 +596,7 @@ def _register():
     if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
         typeof_impl.register(object)(_typeof_any)
     route_numba_type_mismatches(_route, _guard)
+    explain_argument_errors(why_not_a_device_array)
 
 
 _register()
