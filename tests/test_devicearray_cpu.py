@@ -363,8 +363,11 @@ def test_dlpack_on_the_host_is_not_a_device_array():
     def f(x):
         return 0
 
-    with pytest.raises(TypingError):
+    with pytest.raises(TypingError) as info:
         f(HostDLPack(np.zeros(4)))
+    assert str(info.value).splitlines()[0] == (
+        "f(): argument 1 'x': its DLPack device (1, 0) is not a CUDA device (device types "
+        "(2, 3, 13): CUDA, CUDA host, CUDA managed memory)")
 
 
 @pytest.mark.parametrize("make", [lambda h: CupyLikeStream(h), lambda h: ProtocolStream(h), int])
@@ -539,3 +542,15 @@ def test_stream_0_is_the_legacy_default_stream_as_numba_cuda_reads_it(fake_drive
     launch_scale(RawCAI(_cai_dict(a, stream=0)), CAI(a), 0)  # the same stream: no wait
     launch_scale(RawCAI(_cai_dict(a, stream=0)), CAI(a), 0x42)
     assert _synced(fake_driver) == [1]
+
+
+def test_a_cuda_stream_protocol_returning_no_handle_is_refused(fake_driver):
+    class Garbage(ProtocolStream):
+        def __cuda_stream__(self):
+            return "x"
+
+    a = np.zeros(4, np.float32)
+    launch_scale(CAI(a), CAI(a), ProtocolStream(0x5150))
+    with pytest.raises(TypeError, match=r"__cuda_stream__\(\) must return \(version, handle\)"):
+        launch_scale(CAI(a), CAI(a), Garbage(0x5150))
+    assert [x.stream for x in fake_driver.launches] == [0x5150]

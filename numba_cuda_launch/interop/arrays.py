@@ -557,6 +557,10 @@ def why_not_a_device_array(val):
         if cai is not None:
             device_array_type(_from_cai(cai))
         elif hasattr(val, "__dlpack__") and hasattr(val, "__dlpack_device__"):
+            device = tuple(val.__dlpack_device__())
+            if device[0] not in _DEVICE_TYPES:
+                return ("its DLPack device %r is not a CUDA device (device types %s: "
+                        "CUDA, CUDA host, CUDA managed memory)" % (device, _DEVICE_TYPES))
             desc = describe(val)
             if desc is not None:
                 device_array_type(desc)

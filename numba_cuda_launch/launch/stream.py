@@ -80,7 +80,14 @@ def stream_handle(obj):
     real stream: 0)."""
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
-        return int(proto()[1])
+        info = proto()
+        try:
+            if not isinstance(info, tuple) or len(info) != 2 or isinstance(info[1], bool):
+                raise TypeError
+            return operator.index(info[1])
+        except TypeError:
+            raise TypeError("%s.__cuda_stream__() must return (version, handle), the handle "
+                            "an int; it returned %r" % (type(obj).__name__, info)) from None
     attr = _foreign_stream_attribute(obj)
     if attr is not None:
         return int(getattr(obj, attr))
