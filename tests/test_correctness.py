@@ -5,7 +5,6 @@ never reaches it)."""
 
 import collections
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from numba.core.errors import NumbaError, TypingError
 
 import numba_cuda_launch as ncl
 from childenv import PREAMBLE, child_env
+from messages import first_line
 from conftest import HAVE_GPU
 from numba_cuda_launch.testing import RecordingDriver
 
@@ -76,14 +76,6 @@ def star_args(*args):
 @cuda.jit(device=True)
 def device_fn(x):
     return x
-
-
-def first_line(exc):
-    """The first line of a Numba error after its pipeline header (without
-    the terminal highlighting Numba adds where colour is available)."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[1] if lines[0].startswith("Failed in") else lines[0]
 
 
 def typing_error(pyfunc, *argtypes):

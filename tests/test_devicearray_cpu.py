@@ -13,6 +13,7 @@ from numba.core import types as nt
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
+from messages import first_line
 from numba_cuda_launch.launch.devicearray import DeviceArray
 
 rng = np.random.default_rng()
@@ -365,7 +366,7 @@ def test_dlpack_on_the_host_is_not_a_device_array():
 
     with pytest.raises(TypingError) as info:
         f(HostDLPack(np.zeros(4)))
-    assert str(info.value).splitlines()[0] == (
+    assert first_line(info.value) == (
         "f(): argument 1 'x': its DLPack device (1, 0) is not a CUDA device (device types "
         "(2, 3, 13): CUDA, CUDA host, CUDA managed memory)")
 
@@ -506,7 +507,7 @@ def test_a_malformed_interface_is_a_typing_error_naming_the_argument(changes, sa
 
     with pytest.raises(TypingError) as info:
         f(RawCAI(_cai_dict(a, **changes)), CAI(a))
-    first = str(info.value).splitlines()[0]
+    first = first_line(info.value)
     assert first.startswith("f(): argument 1 'x': ")
     assert says in first
 
@@ -523,7 +524,7 @@ def test_an_interface_that_raises_is_a_typing_error_naming_the_argument():
 
     with pytest.raises(TypingError) as info:
         f(1, Raising())
-    assert str(info.value).splitlines()[0] == (
+    assert first_line(info.value) == (
         "f(): argument 2 'x': reading its __cuda_array_interface__ raised RuntimeError: "
         "no export today")
 
