@@ -257,7 +257,8 @@ def test_no_wait_when_the_launch_is_on_the_producer_stream(fake_driver, producer
     assert fake_driver.launches[0].stream == launch
 
 
-@pytest.mark.parametrize("producer, launch", [(0x99, 0x98), (1, 0x98), (0x99, 0), (2, 0), (0x99, 1)])
+@pytest.mark.parametrize("producer, launch",
+                         [(0x99, 0x98), (1, 0x98), (0x99, 0), (2, 0), (0x99, 1)])
 def test_wait_when_the_launch_is_on_another_stream(fake_driver, producer, launch):
     a = np.zeros(4, np.float32)
     launch_scale(CAI(a, stream=producer), CAI(a), launch)

@@ -179,8 +179,8 @@ def _typed_fields(c, obj):
             with builder.if_then(cgutils.is_not_null(builder, entry), likely=True):
                 ident = _c_function(pyapi, "PyThread_get_thread_ident", pyapi.ulong, [])
                 as_ulong = _c_function(pyapi, "PyLong_AsUnsignedLong", pyapi.ulong, [pyapi.pyobj])
-                mine = builder.icmp_unsigned("==", builder.call(ident, []),
-                                             builder.call(as_ulong, [pyapi.tuple_getitem(entry, 1)]))
+                stored = builder.call(as_ulong, [pyapi.tuple_getitem(entry, 1)])
+                mine = builder.icmp_unsigned("==", builder.call(ident, []), stored)
                 with builder.if_then(mine, likely=True):
                     target = pyapi.call_function_objargs(pyapi.tuple_getitem(entry, 0), [])
                     with builder.if_then(builder.icmp_unsigned("==", target, obj), likely=True):

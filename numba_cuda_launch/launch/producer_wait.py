@@ -11,11 +11,12 @@ array argument (tuples searched):
   stream ``0`` and the legacy default stream's handle ``1`` are one stream):
   nothing to do, the stream orders the work;
 * else the producer stream is synchronised (``cuStreamSynchronize``, as
-  numba-cuda's launch does; during a graph capture in this thread's
-  relaxed capture mode, as synchronising is refused in the others), unless the function being run already
-  synchronised it since it last ran Python (the last four streams are
-  remembered per call of the function and forgotten when an ``objmode``
-  block hands it arrays: a loop of launches waits once);
+  numba-cuda's launch does; during a graph capture, in this thread's
+  relaxed capture mode, as the other modes refuse synchronisations),
+  unless the function being run already synchronised it since it last ran
+  Python (the last four streams are remembered per call of the function
+  and forgotten when an ``objmode`` block hands it arrays: a loop of
+  launches waits once);
 * except for a launch recorded into a CUDA graph (its stream capturing)
   whose producer is the legacy default stream (``1``, CuPy's default):
   while a blocking stream captures, the legacy stream may not be used at
