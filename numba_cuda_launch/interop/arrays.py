@@ -368,9 +368,9 @@ def _fields_from_cai(cai, ndim):
 def _fields(obj, ndim):
     """Unboxing: ``(data, itemsize, shape..., strides..., stream)``, the
     stream being the producer's, which launches on other streams wait for
-    (0: none). Read by the
-    producer's own reader when it has one (:mod:`.producers`), else from its
-    CUDA Array Interface dict, else described."""
+    (0: none). Read by the producer's own reader when it has one
+    (:mod:`.producers`), else from its CUDA Array Interface dict, else
+    described."""
     reader = _READERS.get(type(obj))
     if reader is not None:
         fields = reader(obj, ndim)
