@@ -4,7 +4,6 @@
 """
 
 import cupy as cp
-import numpy as np
 from numba import cuda, njit
 
 import numba_cuda_launch  # noqa: F401
