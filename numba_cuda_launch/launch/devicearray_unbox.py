@@ -99,16 +99,17 @@ def _c_function(pyapi, name, restype, argtypes):
     return pyapi._get_function(ir.FunctionType(restype, argtypes), name=name)
 
 
-def _index_of(c, registry, getitem, key_of, wanted):
-    """The index in Python sequence *registry* (borrowed items, read with
-    *getitem*) of the last item whose ``key_of(item)`` is *wanted*, or -1."""
+def _in_tuple(c, tup, wanted):
+    """An ``i1``: *wanted* (a ``PyObject*``) is an item of tuple *tup*
+    (compared by identity)."""
     builder, pyapi = c.builder, c.pyapi
-    found = cgutils.alloca_once_value(builder, ir.Constant(pyapi.py_ssize_t, -1))
-    size = _c_function(pyapi, "PyObject_Size", pyapi.py_ssize_t, [pyapi.pyobj])
-    with cgutils.for_range(builder, builder.call(size, [registry])) as loop:
-        item = builder.call(getitem, [registry, loop.index])
-        with builder.if_then(builder.icmp_unsigned("==", key_of(item), wanted)):
-            builder.store(loop.index, found)
+    found = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    size = _c_function(pyapi, "PyTuple_Size", pyapi.py_ssize_t, [pyapi.pyobj])
+    getitem = _c_function(pyapi, "PyTuple_GetItem", pyapi.pyobj, [pyapi.pyobj, pyapi.py_ssize_t])
+    with cgutils.for_range(builder, builder.call(size, [tup])) as loop:
+        item = builder.call(getitem, [tup, loop.index])
+        with builder.if_then(builder.icmp_unsigned("==", item, wanted)):
+            builder.store(cgutils.true_bit, found)
     return builder.load(found)
 
 
@@ -118,10 +119,7 @@ def _cached_fields(c, obj):
     result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     classes = python_object(c, _cached_classes_ref, "numba_cuda_launch.cached_classes")
     with builder.if_then(cgutils.is_not_null(builder, classes), likely=True):
-        getitem = _c_function(pyapi, "PyTuple_GetItem", pyapi.pyobj,
-                              [pyapi.pyobj, pyapi.py_ssize_t])
-        index = _index_of(c, classes, getitem, lambda item: item, pyapi.get_type(obj))
-        with builder.if_then(builder.icmp_signed(">=", index, index.type(0)), likely=True):
+        with builder.if_then(_in_tuple(c, classes, pyapi.get_type(obj)), likely=True):
             cached = pyapi.object_getattr_string(obj, CACHED_FIELDS)
             with builder.if_else(cgutils.is_null(builder, cached), likely=False) as (missing, have):
                 with missing:
@@ -155,11 +153,7 @@ def _is_call_argument(c, obj):
     wrapper is making (its ``args`` tuple), which the dispatcher has just
     typed -- not an item of a tuple or list argument (typed by Numba's
     ``typeof``, or not at all)."""
-    builder, pyapi = c.builder, c.pyapi
-    args = builder.function.args[1]
-    getitem = _c_function(pyapi, "PyTuple_GetItem", pyapi.pyobj, [pyapi.pyobj, pyapi.py_ssize_t])
-    index = _index_of(c, args, getitem, lambda item: item, obj)
-    return builder.icmp_signed(">=", index, index.type(0))
+    return _in_tuple(c, c.builder.function.args[1], obj)
 
 
 def _typed_fields(c, obj):
@@ -193,7 +187,7 @@ def _typed_fields(c, obj):
 
 
 def _describe(c, obj, n):
-    """Way 3: the describer's fields tuple (a new reference), or NULL with
+    """Way 2: the describer's fields tuple (a new reference), or NULL with
     the Python exception set."""
     builder, pyapi = c.builder, c.pyapi
     result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
