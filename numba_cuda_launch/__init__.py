@@ -35,6 +35,7 @@ from numba_cuda_launch.errors import (  # noqa: E402
     CudaGraphError,
     CudaLaunchError,
     KernelTypingError,
+    NopythonUsageError,
     error_name,
 )
 from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
@@ -63,6 +64,7 @@ __all__ = [
     "CudaLaunchError",
     "CudaGraphError",
     "KernelTypingError",
+    "NopythonUsageError",
     "KernelHandle",
     "error_name",
     "kernel_handle",

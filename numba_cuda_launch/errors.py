@@ -1,9 +1,13 @@
 """Exceptions raised by kernel launches and the names of CUDA driver errors."""
 
+import collections
+import re
+import threading
+
 from numba.core.errors import TypingError
 
 __all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name", "error_hint",
-           "KernelTypingError"]
+           "NopythonUsageError", "KernelTypingError", "leading_line"]
 
 # The driver results this package produces or commonly reports. The full list
 # comes from cuda-bindings when it is installed; this table only keeps names
@@ -142,6 +146,42 @@ class CudaGraphError(CudaLaunchError):
         return type(self), (self.code, self.operation, self.detail, self.kernel)
 
 
-class KernelTypingError(TypingError):
+# The first lines of the NopythonUsageErrors made lately (any thread). Numba
+# copies a typing error's text into new exceptions on its way out, so the
+# text, not the object, is what is found again in the error the user gets.
+_HEADLINES = collections.deque(maxlen=64)
+_HEADLINES_LOCK = threading.Lock()
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class NopythonUsageError(TypingError):
+    """Something of this package was used in nopython code in a way it cannot
+    be (a device array's elements read on the host, say). The first line of
+    the message says what; it is the first line of the error the user gets,
+    before Numba's ``Failed in nopython mode pipeline`` header."""
+
+    def __init__(self, msg, *args, **kwargs):
+        super().__init__(msg, *args, **kwargs)
+        with _HEADLINES_LOCK:
+            _HEADLINES.append(str(msg).split("\n", 1)[0].strip())
+
+
+class KernelTypingError(NopythonUsageError):
     """A kernel launch in nopython code was given arguments or a launch
     configuration the kernel cannot accept."""
+
+
+def leading_line(lines):
+    """``(index, text)`` of the line of an error message (*lines*, a list of
+    str) that should lead it: the first line of a :class:`NopythonUsageError`
+    made lately (*text* without terminal colours), unless the message
+    already starts with it; else None."""
+    with _HEADLINES_LOCK:
+        made = set(_HEADLINES)
+    if not made:
+        return None
+    for i, line in enumerate(lines):
+        text = _COLOUR.sub("", line).strip()
+        if text in made:
+            return (i, text) if i else None
+    return None

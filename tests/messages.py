@@ -4,8 +4,7 @@ import re
 
 
 def first_line(exc):
-    """The first line of a Numba error after its pipeline header (without
+    """The first line of an error's message, as the user reads it (without
     the terminal highlighting Numba adds where colour is available)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[1] if lines[0].startswith("Failed in") else lines[0]
+    return text.split("\n", 1)[0].strip()

@@ -505,6 +505,73 @@ def test_typing_error_class_is_numbas():
         njit((nt.intp, nt.float64))(f)
 
 
+def _compile_each_way(body):
+    """The error of each way compiling *body* (``def f(p, g)``) is reached:
+    a lazy ``@njit`` call, ``@njit`` with a signature, ``@cfunc``, and an
+    ``@njit`` function calling it (compiled for its caller)."""
+    ns = {"fill": fill, "view": view, "njit": njit}
+    exec("def f(p, g):\n    %s\n" % body, ns)
+    lazy = njit(ns["f"])
+    outer_ns = {"inner": njit(ns["f"])}
+    exec("def outer(p, g):\n    inner(p, g)\n", outer_ns)
+    ways = {
+        "lazy call": lambda: lazy(ADDR, 1.5),
+        "signature": lambda: njit((nt.intp, nt.float64))(ns["f"]),
+        "cfunc": lambda: numba.cfunc(nt.void(nt.intp, nt.float64))(ns["f"]),
+        "nested": lambda: njit(outer_ns["outer"])(ADDR, 1.5),
+        "lazy call again": lambda: lazy(ADDR, 1.5),  # Numba raises its kept error again
+    }
+    errors = {}
+    for name, way in ways.items():
+        with pytest.raises(TypingError) as info:
+            way()
+        errors[name] = info.value
+    return errors
+
+
+@pytest.mark.parametrize("body, what", [
+    ("fill[g, 32](view(p), 1.0)",
+     "kernel 'fill': griddim must be an integer or a tuple of 1 to 3 integers, got float64"),
+    ("fill[1, 32](view(p), view)",
+     "kernel 'fill' parameter 'v' (argument 2): got "),
+])
+def test_the_sentence_leads_the_error_however_the_function_is_compiled(body, what):
+    # The user's first line is the package's sentence, not Numba's
+    # "Failed in nopython mode pipeline" header (one per enclosing function),
+    # and the sentence is not repeated below.
+    for name, exc in _compile_each_way(body).items():
+        text = str(exc)
+        assert first_line(exc).startswith(what), (name, text)
+        assert "Failed in nopython mode pipeline" in text, name  # Numba's context kept
+        assert sum(what in line for line in text.splitlines()) == 1, (name, text)
+
+
+def test_numbas_own_errors_keep_their_first_line():
+    def f(p, g):
+        return undefined_name + p  # noqa: F821
+    with pytest.raises(TypingError) as info:
+        njit((nt.intp, nt.float64))(f)
+    assert first_line(info.value).startswith("Failed in nopython mode pipeline")
+
+
+def test_device_array_element_access_leads_with_the_reason():
+    class Producer:
+        def __init__(self):
+            self.__cuda_array_interface__ = {
+                "shape": (4,), "typestr": "<f4", "data": (ADDR, False), "version": 3,
+                "strides": None, "stream": None}
+
+    @njit
+    def read_first(d):
+        return d[0]
+
+    with pytest.raises(TypingError) as info:
+        read_first(Producer())
+    assert first_line(info.value).startswith(
+        "DeviceArray(float32, 1d, C)[Literal[int](0)]: reading or writing elements of a "
+        "device array on the host would dereference device memory")
+
+
 # -- 12. clear messages instead of internal exceptions ----------------------------------
 
 def test_kernel_called_without_configuration():

@@ -181,7 +181,7 @@ SIMULATED_SIGNATURES = """
             launch(np.zeros(4, np.float32))
         except numba.core.errors.TypingError as exc:
             message = str(exc)
-            print(launch.__name__, expected in message, message.splitlines()[1])
+            print(launch.__name__, expected in message, message.splitlines()[0])
         else:
             print(launch.__name__, "launched")
 """

@@ -45,7 +45,7 @@ from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
 __all__ = ["AVAILABLE", "register_typeof", "route_numba_type_mismatches", "routes_of",
-           "explain_argument_errors"]
+           "explain_argument_errors", "lead_typing_errors_with"]
 
 _Dispatcher = _dispatcher.Dispatcher
 
@@ -338,6 +338,50 @@ def _reset_overloads_dropping_routes(self):
     self.__dict__.pop("_ncl_routes", None)
     _reset_overloads(self)
 
+
+# -- the line saying what is wrong, first ---------------------------------------------
+
+_leading_line = None  # fn(lines) -> (index, text) or None
+_FunctionCompiler = getattr(_dispatcher, "_FunctionCompiler", None)
+_function_compile = getattr(_FunctionCompiler, "compile", None)
+
+
+def lead_typing_errors_with(fn):
+    """Make ``fn(lines) -> (index, text)`` choose the line a typing error's
+    message starts with. Numba puts ``Failed in nopython mode pipeline``
+    first, and one such line per enclosing compiled function; the line that
+    says what is wrong is moved before them, in every error leaving a
+    compilation (``@njit`` called or given signatures, ``@cfunc``, a
+    function compiled for another that calls it)."""
+    global _leading_line
+    _leading_line = fn
+
+
+def _lead(exc):
+    if _leading_line is None or not exc.args or not isinstance(exc.args[0], str):
+        return
+    lines = exc.args[0].split("\n")
+    found = _leading_line(lines)
+    if found is None:
+        return
+    index, text = found
+    del lines[index]
+    exc.args = ("\n".join([text] + lines),) + exc.args[1:]
+
+
+def _function_compile_leading(self, args, return_type):
+    # Every compilation from Python code (lazy, eager, cfunc) and every
+    # nested one goes through here; Numba keeps failed compilations and
+    # raises the same exception again, which _lead leaves as it is.
+    try:
+        return _function_compile(self, args, return_type)
+    except errors.TypingError as e:
+        _lead(e)
+        raise
+
+
+if _function_compile is not None:
+    _FunctionCompiler.compile = _function_compile_leading
 
 if AVAILABLE:
     _Dispatcher._compile_for_args = _compile_for_args_learning

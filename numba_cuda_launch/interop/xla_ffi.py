@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.core.errors import TypingError
+from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
@@ -205,7 +205,7 @@ def _call_api(typingctx, fnptr, args_ptr):
 def _stack_bytes(typingctx, size):
     """A zeroed stack buffer of *size* (a constant) bytes, as voidptr."""
     if not isinstance(size, types.IntegerLiteral):
-        raise TypingError("_stack_bytes needs a constant size")
+        raise NopythonUsageError("_stack_bytes needs a constant size")
     n = size.literal_value
 
     def codegen(context, builder, sig, args):
@@ -241,7 +241,7 @@ ok.__doc__ = "``ok()``: the NULL ``XLA_FFI_Error*`` a successful handler returns
 def c_string(typingctx, text):
     """``c_string("text")``: a NUL-terminated constant C string (voidptr)."""
     if not isinstance(text, types.StringLiteral):
-        raise TypingError("c_string() takes a string constant, got %s" % text)
+        raise NopythonUsageError("c_string() takes a string constant, got %s" % text)
     data = text.literal_value.encode() + b"\0"
 
     def codegen(context, builder, sig, args):
@@ -338,7 +338,7 @@ def buffer_as_array(buf, ndim, dtype):
 @overload(buffer_as_array, prefer_literal=True)
 def _buffer_as_array(buf, ndim, dtype):
     if not isinstance(ndim, types.IntegerLiteral):
-        raise TypingError("buffer_as_array: ndim must be a constant integer")
+        raise NopythonUsageError("buffer_as_array: ndim must be a constant integer")
     _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
     n = ndim.literal_value
     src = "def impl(buf, ndim, dtype):\n    return numba.carray(buffer_data(buf), (%s), dtype)\n" % (
@@ -350,7 +350,7 @@ def _buffer_as_array(buf, ndim, dtype):
 
 def _name_key(name, fn):
     if not isinstance(name, types.StringLiteral):
-        raise TypingError("%s: the attribute name must be a string constant, got %s"
+        raise NopythonUsageError("%s: the attribute name must be a string constant, got %s"
                           % (fn, name))
     return tuple(name.literal_value.encode())
 
@@ -555,7 +555,7 @@ def attr_array_data(frame, name, dtype):
 
 def _constant_dtype(dtype, fn, allowed):
     """The NumPy dtype a nopython ``dtype`` argument (``np.float32``) names,
-    if it is one of *allowed*; else a TypingError naming *fn*."""
+    if it is one of *allowed*; else a NopythonUsageError naming *fn*."""
     from numba.np.numpy_support import as_dtype
 
     try:
@@ -563,7 +563,7 @@ def _constant_dtype(dtype, fn, allowed):
     except Exception:
         np_dtype = None
     if np_dtype is None or np_dtype not in allowed:  # (np.dtype(None) is float64)
-        raise TypingError("%s: dtype must be one of %s (a NumPy scalar type such as "
+        raise NopythonUsageError("%s: dtype must be one of %s (a NumPy scalar type such as "
                           "np.float32), got %s"
                           % (fn, ", ".join(str(d) for d in allowed), dtype))
     return np_dtype

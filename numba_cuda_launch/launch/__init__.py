@@ -39,6 +39,8 @@ lowering together:
 """
 
 from numba_cuda_launch.compat import numba_cuda as _nc
+from numba_cuda_launch.compat.numba_dispatcher import lead_typing_errors_with
+from numba_cuda_launch.errors import leading_line
 from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     halffloat,
     stream,
@@ -52,6 +54,10 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
 )
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 from numba_cuda_launch.launch.backends import mlir as _mlir_backend  # noqa: F401
+
+# A launch's typing error says what is wrong in its first line, before
+# Numba's pipeline headers.
+lead_typing_errors_with(leading_line)
 
 if _nc.simulator_enabled():
     from numba_cuda_launch.launch.backends import simulator as _simulator_backend  # noqa: F401

@@ -25,7 +25,7 @@ import operator
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
-from numba.core.errors import TypingError
+from numba_cuda_launch.errors import NopythonUsageError
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
     infer_getattr, infer_global, signature
 from numba.extending import lower_builtin, lower_cast, register_model
@@ -153,17 +153,17 @@ _ON_DEVICE = ("%s: reading or writing elements of a device array on the host wou
 
 def _view_signature(context, args):
     """The signature of ``ary[index]`` for a basic slice of a device array;
-    TypingError for element access (None when *args* are not ours)."""
+    NopythonUsageError for element access (None when *args* are not ours)."""
     if len(args) != 2 or not isinstance(args[0], DeviceArray):
         return None
     ary, index = args
     items = list(index) if isinstance(index, types.BaseTuple) else [index]
     if not all(isinstance(i, (types.SliceType, types.Integer, types.EllipsisType,
                               types.NoneType)) for i in items):
-        raise TypingError(_ON_DEVICE % ("indexing %s with %s" % (ary, index)))
+        raise NopythonUsageError(_ON_DEVICE % ("indexing %s with %s" % (ary, index)))
     res = context.resolve_function_type(operator.getitem, (ary.as_array, index), {})
     if res is None or not isinstance(res.return_type, types.Array):
-        raise TypingError(_ON_DEVICE % ("%s[%s]" % (ary, index)))
+        raise NopythonUsageError(_ON_DEVICE % ("%s[%s]" % (ary, index)))
     out = res.return_type
     return signature(DeviceArray(out.dtype, out.ndim, out.layout, ary.readonly),
                      ary, res.args[1])
@@ -178,7 +178,7 @@ class DeviceArrayGetItem(AbstractTemplate):
     def generic(self, args, kws):
         try:
             return _view_signature(self.context, args)
-        except TypingError:
+        except NopythonUsageError:
             return None
 
 
@@ -200,7 +200,7 @@ class _DeviceArraySetItem(AbstractTemplate):
 
     def generic(self, args, kws):
         if args and isinstance(args[0], DeviceArray):
-            raise TypingError(_ON_DEVICE % ("assigning to %s" % args[0]))
+            raise NopythonUsageError(_ON_DEVICE % ("assigning to %s" % args[0]))
         return None
 
 

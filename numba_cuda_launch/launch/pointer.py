@@ -7,7 +7,7 @@ caller). :func:`as_voidptr` turns one into a ``voidptr`` that
 """
 
 from numba.core import cgutils, types
-from numba.core.errors import TypingError
+from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic
 
 __all__ = ["as_voidptr", "is_null"]
@@ -17,7 +17,7 @@ __all__ = ["as_voidptr", "is_null"]
 def as_voidptr(typingctx, address):
     """``as_voidptr(address)``: the integer *address* as a ``voidptr``."""
     if not isinstance(address, types.Integer):
-        raise TypingError("as_voidptr() takes an integer address, got %s" % address)
+        raise NopythonUsageError("as_voidptr() takes an integer address, got %s" % address)
 
     def codegen(context, builder, sig, args):
         return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
@@ -29,7 +29,7 @@ def as_voidptr(typingctx, address):
 def is_null(typingctx, ptr):
     """``is_null(ptr)``: True for a NULL pointer (``voidptr`` or ``CPointer``)."""
     if not isinstance(ptr, (types.CPointer, types.RawPointer)) and ptr != types.voidptr:
-        raise TypingError("is_null() takes a pointer, got %s" % ptr)
+        raise NopythonUsageError("is_null() takes a pointer, got %s" % ptr)
 
     def codegen(context, builder, sig, args):
         return cgutils.is_null(builder, args[0])

@@ -31,7 +31,7 @@ import functools
 from llvmlite import ir
 from numba import njit
 from numba.core import types
-from numba.core.errors import TypingError
+from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic, overload, overload_method
 
 from numba_cuda_launch.compat import numba_cuda as _compat
@@ -123,7 +123,7 @@ def check_stream(where, ty):
     """Refuse at typing anything that is not a stream."""
     if not isinstance(ty, types.Type) or isinstance(ty, types.Omitted) or is_stream_type(ty):
         return  # left out (the default value itself, or Omitted) or a stream
-    raise TypingError(
+    raise NopythonUsageError(
         "%s: the stream must be a numba-cuda Stream, a CUstream (voidptr or integer, "
         "0 for the default stream) or None; got %s" % (where, ty))
 
