@@ -218,6 +218,19 @@ def test_element_access_on_the_host_is_a_typing_error(body):
     assert "would dereference device memory" in str(info.value)
 
 
+@pytest.mark.parametrize("body", ["return x", "return x[1:]", "return (x.size, x)", "print(x)"])
+def test_device_array_never_becomes_a_python_object(body):
+    # Compiled code holds no reference to the producer, which owns the
+    # memory: returning (or printing) the array is refused when compiling,
+    # with the reason first (before: a TypeError at the call).
+    ns = {}
+    exec("def f(x):\n    %s\n" % body, ns)
+    with pytest.raises(TypingError) as info:
+        njit(ns["f"])(CAI(np.zeros(4)))
+    assert first_line(info.value).startswith(
+        "DeviceArray(float64, 1d, C) cannot be returned to Python or given to Python code")
+
+
 def test_host_numpy_operations_are_refused_not_run():
     @njit
     def f(x):

@@ -28,8 +28,9 @@ waits for it (:mod:`.producer_wait`).
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.extending import NativeValue, unbox
+from numba.extending import NativeValue, box, unbox
 
+from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.launch.devicearray import DeviceArray, make_device_array
 from numba_cuda_launch.launch.producer_wait import forget_waits
 from numba_cuda_launch.launch.pyobjects import python_object
@@ -259,3 +260,14 @@ def _fill(c, out, n, vals):
     out.data = c.builder.inttoptr(vals[0], out.data.type)
     out.shape = cgutils.pack_array(c.builder, shape, intp)
     out.strides = cgutils.pack_array(c.builder, strides, intp)
+
+
+@box(DeviceArray)
+def _box_device_array(typ, val, c):
+    # Compiled code holds no reference to the producer's object, which owns
+    # the memory: a Python object made here could outlive it.
+    raise NopythonUsageError(
+        "%s cannot be returned to Python or given to Python code (objmode, print): in "
+        "compiled code a device array is a view of memory its producer's object owns. "
+        "Return what you need of it (shape, strides, size), or take the view in Python"
+        % (typ,))
