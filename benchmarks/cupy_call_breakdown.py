@@ -12,7 +12,10 @@ Probes, one process (host microseconds, median of batches):
   again when unboxed (the earlier path), alternating (A/B), for CuPy and
   PyTorch;
 * the floor: an ``@njit`` launch of five integers (``carray`` views), and
-  CuPy's ``RawKernel`` on three arrays.
+  CuPy's ``RawKernel`` on three arrays;
+* the ``@njit`` launcher on three CuPy arrays, as it is and with typing
+  that costs nothing (:func:`floor_us`): the least a typing in Python can
+  cost, against ``RawKernel``.
 
     python benchmarks/cupy_call_breakdown.py [--json out.json]
 """
@@ -33,7 +36,7 @@ import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch.compat import numba_dispatcher  # noqa: E402
 from numba_cuda_launch.interop import arrays  # noqa: E402
 from numba_cuda_launch.launch.devicearray_unbox import TYPED_FIELDS  # noqa: E402
-from devicearray_overhead import add3  # noqa: E402  (this folder is on the path)
+from devicearray_overhead import add3, launcher  # noqa: E402  (this folder is on the path)
 
 N = 1024
 
@@ -66,6 +69,23 @@ def launch_ints(pa, pb, pc, n, stream):
     b = numba.carray(ncl.as_voidptr(pb), (n,), np.float32)
     c = numba.carray(ncl.as_voidptr(pc), (n,), np.float32)
     add3[(n + 255) // 256, 256, stream](a, b, c)
+
+
+def floor_us(call, arrays):
+    """*call*'s time when typing its CuPy arrays costs nothing but Numba's
+    own steps: the dispatcher's call back into Python returns a type known
+    in advance, and the fields the unboxing reads were read beforehand (they
+    stay valid: same objects, same thread). What is left is Numba's C
+    dispatcher failing to fingerprint each array and calling back, the
+    unboxing and the launch: the least any typing in Python can cost."""
+    cls = type(arrays[0])
+    known = {id(a): launcher.typeof_pyval(a) for a in arrays}
+    saved = numba_dispatcher._TYPEOF[cls]
+    numba_dispatcher._TYPEOF[cls] = lambda val: known[id(val)]
+    try:
+        return median_us(call)
+    finally:
+        numba_dispatcher._TYPEOF[cls] = saved
 
 
 def _fingerprint_fails(value):
@@ -147,18 +167,31 @@ def main():
         if (i < n) c[i] = a[i] + b[i];
     }""", "add3")
     pa, pb, pc, sp = ca.data.ptr, cb.data.ptr, cc.data.ptr, stream.ptr
+    n32 = np.int32(N)
     with stream:
         rows["CuPy RawKernel, 3 CuPy arrays"] = \
-            median_us(lambda: raw((N // 256,), (256,), (ca, cb, cc, np.int32(N))))
+            median_us(lambda: raw((N // 256,), (256,), (ca, cb, cc, n32)))
         stream.synchronize()
         rows["@njit launch from Python, five integers (carray views)"] = \
             median_us(lambda: launch_ints(pa, pb, pc, N, sp))
         stream.synchronize()
+        rows["@njit launcher, 3 CuPy arrays"] = \
+            median_us(lambda: launcher(ca, cb, cc, sp))
+        stream.synchronize()
+        rows["@njit launcher, 3 CuPy arrays, typing that costs nothing (floor)"] = \
+            floor_us(lambda: launcher(ca, cb, cc, sp), (ca, cb, cc))
+        stream.synchronize()
+    raw_us = rows["CuPy RawKernel, 3 CuPy arrays"]
+    ratios = {"@njit launcher / RawKernel": rows["@njit launcher, 3 CuPy arrays"] / raw_us,
+              "floor / RawKernel": rows["@njit launcher, 3 CuPy arrays, typing that costs "
+                                        "nothing (floor)"] / raw_us}
     for name, us in rows.items():
         print("%-70s %8.3f us" % (name, us))
+    for name, r in ratios.items():
+        print("%-70s %8.2f" % (name, r))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows_us": rows}, f, indent=1)
+            json.dump({"rows_us": rows, "ratios": ratios}, f, indent=1)
 
 
 if __name__ == "__main__":

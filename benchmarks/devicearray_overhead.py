@@ -6,7 +6,8 @@ batches of back-to-back calls, the stream idle before each batch):
 * numba-cuda's Python launch ``kernel[g, b](a, b, c)`` on three numba-cuda
   device arrays, and an ``@njit`` launcher called with the same arrays;
 * CuPy's ``RawKernel`` on three CuPy arrays, and the ``@njit`` launcher
-  called with the same arrays;
+  called with the same arrays; numba-cuda's own Python launch of the kernel
+  on the same CuPy arrays;
 * per-argument unboxing cost of each producer (numba-cuda, CuPy, PyTorch,
   JAX): an ``@njit`` function taking four arrays and launching nothing,
   against one taking four integers; and a whole one-argument call;
@@ -125,7 +126,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json")
     args = parser.parse_args()
-    rows, checks = {}, []
+    rows, checks, info = {}, [], []
     stream = cuda.stream()
     host = [np.random.default_rng().standard_normal(N).astype(np.float32) for _ in range(3)]
     da, db, dc = (cuda.to_device(h, stream=stream) for h in host)
@@ -163,6 +164,16 @@ def main():
         rows["CuPy RawKernel, 3 CuPy arrays"] = base
         rows["@njit launcher from Python, 3 CuPy arrays"] = ours
         checks.append(("<= 1.5x CuPy RawKernel (3 CuPy arrays)", ratio, ratio <= 1.5))
+        # What launching this kernel on CuPy arrays costs a numba-cuda user
+        # today: numba-cuda's own Python launch (CuPy's stream given to it
+        # as an external stream, as numba-cuda refuses CuPy's stream object).
+        ext = cuda.external_stream(cstream.ptr)
+        ours, base, ratio = paired_us(
+            lambda: launcher(ca, cb, cc, cstream),
+            lambda: add3[N // 256, 256, ext](ca, cb, cc),
+            cstream.synchronize, baseline_context=lambda: cstream, ours_context=lambda: cstream)
+        rows["numba-cuda Python launch, 3 CuPy arrays (external stream)"] = base
+        info.append(("@njit launcher / numba-cuda's Python launch, 3 CuPy arrays", ratio))
         # Outside ``with cstream`` CuPy names its default stream, another
         # stream than the launch's: each call synchronises it (idle here).
         rows["@njit launcher, 3 CuPy arrays naming another stream (a wait per call)"] = \
@@ -216,9 +227,12 @@ def main():
         print("%-75s %8.2f us" % (name, us))
     for what, value, ok in checks:
         print("%s %s (%.2f)" % ("PASS" if ok else "FAIL", what, value))
+    for what, value in info:
+        print("ratio %s: %.2f" % (what, value))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows_us": rows, "checks": [[w, v, ok] for w, v, ok in checks],
+                       "ratios": dict(info),
                        "device": cuda.get_current_device().name.decode()
                        if isinstance(cuda.get_current_device().name, bytes)
                        else str(cuda.get_current_device().name)}, f, indent=1)

@@ -581,6 +581,16 @@ def test_kernel_called_without_configuration():
         "kernel 'fill' is called without a launch configuration: write fill[griddim, blockdim]")
 
 
+@pytest.mark.parametrize("attr", ["configure(1, 32)", "forall(4)", "py_func"])
+def test_kernel_attributes_in_compiled_code_name_the_way_to_launch(attr):
+    ns = {"fill": fill, "view": view}
+    exec("def f(p):\n    x = fill.%s\n" % attr, ns)
+    name = attr.split("(")[0]
+    assert typing_error(ns["f"], nt.intp) == (
+        "kernel 'fill': .%s is not available in compiled code; launch the kernel with "
+        "fill[griddim, blockdim](args...) (or [griddim, blockdim, stream, sharedmem])" % name)
+
+
 def test_device_function_called_from_cpu_code():
     def f(p):
         device_fn(view(p))

@@ -4,6 +4,7 @@ launches recorded by the recording driver and compared with the parameters
 numba-cuda's own launch builds for the same array."""
 
 import struct
+import sys
 
 import numba
 import numpy as np
@@ -218,17 +219,58 @@ def test_element_access_on_the_host_is_a_typing_error(body):
     assert "would dereference device memory" in str(info.value)
 
 
-@pytest.mark.parametrize("body", ["return x", "return x[1:]", "return (x.size, x)", "print(x)"])
+_NOT_AN_OBJECT = "DeviceArray(float64, 1d, C) cannot be returned to Python or given to Python code"
+
+
+@pytest.mark.parametrize("body", ["return x", "return x[1:]"])
 def test_device_array_never_becomes_a_python_object(body):
     # Compiled code holds no reference to the producer, which owns the
-    # memory: returning (or printing) the array is refused when compiling,
-    # with the reason first (before: a TypeError at the call).
+    # memory: returning the array is refused with the reason (before:
+    # "cannot convert native DeviceArray(...) to Python object").
+    ns = {}
+    exec("def f(x):\n    %s\n" % body, ns)
+    with pytest.raises(TypeError) as info:
+        njit(ns["f"])(CAI(np.zeros(4)))
+    assert first_line(info.value).startswith(_NOT_AN_OBJECT)
+
+
+def test_device_array_in_a_returned_tuple_is_refused_with_the_reason():
+    # Numba's tuple boxing does not check its items: Python reports a
+    # SystemError caused by the package's TypeError.
+    @njit
+    def f(x):
+        return (x.size, x)
+
+    with pytest.raises(SystemError) as info:
+        f(CAI(np.zeros(4)))
+    assert first_line(info.value.__cause__).startswith(_NOT_AN_OBJECT)
+
+
+def test_printing_a_device_array_reports_the_reason(monkeypatch):
+    # Numba's print() reports a value it cannot box as unraisable and goes on.
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+
+    @njit
+    def f(x):
+        print(x)
+        return x.size
+
+    assert f(CAI(np.zeros(4))) == 4
+    assert [first_line(e).startswith(_NOT_AN_OBJECT) for e in reported] == [True]
+
+
+@pytest.mark.parametrize("body, attr", [("return x.T", "T"), ("x.copy_to_host()", "copy_to_host"),
+                                        ("return x.sum()", "sum")])
+def test_other_attributes_are_refused_with_what_works(body, attr):
     ns = {}
     exec("def f(x):\n    %s\n" % body, ns)
     with pytest.raises(TypingError) as info:
         njit(ns["f"])(CAI(np.zeros(4)))
-    assert first_line(info.value).startswith(
-        "DeviceArray(float64, 1d, C) cannot be returned to Python or given to Python code")
+    assert first_line(info.value) == (
+        "DeviceArray(float64, 1d, C) has no attribute %r in compiled code: only shape, "
+        "strides, size, ndim, dtype, itemsize, nbytes and slicing (views) work on the host; "
+        "pass the array to a kernel for anything else" % attr)
 
 
 def test_host_numpy_operations_are_refused_not_run():

@@ -103,6 +103,11 @@ class DeviceArrayAttributes(AttributeTemplate):
     def resolve_shape(self, ary):
         return types.UniTuple(types.intp, ary.ndim)
 
+    def generic_resolve(self, ary, attr):
+        # Any other attribute (``.T``, ``.copy_to_host``, ``.sum``): the
+        # reason, rather than Numba's "Unknown attribute".
+        raise NopythonUsageError(_HOST_ONLY % (ary, attr))
+
     def resolve_strides(self, ary):
         return types.UniTuple(types.intp, ary.ndim)
 
@@ -145,6 +150,9 @@ _getattr_impl("ndim", lambda c, b, t, a: ir.Constant(c.get_value_type(types.intp
 _getattr_impl("dtype", lambda c, b, t, a: c.get_dummy_value())
 
 
+_HOST_ONLY = ("%s has no attribute %r in compiled code: only shape, strides, size, ndim, "
+              "dtype, itemsize, nbytes and slicing (views) work on the host; pass the array "
+              "to a kernel for anything else")
 _ON_DEVICE = ("%s: reading or writing elements of a device array on the host would "
               "dereference device memory; pass the array to a kernel, or copy it to the "
               "host first (outside the compiled function). Only shape, strides, size, "

@@ -30,7 +30,6 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import NativeValue, box, unbox
 
-from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.launch.devicearray import DeviceArray, make_device_array
 from numba_cuda_launch.launch.producer_wait import forget_waits
 from numba_cuda_launch.launch.pyobjects import python_object
@@ -265,9 +264,14 @@ def _fill(c, out, n, vals):
 @box(DeviceArray)
 def _box_device_array(typ, val, c):
     # Compiled code holds no reference to the producer's object, which owns
-    # the memory: a Python object made here could outlive it.
-    raise NopythonUsageError(
+    # the memory: a Python object made here could outlive it. Refused when
+    # it happens, not when compiling: a list of device arrays passed in
+    # compiles boxing code for its reflection, which runs only if the list
+    # was changed.
+    c.pyapi.err_set_string(
+        "PyExc_TypeError",
         "%s cannot be returned to Python or given to Python code (objmode, print): in "
         "compiled code a device array is a view of memory its producer's object owns. "
         "Return what you need of it (shape, strides, size), or take the view in Python"
         % (typ,))
+    return c.pyapi.get_null_object()

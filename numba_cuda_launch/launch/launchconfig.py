@@ -11,7 +11,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin, models, register_model
-from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
+    infer_getattr, infer_global, signature
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
@@ -116,11 +117,34 @@ if CUDADispatcher not in default_manager._handlers:
 KERNEL_TYPES = (CUDADispatcher,)
 
 
+def _refuse_kernel_attributes(ty):
+    """Attributes of a kernel (``kernel.configure``, ``kernel.forall``) in
+    nopython code: a sentence naming the kernel and the way to launch it,
+    rather than Numba's "Unknown attribute"."""
+
+    class KernelAttributes(AttributeTemplate):
+        key = ty
+        metadata = {"target": "cpu"}
+
+        def generic_resolve(self, disp_ty, attr):
+            if attr.startswith("__"):
+                return None  # Numba's own probes (``__call__`` for kernel(args))
+            name = _kernel_name(disp_ty.dispatcher)
+            raise KernelTypingError(
+                "kernel %r: .%s is not available in compiled code; launch the kernel with "
+                "%s[griddim, blockdim](args...) (or [griddim, blockdim, stream, sharedmem])"
+                % (name, attr, name))
+
+    KernelAttributes.__name__ = "KernelAttributes_" + ty.__name__
+    infer_getattr(KernelAttributes)
+
+
 def add_kernel_type(ty):
     """Let ``kernel[...]`` configure kernels of type class *ty* too."""
     global KERNEL_TYPES
     KERNEL_TYPES = KERNEL_TYPES + (ty,)
     lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
+    _refuse_kernel_attributes(ty)
 
 
 def _check_dim(kernel, what, ty):
@@ -388,3 +412,6 @@ def lower_kernel_configure(context, builder, sig, args):
     problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))
     cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
     return cfg._getvalue()
+
+
+_refuse_kernel_attributes(CUDADispatcher)
