@@ -27,7 +27,8 @@ if [ -z "${BENCH:-}" ]; then
 fi
 echo "== benchmarks"
 timeout 150 python3 benchmarks/launch_overhead.py --json "$OUT/bench.json" --launches 300000 2>&1 | tail -12
-timeout 120 python3 benchmarks/devicearray_overhead.py --json "$OUT/devicearray.json" 2>&1 | tail -16
+timeout 150 python3 benchmarks/devicearray_overhead.py --json "$OUT/devicearray.json" 2>&1 | tail -20
+timeout 100 python3 benchmarks/cupy_call_breakdown.py --json "$OUT/cupy_breakdown.json" 2>&1 | tail -16
 timeout 170 python3 benchmarks/graphs.py --json "$OUT/graphs.json" --plot "$OUT/graphs.png" 2>&1 | tail -30
 timeout 150 python3 benchmarks/jax_overhead.py --json "$OUT/jax.json" --markdown "$OUT/jax.md" 2>&1 | tail -14
 timeout 100 python3 benchmarks/events_leak.py --json "$OUT/events.json" 2>&1 | tail -8
