@@ -4,10 +4,11 @@ import collections
 import re
 import threading
 
-from numba.core.errors import TypingError
+from numba.core.errors import NumbaNotImplementedError, TypingError
 
 __all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name", "error_hint",
-           "NopythonUsageError", "KernelTypingError", "leading_line"]
+           "NopythonUsageError", "NopythonUnsupportedError", "KernelTypingError",
+           "leading_line"]
 
 # The driver results this package produces or commonly reports. The full list
 # comes from cuda-bindings when it is installed; this table only keeps names
@@ -152,18 +153,29 @@ class CudaGraphError(CudaLaunchError):
 _HEADLINES = collections.deque(maxlen=64)
 _HEADLINES_LOCK = threading.Lock()
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_QUOTED = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*Error: (.*)$")
 
 
-class NopythonUsageError(TypingError):
-    """Something of this package was used in nopython code in a way it cannot
-    be (a device array's elements read on the host, say). The first line of
-    the message says what; it is the first line of the error the user gets,
-    before Numba's ``Failed in nopython mode pipeline`` header."""
+class _LeadsWithItsFirstLine:
+    """Records the first line of the message (see :func:`leading_line`)."""
 
     def __init__(self, msg, *args, **kwargs):
         super().__init__(msg, *args, **kwargs)
         with _HEADLINES_LOCK:
             _HEADLINES.append(str(msg).split("\n", 1)[0].strip())
+
+
+class NopythonUsageError(_LeadsWithItsFirstLine, TypingError):
+    """Something of this package was used in nopython code in a way it cannot
+    be (a device array's elements read on the host, say). The first line of
+    the message says what; it is the first line of the error the user gets,
+    before Numba's ``Failed in nopython mode pipeline`` header."""
+
+
+class NopythonUnsupportedError(_LeadsWithItsFirstLine, NumbaNotImplementedError):
+    """The same, found when the function is lowered rather than typed (a
+    raising launch inside ``prange``, a float16 value crossing the boundary
+    of a CPU function)."""
 
 
 class KernelTypingError(NopythonUsageError):
@@ -172,10 +184,13 @@ class KernelTypingError(NopythonUsageError):
 
 
 def leading_line(lines):
-    """``(index, text)`` of the line of an error message (*lines*, a list of
-    str) that should lead it: the first line of a :class:`NopythonUsageError`
-    made lately (*text* without terminal colours), unless the message
-    already starts with it; else None."""
+    """What should lead an error message (*lines*, a list of str): the first
+    line of a :class:`NopythonUsageError` (or :class:`NopythonUnsupportedError`)
+    made lately, found in it. ``(index, text)``: *text* (without terminal
+    colours) goes first and line *index* is dropped, or kept where *index*
+    is None (Numba quoted the error as ``NopythonUsageError: <first line>``
+    in a list of candidates, which stays readable). None: nothing to do
+    (no such line, or the message already starts with it)."""
     with _HEADLINES_LOCK:
         made = set(_HEADLINES)
     if not made:
@@ -184,4 +199,7 @@ def leading_line(lines):
         text = _COLOUR.sub("", line).strip()
         if text in made:
             return (i, text) if i else None
+        quoted = _QUOTED.match(text)
+        if quoted and quoted.group(1) in made:
+            return None, quoted.group(1)
     return None

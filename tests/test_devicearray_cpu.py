@@ -611,3 +611,46 @@ def test_a_cuda_stream_protocol_returning_no_handle_is_refused(fake_driver):
     with pytest.raises(TypeError, match=r"__cuda_stream__\(\) must return \(version, handle\)"):
         launch_scale(CAI(a), CAI(a), Garbage(0x5150))
     assert [x.stream for x in fake_driver.launches] == [0x5150]
+
+
+class NotCallableProtocol:
+    __cuda_stream__ = 5
+
+
+@pytest.mark.parametrize("stream, message", [
+    (CupyLikeStream(2.5), "Stream.ptr must be an integer stream handle, not 2.5"),
+    (CupyLikeStream(None), "Stream.ptr must be an integer stream handle, not None"),
+    (ProtocolStream(2 ** 64), "must be a stream handle between 0 and 2**64-1"),
+    (ProtocolStream(-3), "must be a stream handle between 0 and 2**64-1"),
+    (ProtocolStream(1.5), "must be an integer stream handle, not 1.5"),
+    (NotCallableProtocol(), "__cuda_stream__ must be a method returning (version, handle)"),
+])
+def test_stream_objects_with_unusable_handles_are_refused(fake_driver, stream, message):
+    # Never truncated into another stream (2.5 was launched on stream 2).
+    a = np.zeros(4, np.float32)
+    with pytest.raises(TypeError) as info:
+        launch_scale(CAI(a), CAI(a), stream)
+    assert message in str(info.value)
+    assert fake_driver.launches == []
+
+
+@pytest.mark.parametrize("stream", [2.7, "5", True, np.float32(3.7), CupyLikeStream(2.5)])
+def test_python_forms_refuse_streams_that_are_not_handles(fake_driver, stream):
+    # The Python forms of the sync and event functions and on_stream take
+    # what compiled code takes: a float or a string is not truncated.
+    with pytest.raises(TypeError, match="stream handle"):
+        ncl.stream_synchronize(stream)
+    with pytest.raises(TypeError, match="stream handle"):
+        ncl.stream_query(stream)
+    with pytest.raises(TypeError, match="stream handle"):
+        njit(lambda: ncl.event())().record(stream)
+    with pytest.raises(TypeError, match="stream handle"):
+        ncl.on_stream(DLPackOnDevice(np.zeros(4)), stream)._consumer_stream()
+    assert [c for c in fake_driver.calls if c[0] in ("cuStreamSynchronize", "cuStreamQuery",
+                                                      "cuEventRecord")] == []
+
+
+def test_python_forms_take_integer_handles(fake_driver):
+    ncl.stream_synchronize(np.int64(9))
+    ncl.stream_synchronize(CupyLikeStream(11))
+    assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [9, 11]

@@ -348,7 +348,7 @@ _function_compile = getattr(_FunctionCompiler, "compile", None)
 
 def lead_typing_errors_with(fn):
     """Make ``fn(lines) -> (index, text)`` choose the line a typing error's
-    message starts with. Numba puts ``Failed in nopython mode pipeline``
+    message starts with (*text*; line *index* is dropped, none if None). Numba puts ``Failed in nopython mode pipeline``
     first, and one such line per enclosing compiled function; the line that
     says what is wrong is moved before them, in every error leaving a
     compilation (``@njit`` called or given signatures, ``@cfunc``, a
@@ -365,7 +365,8 @@ def _lead(exc):
     if found is None:
         return
     index, text = found
-    del lines[index]
+    if index is not None:
+        del lines[index]
     exc.args = ("\n".join([text] + lines),) + exc.args[1:]
 
 
@@ -375,7 +376,7 @@ def _function_compile_leading(self, args, return_type):
     # raises the same exception again, which _lead leaves as it is.
     try:
         return _function_compile(self, args, return_type)
-    except errors.TypingError as e:
+    except errors.NumbaError as e:
         _lead(e)
         raise
 

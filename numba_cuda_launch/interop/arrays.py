@@ -144,7 +144,9 @@ class on_stream:
     def _consumer_stream(self):
         if self.stream is None:
             return None
-        return stream_handle(self.stream) if not isinstance(self.stream, int) else self.stream
+        if isinstance(self.stream, int) and not isinstance(self.stream, bool):
+            return self.stream
+        return stream_handle(self.stream)  # TypeError for a float, a string, a bool
 
 
 def _cai_error(what):

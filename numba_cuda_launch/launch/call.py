@@ -18,11 +18,10 @@ import functools
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
-from numba.core.errors import NumbaNotImplementedError
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import lower_builtin
 
-from numba_cuda_launch.errors import CudaLaunchError
+from numba_cuda_launch.errors import CudaLaunchError, NopythonUnsupportedError
 from numba_cuda_launch.launch.backends import backend_for, call_jitted
 from numba_cuda_launch.launch.caching import record_launch_target
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -243,7 +242,7 @@ def lower_launch(context, builder, sig, args):
     if _PARFOR_BODY in builder.function.name:
         # Numba drops (or turns into SystemError) exceptions raised in the
         # body of a parallel loop: a failed launch there would go unseen.
-        raise NumbaNotImplementedError(
+        raise NopythonUnsupportedError(
             "kernel %r: a launch that raises on failure cannot be used inside prange "
             "(Numba does not propagate exceptions out of parallel loops); use "
             "status = %s[...].launch_status(...) there and check the statuses "

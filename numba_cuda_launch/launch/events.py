@@ -61,7 +61,6 @@ import numpy as np
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
-from numba.core.errors import TypingError
 from numba.extending import (
     NativeValue,
     box,
@@ -75,6 +74,7 @@ from numba.extending import (
     unbox,
 )
 
+from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.sync import (
@@ -295,7 +295,7 @@ def _check_flag(where, name, ty):
         return
     if isinstance(ty, types.Omitted) or isinstance(types.unliteral(ty), types.Boolean):
         return
-    raise TypingError("%s: %s must be a bool, got %s" % (where, name, ty))
+    raise NopythonUsageError("%s: %s must be a bool, got %s" % (where, name, ty))
 
 
 def _check_flags(where, timing, blocking):
@@ -392,7 +392,7 @@ def _query_status(ev):
 
 def _check_end(where, end):
     if end != event_type:
-        raise TypingError("%s: the end event must be a CUDA event made by "
+        raise NopythonUsageError("%s: the end event must be a CUDA event made by "
                           "numba_cuda_launch.event(), got %s" % (where, end))
 
 

@@ -51,13 +51,12 @@ import functools
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
-from numba.core.errors import TypingError
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_attribute_wrapper,
                              models, overload_method, register_model, typeof_impl, unbox)
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaGraphError, KernelTypingError
+from numba_cuda_launch.errors import CudaGraphError, KernelTypingError, NopythonUsageError
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.call import emit_launch
 from numba_cuda_launch.launch.launchconfig import LaunchConfig
@@ -218,17 +217,17 @@ for _ty in _PY_CLASSES:
 
 def _check_stream(what, stream):
     if _compat.simulator_enabled():
-        raise TypingError("graphs.%s: CUDA graphs need the CUDA driver; they are not "
+        raise NopythonUsageError("graphs.%s: CUDA graphs need the CUDA driver; they are not "
                           "available under numba-cuda's simulator" % what)
     if not is_stream_type(stream):
-        raise TypingError(
+        raise NopythonUsageError(
             "graphs.%s: the stream must be a raw CUstream (voidptr or an integer) or a "
             "numba.cuda stream object passed in as an argument; got %s" % (what, stream))
 
 
 def _check(what, value, ty):
     if not isinstance(value, ty):
-        raise TypingError("graphs.%s: expected a %s, got %s" % (
+        raise NopythonUsageError("graphs.%s: expected a %s, got %s" % (
             what, {GraphType: "Graph (from graphs.end_capture)",
                    GraphExecType: "GraphExec (from graph.instantiate())",
                    KernelNodeType: "KernelNode (from graphs.last_launch)"}[ty], value))
@@ -246,7 +245,7 @@ def _stream_ptr(typingctx, stream):
 @intrinsic
 def _begin_capture(typingctx, stream, mode):
     if not isinstance(mode, types.Integer):
-        raise TypingError("graphs.begin_capture: mode must be an integer "
+        raise NopythonUsageError("graphs.begin_capture: mode must be an integer "
                           "(graphs.CAPTURE_THREAD_LOCAL, ...), got %s" % mode)
 
     def codegen(context, builder, sig, args):

@@ -11,7 +11,7 @@ value passed into or out of a CPU function is refused with a sentence.
 from llvmlite import ir
 from numba.core import types
 from numba.core.datamodel import default_manager, models
-from numba.core.errors import NumbaNotImplementedError
+from numba_cuda_launch.errors import NopythonUnsupportedError
 from numba.core.pythonapi import _boxers, _unboxers
 import numpy as np
 from numba.extending import intrinsic, register_jitable
@@ -61,7 +61,7 @@ def _refuse_half(registry):
 
         def refusing(typ, *args):
             if typ == types.float16:
-                raise NumbaNotImplementedError(_HALF_VALUES)
+                raise NopythonUnsupportedError(_HALF_VALUES)
             return fn(typ, *args)
         return refusing
 

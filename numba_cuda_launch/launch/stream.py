@@ -72,28 +72,52 @@ def is_stream_object(obj):
     return hasattr(obj, "__cuda_stream__") or _foreign_stream_attribute(obj) is not None
 
 
+_HANDLE_END = 1 << 64
+
+
+def _checked_handle(value, what):
+    """*value* as a ``CUstream`` handle: an integer in 0..2**64-1 (not a
+    bool), else TypeError naming *what* gave it (a float or a string is
+    never truncated into another stream)."""
+    if type(value) is int and 0 <= value < _HANDLE_END:
+        return value
+    try:
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            raise TypeError
+        handle = operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an integer stream handle, not %r" % (what, value)) from None
+    if not 0 <= handle < _HANDLE_END:
+        raise TypeError("%s must be a stream handle between 0 and 2**64-1, not %r"
+                        % (what, value))
+    return handle
+
+
 def stream_handle(obj):
     """The raw ``CUstream`` (an integer, 0 for the default stream) of a stream
     object: numba-cuda's ``Stream`` (``int(stream)``), an object with
     cuda.core's ``__cuda_stream__`` protocol (``(version, handle)``), a CuPy
-    or PyTorch stream, or the CUDA simulator's stream (which stands for no
-    real stream: 0)."""
+    or PyTorch stream, an integer handle, or the CUDA simulator's stream
+    (which stands for no real stream: 0). Anything else, or a handle that
+    is not an integer in 0..2**64-1, is a TypeError."""
+    if isinstance(obj, _compat.stream_classes()) and not _compat.simulator_enabled():
+        return int(obj)
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
+        what = "%s.__cuda_stream__()" % type(obj).__name__
+        if not callable(proto):
+            raise TypeError("%s.__cuda_stream__ must be a method returning (version, handle), "
+                            "not %r" % (type(obj).__name__, proto))
         info = proto()
-        try:
-            if not isinstance(info, tuple) or len(info) != 2 or isinstance(info[1], bool):
-                raise TypeError
-            return operator.index(info[1])
-        except TypeError:
-            raise TypeError("%s.__cuda_stream__() must return (version, handle), the handle "
-                            "an int; it returned %r" % (type(obj).__name__, info)) from None
+        if not isinstance(info, tuple) or len(info) != 2:
+            raise TypeError("%s must return (version, handle); it returned %r" % (what, info))
+        return _checked_handle(info[1], "the handle %s returned" % what)
     attr = _foreign_stream_attribute(obj)
     if attr is not None:
-        return int(getattr(obj, attr))
+        return _checked_handle(getattr(obj, attr), "%s.%s" % (type(obj).__name__, attr))
     if _compat.is_simulator_stream(obj):
         return 0
-    return int(obj)
+    return _checked_handle(obj, "a stream")
 
 
 def _register_typeof():
@@ -117,7 +141,12 @@ def learn_stream_class(cls):
 
 def _unbox_handle(obj):
     fn = _HANDLES.get(type(obj))
-    return int(fn(obj)) if fn is not None else stream_handle(obj)
+    if fn is None:
+        return stream_handle(obj)
+    handle = fn(obj)
+    if type(handle) is int and 0 <= handle < _HANDLE_END:
+        return handle
+    return stream_handle(obj)  # says what is wrong with it
 
 
 _register_typeof()

@@ -114,9 +114,10 @@ def python_stream(stream):
     integer and numba-cuda's Stream pass as they are; any other stream object
     (CuPy's, torch's, cuda.core's: ``__cuda_stream__`` or ``int()``) becomes
     its raw handle."""
-    if stream is None or isinstance(stream, (int, _compat.stream_classes())):
+    if stream is None or (isinstance(stream, (int, _compat.stream_classes()))
+                          and not isinstance(stream, bool)):
         return stream
-    return stream_handle(stream)
+    return stream_handle(stream)  # TypeError for a float, a string, a bool
 
 
 def check_stream(where, ty):
