@@ -325,6 +325,17 @@ def test_integer_constant_too_large_for_parameter_is_a_typing_error():
     assert "parameter 'n'" in msg and "the constant 300 does not fit int8" in msg
 
 
+@pytest.mark.parametrize("method", ["launch_status", "preload"])
+def test_integer_constant_too_large_is_a_typing_error_in_the_status_forms_too(method):
+    # Numba types bound methods with plain (non-constant) arguments first;
+    # the constant must still be checked.
+    ns = {"eager_i8": eager_i8, "view": view}
+    exec("def f(p):\n    return eager_i8[1, 1].%s(view(p), 300)\n" % method, ns)
+    assert typing_error(ns["f"], nt.intp).startswith(
+        "kernel 'eager_i8' parameter 'n' (argument 2): got Literal[int](300), expected int8: "
+        "the constant 300 does not fit int8")
+
+
 @njit
 def i8_status(p, v):
     return eager_i8[1, 1].launch_status(view(p), v)

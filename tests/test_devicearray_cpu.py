@@ -553,6 +553,10 @@ _DROP = object()
     (dict(version=_DROP), "no 'version' entry"),
     (dict(data=None), "'data' must be (pointer, read_only)"),
     (dict(data=("0x10", False)), "the 'data' pointer must be an integer"),
+    (dict(shape=(2 ** 40, 2 ** 40), strides=None), "is larger than the address space"),
+    (dict(shape=(0, 2 ** 70), strides=None), "is larger than the address space"),
+    (dict(strides=(2 ** 64,)), "'strides' (18446744073709551616,) are larger than"),
+    (dict(typestr="|O8"), "'typestr' '|O8' is Python objects, which device memory cannot hold"),
 ])
 def test_a_malformed_interface_is_a_typing_error_naming_the_argument(changes, says):
     a = np.zeros(8, np.float32)
@@ -654,3 +658,34 @@ def test_python_forms_take_integer_handles(fake_driver):
     ncl.stream_synchronize(np.int64(9))
     ncl.stream_synchronize(CupyLikeStream(11))
     assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [9, 11]
+
+
+@pytest.mark.parametrize("pointer", [-16, 2 ** 63, 2 ** 64 + 16])
+def test_a_pointer_outside_the_address_space_is_refused(fake_driver, pointer):
+    # The pointer is read at each call (it is not part of the type): a
+    # TypeError saying what is wrong, never a truncated or wrapped address.
+    a = np.zeros(8, np.float32)
+    with pytest.raises(TypeError, match=r"the 'data' pointer must be between 0 and 2\*\*63-1"):
+        launch_scale(RawCAI(_cai_dict(a, data=(pointer, False))), CAI(a), 0)
+    assert fake_driver.launches == []
+
+
+def test_an_interface_changing_its_dtype_between_typing_and_reading_is_refused(fake_driver):
+    # The dispatcher types the object, then the call reads it again: data of
+    # another item size never reaches the kernel compiled for the type.
+    small, big = np.zeros(8, np.float32), np.zeros(16, np.float64)
+    reads = []
+
+    class Flipping:
+        @property
+        def __cuda_array_interface__(self):
+            reads.append(1)
+            return _cai_dict(small if len(reads) % 2 else big, strides=None)
+
+    @njit
+    def f(x):
+        return scale[1, 32].launch_status(2.0, x, x)
+
+    with pytest.raises(TypeError, match="interface changed between typing and reading it"):
+        f(Flipping())
+    assert fake_driver.launches == []

@@ -57,6 +57,7 @@ __all__ = ["on_stream", "describe", "device_array_type"]
 _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY, as the interface names the legacy default stream
 _DEVICE_TYPES = (_kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged)
+_INTP_END = 1 << 63  # pointers, extents, strides and sizes in bytes are intp values
 
 
 class _DLDevice(ctypes.Structure):
@@ -201,15 +202,28 @@ def _from_cai(cai):
         dtype = np.dtype(cai["typestr"])
     except (TypeError, ValueError) as e:
         raise _cai_error("'typestr' %r is not a NumPy dtype (%s)" % (cai["typestr"], e)) from None
+    if dtype.hasobject:
+        raise _cai_error("'typestr' %r is Python objects, which device memory cannot hold"
+                         % (cai["typestr"],))
+    size = 1
+    for n in shape:
+        size *= n
+    if size * dtype.itemsize >= _INTP_END or any(n >= _INTP_END for n in shape):
+        raise _cai_error("'shape' %r of %s is larger than the address space"
+                         % (shape, dtype))
     strides = cai.get("strides")
     if strides is not None:
         if not isinstance(strides, (tuple, list)) or len(strides) != len(shape):
             raise _cai_error("'strides' %r do not match 'shape' %r" % (strides, shape))
         strides = tuple(_index(n, "'strides' entries") for n in strides)
+        if any(not -_INTP_END < n < _INTP_END for n in strides):
+            raise _cai_error("'strides' %r are larger than the address space" % (strides,))
     data = cai["data"]
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise _cai_error("'data' must be (pointer, read_only), not %r" % (data,))
     pointer = 0 if data[0] is None else _index(data[0], "the 'data' pointer")
+    if not 0 <= pointer < _INTP_END:
+        raise _cai_error("the 'data' pointer must be between 0 and 2**63-1, not %r" % (data[0],))
     stream = _cai_stream(cai.get("stream")) if version >= 3 else 0
     return _Described(pointer, shape, strides, dtype, bool(data[1]), stream or None)
 
@@ -361,8 +375,10 @@ def _fields_from_cai(cai, ndim):
             return None
         itemsize = _itemsize(cai["typestr"])
         strides = _c_strides(shape, itemsize) if strides is None else tuple(strides)
-        return (cai["data"][0] or 0, itemsize) + shape + strides + \
-            (_stream_to_wait(cai.get("stream")),)
+        pointer = cai["data"][0] or 0
+        if not 0 <= pointer < _INTP_END:
+            return None  # described: says what is wrong
+        return (pointer, itemsize) + shape + strides + (_stream_to_wait(cai.get("stream")),)
     except (TypeError, ValueError, KeyError, AttributeError):
         return None
 

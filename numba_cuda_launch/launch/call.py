@@ -18,7 +18,9 @@ import functools
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
-from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, \
+    signature
+from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin
 
 from numba_cuda_launch.errors import CudaLaunchError, NopythonUnsupportedError
@@ -274,18 +276,43 @@ def _launch_error_raiser(kernel_name, messages):
     return njit(ns["raise_launch_error"])
 
 
+class _LaunchMethod(types.BoundFunction):
+    """``cfg.launch_status`` and ``cfg.preload``, typed with the arguments as
+    given. Numba types a bound method with constants made plain first, and
+    that success would hide the refusal of a constant that does not fit its
+    parameter (an ``int8`` given 300), which the launch itself refuses."""
+
+    def get_call_type(self, context, args, kws):
+        return self.template(context).apply(args, kws)
+
+
+# The model of a bound method is its receiver's, as Numba's own.
+default_manager.register(_LaunchMethod, lambda dmm, ty: dmm[ty.this])
+
+
+def _launch_method_template(key):
+    class LaunchMethodTemplate(AbstractTemplate):
+        def generic(self, args, kws):
+            return launch_signature(self.this, args, kws, return_type=types.int32)
+
+    LaunchMethodTemplate.key = key
+    return LaunchMethodTemplate
+
+
+_LAUNCH_STATUS = _launch_method_template("LaunchConfig.launch_status")
+_PRELOAD = _launch_method_template("LaunchConfig.preload")
+
+
 @infer_getattr
 class LaunchConfigAttributes(AttributeTemplate):
     key = LaunchConfig
     metadata = {"target": "cpu"}
 
-    @bound_function("LaunchConfig.launch_status")
-    def resolve_launch_status(self, cfg_ty, args, kws):
-        return launch_signature(cfg_ty, args, kws, return_type=types.int32)
+    def resolve_launch_status(self, cfg_ty):
+        return _LaunchMethod(_LAUNCH_STATUS, cfg_ty)
 
-    @bound_function("LaunchConfig.preload")
-    def resolve_preload(self, cfg_ty, args, kws):
-        return launch_signature(cfg_ty, args, kws, return_type=types.int32)
+    def resolve_preload(self, cfg_ty):
+        return _LaunchMethod(_PRELOAD, cfg_ty)
 
 
 @lower_builtin("LaunchConfig.launch_status", LaunchConfig, types.VarArg(types.Any))

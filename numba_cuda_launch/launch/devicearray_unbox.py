@@ -236,12 +236,31 @@ def _unbox_device_array(typ, obj, c):
         from_tuple(_cached_fields(c, obj))
     with builder.if_then(builder.not_(builder.load(read)), likely=False):
         from_tuple(_describe(c, obj, n), last=True)
+    _check_itemsize(c, typ, fields, read)
     out = cgutils.create_struct_proxy(typ.as_array)(c.context, builder)
     vals = [builder.load(cgutils.gep_inbounds(builder, fields, 0, i)) for i in range(count)]
     with builder.if_then(builder.load(read), likely=True):
         _fill(c, out, n, vals)
     value = make_device_array(c.context, builder, typ, out._getvalue(), vals[-1])
     return NativeValue(value, is_error=builder.not_(builder.load(read)))
+
+
+def _check_itemsize(c, typ, fields, read):
+    """The fields were read after the object was typed (its interface read
+    again): an item size that is not the type's means the object changed
+    in between; refused (TypeError), never launched with data of another
+    dtype."""
+    builder = c.builder
+    itemsize = c.context.get_abi_sizeof(c.context.get_data_type(typ.dtype))
+    got = builder.load(cgutils.gep_inbounds(builder, fields, 0, 1))
+    changed = builder.and_(builder.load(read),
+                           builder.icmp_unsigned("!=", got, ir.Constant(_i64, itemsize)))
+    with builder.if_then(changed, likely=False):
+        c.pyapi.err_set_string(
+            "PyExc_TypeError",
+            "a device array's interface changed between typing and reading it: its item "
+            "size is no longer %d bytes (%s)" % (itemsize, typ))
+        builder.store(cgutils.false_bit, read)
 
 
 def _fill(c, out, n, vals):
