@@ -29,8 +29,11 @@ def _parse(value, source):
     if isinstance(value, str):
         text = value.strip().lower()
         m = (re.fullmatch(r"(\d+)\s*[.,]\s*(\d+)", text)
-             or re.fullmatch(r"(?:sm_|compute_)?(\d+?)(\d)a?", text))
+             or re.fullmatch(r"(?:sm_|compute_)?(\d+?)(\d)", text))
         if m is None:
+            if re.fullmatch(r"(?:sm_|compute_)?\d+[af]", text):
+                refuse(" here (architecture-specific targets such as sm_90a are not built: "
+                       "images are built as numba-cuda builds them, for sm_XY)")
             refuse()
         major, minor = int(m.group(1)), int(m.group(2))
     elif isinstance(value, (tuple, list)):

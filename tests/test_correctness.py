@@ -337,6 +337,27 @@ def test_integer_constant_too_large_is_a_typing_error_in_the_status_forms_too(me
 
 
 @njit
+def fill_on(p, stream):
+    fill[1, 32, stream](view(p), 1.0)
+
+
+@njit
+def address_of(a):
+    return ncl.as_voidptr(a)
+
+
+def test_narrow_integers_become_streams_and_addresses_by_their_signedness(fake_driver):
+    # An int32 -2 is the same handle as an int64 -2 (LLVM's inttoptr alone
+    # zero-extends it to 0xFFFFFFFE); an unsigned value is not sign-extended.
+    for value in (np.int32(-2), np.int8(-2), -2, np.uint32(0xFFFFFFFE)):
+        fill_on(ADDR, value)
+    assert [x.stream & (2 ** 64 - 1) for x in fake_driver.launches] == \
+        [2 ** 64 - 2, 2 ** 64 - 2, 2 ** 64 - 2, 0xFFFFFFFE]
+    assert [address_of(v) for v in (np.int8(-1), -1, np.uint8(255))] == \
+        [2 ** 64 - 1, 2 ** 64 - 1, 255]
+
+
+@njit
 def i8_status(p, v):
     return eager_i8[1, 1].launch_status(view(p), v)
 
@@ -688,6 +709,8 @@ def test_status_launch_inside_prange_works(fake_driver):
     ("garbage", "'garbage' is not a compute capability"),
     ("sm_", "is not a compute capability"),
     ((2, 0), "is not a compute capability"),
+    ("sm_90a", "architecture-specific targets such as sm_90a are not built"),
+    ("100f", "architecture-specific targets such as sm_90a are not built"),
 ])
 def test_set_compute_capability_refuses_with_a_sentence(value, what):
     before = ncl.get_compute_capability()

@@ -269,8 +269,34 @@ def test_other_attributes_are_refused_with_what_works(body, attr):
         njit(ns["f"])(CAI(np.zeros(4)))
     assert first_line(info.value) == (
         "DeviceArray(float64, 1d, C) has no attribute %r in compiled code: only shape, "
-        "strides, size, ndim, dtype, itemsize, nbytes and slicing (views) work on the host; "
+        "strides, size, ndim, dtype, itemsize, nbytes, len() and slicing (views) work on the host; "
         "pass the array to a kernel for anything else" % attr)
+
+
+def test_len_is_the_first_extent(fake_driver):
+    @njit
+    def lengths(x):
+        return len(x), len(x[1:]), len(x[0])
+
+    assert lengths(CAI(np.zeros((5, 3)))) == (5, 4, 3)
+
+
+@pytest.mark.parametrize("body, what", [
+    ("return x + 1", "add on DeviceArray(float64, 1d, C), int64"),
+    ("return -x", "neg on DeviceArray(float64, 1d, C)"),
+    ("return x == x", "eq on DeviceArray(float64, 1d, C), DeviceArray(float64, 1d, C)"),
+    ("x += 1.0", "iadd on DeviceArray(float64, 1d, C), float64"),
+    ("return 1.0 in x", "contains on DeviceArray(float64, 1d, C), float64"),
+    ("for v in x:\n        pass", "iterating over DeviceArray(float64, 1d, C)"),
+])
+def test_operators_and_iteration_are_refused_with_the_reason(body, what):
+    ns = {}
+    exec("def f(x):\n    %s\n" % body, ns)
+    with pytest.raises(TypingError) as info:
+        njit(ns["f"])(CAI(np.zeros(4)))
+    assert first_line(info.value).startswith(
+        what + ": reading or writing elements of a device array on the host would "
+        "dereference device memory")
 
 
 def test_host_numpy_operations_are_refused_not_run():

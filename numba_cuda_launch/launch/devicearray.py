@@ -150,13 +150,13 @@ _getattr_impl("ndim", lambda c, b, t, a: ir.Constant(c.get_value_type(types.intp
 _getattr_impl("dtype", lambda c, b, t, a: c.get_dummy_value())
 
 
-_HOST_ONLY = ("%s has no attribute %r in compiled code: only shape, strides, size, ndim, "
-              "dtype, itemsize, nbytes and slicing (views) work on the host; pass the array "
-              "to a kernel for anything else")
-_ON_DEVICE = ("%s: reading or writing elements of a device array on the host would "
+_ON_HOST = ("shape, strides, size, ndim, dtype, itemsize, nbytes, len() and slicing (views) "
+            "work on the host")
+_HOST_ONLY = ("%%s has no attribute %%r in compiled code: only %s; pass the array to a "
+              "kernel for anything else" % _ON_HOST)
+_ON_DEVICE = ("%%s: reading or writing elements of a device array on the host would "
               "dereference device memory; pass the array to a kernel, or copy it to the "
-              "host first (outside the compiled function). Only shape, strides, size, "
-              "ndim, dtype, itemsize, nbytes and slicing (views) work on the host")
+              "host first (outside the compiled function). Only %s" % _ON_HOST)
 
 
 def _view_signature(context, args):
@@ -231,3 +231,61 @@ def _lower_view(context, builder, sig, args):
     array, stream = device_array_parts(context, builder, ary_ty, args[0])
     view = impl(builder, [array, args[1]])
     return make_device_array(context, builder, sig.return_type, view, stream)  # same producer
+
+
+# -- len(), and what would compute on the elements ------------------------------------
+
+@infer_global(len)
+class DeviceArrayLen(AbstractTemplate):
+    """``len(ary)``: the first extent, as for a NumPy array (host-side)."""
+
+    metadata = {"target": "cpu"}
+
+    def generic(self, args, kws):
+        if len(args) != 1 or kws or not isinstance(args[0], DeviceArray):
+            return None
+        if args[0].ndim == 0:
+            raise NopythonUsageError("len() of a 0-d device array (%s)" % args[0])
+        return signature(types.intp, args[0])
+
+
+@lower_builtin(len, DeviceArray)
+def _lower_len(context, builder, sig, args):
+    shape = _struct(context, builder, sig.args[0], args[0]).shape
+    return builder.extract_value(shape, 0)
+
+
+# Operators and iteration would read the elements on the host. Numba
+# quotes an operator template's error in its list of candidates (the
+# package's line then leads the message); iteration's builtin template
+# (``infer``) lets it through as it is.
+_ELEMENT_OPERATORS = (
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+    operator.mod, operator.pow, operator.matmul, operator.neg, operator.pos,
+    operator.invert, operator.eq, operator.ne, operator.lt, operator.le, operator.gt,
+    operator.ge, operator.and_, operator.or_, operator.xor, operator.lshift,
+    operator.rshift, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+    operator.ixor, operator.contains, "getiter")
+
+
+def _refuse_on_elements(key):
+    def generic(self, args, kws):
+        ary = next((a for a in args if isinstance(a, DeviceArray)), None)
+        if ary is not None:
+            what = "iterating over %s" % ary if key == "getiter" else \
+                "%s on %s" % (getattr(key, "__name__", key), ", ".join(map(str, args)))
+            raise NopythonUsageError(_ON_DEVICE % what)
+        return None
+
+    name = "DeviceArrayElements_%s" % getattr(key, "__name__", key)
+    template = type(name, (AbstractTemplate,), {"key": key, "metadata": {"target": "cpu"},
+                                                "generic": generic})
+    if key == "getiter":
+        infer(template)
+    else:
+        infer_global(key)(template)
+
+
+for _key in _ELEMENT_OPERATORS:
+    _refuse_on_elements(_key)

@@ -10,7 +10,18 @@ from numba.core import cgutils, types
 from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic
 
-__all__ = ["as_voidptr", "is_null"]
+__all__ = ["as_voidptr", "is_null", "integer_to_voidptr"]
+
+
+def integer_to_voidptr(context, builder, ty, val):
+    """An integer value of Numba type *ty* as a ``voidptr``, extended to the
+    pointer's width by its signedness (LLVM's ``inttoptr`` alone would
+    zero-extend an ``int32`` -1 into 0xFFFFFFFF, where an ``int64`` -1 is
+    all ones)."""
+    intp = context.get_value_type(types.intp)
+    if val.type.width < intp.width:
+        val = builder.sext(val, intp) if ty.signed else builder.zext(val, intp)
+    return builder.inttoptr(val, context.get_value_type(types.voidptr))
 
 
 @intrinsic
@@ -20,7 +31,7 @@ def as_voidptr(typingctx, address):
         raise NopythonUsageError("as_voidptr() takes an integer address, got %s" % address)
 
     def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+        return integer_to_voidptr(context, builder, sig.args[0], args[0])
 
     return types.voidptr(address), codegen
 

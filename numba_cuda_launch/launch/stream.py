@@ -23,6 +23,7 @@ from numba.extending import (
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof
+from numba_cuda_launch.launch.pointer import integer_to_voidptr
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CUDAStream", "cuda_stream", "stream_handle", "stream_handle_value",
@@ -184,7 +185,7 @@ def stream_handle_value(context, builder, ty, val):
     if isinstance(ty, CUDAStream):
         return cgutils.create_struct_proxy(ty)(context, builder, value=val).handle
     if isinstance(ty, types.Integer):
-        return builder.inttoptr(val, voidp)
+        return integer_to_voidptr(context, builder, ty, val)
     if isinstance(ty, types.NoneType):
         return ir.Constant(voidp, None)
     return builder.bitcast(val, voidp)
