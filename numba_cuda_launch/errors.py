@@ -38,7 +38,15 @@ _KNOWN_NAMES = {
 
 # What usually causes the errors of stream capture and clusters, added to
 # the messages of CudaLaunchError and CudaGraphError.
+_IMAGE_LOAD = ("loading the kernel's image into the current context failed: the image was "
+               "built for another architecture or a newer toolkit than this driver supports; "
+               "an image built without a GPU must be built for the device's compute "
+               "capability (set_compute_capability, NUMBA_CUDA_LAUNCH_CC)")
 _HINTS = {
+    200: _IMAGE_LOAD,  # CUDA_ERROR_INVALID_IMAGE
+    209: _IMAGE_LOAD,  # CUDA_ERROR_NO_BINARY_FOR_GPU
+    218: _IMAGE_LOAD,  # CUDA_ERROR_INVALID_PTX
+    222: _IMAGE_LOAD,  # CUDA_ERROR_UNSUPPORTED_PTX_VERSION
     900: "the operation is not permitted while a stream is capturing: the legacy "
          "default stream (0) cannot be captured or used during a capture, and drivers "
          "older than CUDA 12.3 do not load kernel images during a capture (load them "

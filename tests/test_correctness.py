@@ -473,6 +473,27 @@ def test_kernel_handle_of_something_else():
         ncl.kernel_handle(len, (nt.int32,))
 
 
+@pytest.mark.parametrize("status", [200, 209, 218, 222])
+def test_an_image_the_driver_cannot_load_says_so(status):
+    @njit
+    def f(p):
+        fill[1, 32](view(p), 1.0)
+
+    with RecordingDriver(load_status=status):
+        with pytest.raises(ncl.CudaLaunchError) as info:
+            f(ADDR)
+    assert info.value.code == status
+    assert "loading the kernel's image into the current context failed" in str(info.value)
+
+
+def test_kernel_handle_of_a_device_function_says_so():
+    with pytest.raises(TypeError) as info:
+        ncl.kernel_handle(device_fn, "int32(int32)")
+    assert str(info.value) == (
+        "kernel_handle('device_fn', ...): it is a CUDA device function (cuda.jit(device=True)), "
+        "which cannot be launched; kernel_handle() takes a kernel")
+
+
 @pytest.mark.skipif(HAVE_GPU, reason="a configured compute capability applies only "
                     "without a GPU (with one, images are built for the device)")
 def test_unsupported_architecture_is_reported_not_shipped_as_ptx():

@@ -715,3 +715,18 @@ def test_an_interface_changing_its_dtype_between_typing_and_reading_is_refused(f
     with pytest.raises(TypeError, match="interface changed between typing and reading it"):
         f(Flipping())
     assert fake_driver.launches == []
+
+
+@pytest.mark.parametrize("inner, says", [
+    (np.zeros(3), "on_stream() wraps a device array; it was given a NumPy array (host memory)"),
+    (5, "on_stream() wraps a device array (an object with __cuda_array_interface__ or "
+        "__dlpack__); it was given int"),
+])
+def test_on_stream_of_something_else_names_the_argument(inner, says):
+    @njit
+    def size(x):
+        return x.size
+
+    with pytest.raises(TypingError) as info:
+        size(ncl.on_stream(inner, 0))
+    assert first_line(info.value) == "size(): argument 1 'x': " + says

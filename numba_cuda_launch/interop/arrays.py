@@ -565,7 +565,15 @@ def _fields_reader(read):
 def why_not_a_device_array(val):
     """Why an object that offers a device-array interface cannot be passed
     as one (its interface raised, or says something unusable), or None."""
-    if isinstance(val, (np.ndarray, on_stream)) or _compat.simulator_enabled():
+    if isinstance(val, on_stream) and not _compat.simulator_enabled():
+        inner = val.obj
+        if isinstance(inner, np.ndarray) and not isinstance(inner, _numba_cuda_array_class()):
+            return "on_stream() wraps a device array; it was given a NumPy array (host memory)"
+        if not (hasattr(inner, "__cuda_array_interface__") or hasattr(inner, "__dlpack__")):
+            return ("on_stream() wraps a device array (an object with __cuda_array_interface__ "
+                    "or __dlpack__); it was given %s" % type(inner).__name__)
+        return why_not_a_device_array(inner)
+    if isinstance(val, np.ndarray) or _compat.simulator_enabled():
         return None
     try:
         cai = getattr(val, "__cuda_array_interface__", None)

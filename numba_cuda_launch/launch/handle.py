@@ -13,6 +13,7 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaLaunchError
 from numba_cuda_launch.launch.backends.driver import image_for_kernel
 from numba_cuda_launch.launch.params import KernelParam, param_layout
+from numba_cuda_launch.launch.kernelkind import kernel_kind
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.runtime.image import KernelImage, load_image
 
@@ -82,6 +83,10 @@ def kernel_handle(dispatcher, argtypes):
     cannot take those types."""
     if not _compat.is_kernel_dispatcher(dispatcher):
         raise TypeError("kernel_handle() needs a @cuda.jit kernel, got %r" % (dispatcher,))
+    if kernel_kind(dispatcher).is_device_function(dispatcher):
+        raise TypeError("kernel_handle(%r, ...): it is a CUDA device function "
+                        "(cuda.jit(device=True)), which cannot be launched; kernel_handle() "
+                        "takes a kernel" % _compat.dispatcher_name(dispatcher))
     argtypes = _argument_types(_compat.dispatcher_name(dispatcher), argtypes)
     if _compat.is_simulated(dispatcher):
         raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
