@@ -122,15 +122,17 @@ class CudaLaunchError(CudaError):
     kernel's image. ``code`` is the ``CUresult`` value, ``name`` its driver
     name, ``kernel`` the launched kernel's Python name and ``detail`` what
     the package found wrong before calling the driver ("" when the driver
-    itself refused).
+    itself refused). ``what`` is ``"launch"``, or the occupancy query
+    (``"max_active_blocks"``, ...) that failed.
     """
 
-    def __init__(self, code, kernel="", detail=""):
+    def __init__(self, code, kernel="", detail="", what="launch"):
         self.kernel = kernel
-        super().__init__(code, "launch of CUDA kernel %r" % (kernel,), detail)
+        self.what = what
+        super().__init__(code, "%s of CUDA kernel %r" % (what, kernel), detail)
 
     def __reduce__(self):
-        return type(self), (self.code, self.kernel, self.detail)
+        return type(self), (self.code, self.kernel, self.detail, self.what)
 
 
 class CudaGraphError(CudaLaunchError):

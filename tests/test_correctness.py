@@ -486,6 +486,20 @@ def test_an_image_the_driver_cannot_load_says_so(status):
     assert "loading the kernel's image into the current context failed" in str(info.value)
 
 
+def test_a_kernel_whose_parameters_exceed_the_limit_says_how_large_they_are():
+    @cuda.jit
+    def takes_tuple(t):
+        pass
+
+    ns = {"takes_tuple": takes_tuple}
+    exec("def f():\n    takes_tuple[1, 1]((%s,))\n" % ", ".join(["1"] * 4100), ns)
+    with pytest.raises(TypingError) as info:
+        njit(ns["f"])()
+    assert first_line(info.value).startswith("compiling kernel 'takes_tuple' for (t: UniTuple(")
+    assert "(its parameters take 32800 bytes; a CUDA kernel takes at most 32764: " \
+        "pass large data in device memory)" in str(info.value)
+
+
 def test_kernel_handle_of_a_device_function_says_so():
     with pytest.raises(TypeError) as info:
         ncl.kernel_handle(device_fn, "int32(int32)")

@@ -574,7 +574,19 @@ def test_occupancy_failures_reported(fake_driver):
     with pytest.raises(ncl.CudaLaunchError) as info:
         no_cluster()
     assert info.value.name == "CUDA_ERROR_INVALID_CLUSTER_SIZE"
-    assert "max_active_clusters" in str(info.value)
+    assert str(info.value).startswith("max_active_clusters of CUDA kernel 'scale' failed")
+    assert info.value.what == "max_active_clusters"
+
+
+def test_occupancy_refusal_names_the_query_not_a_launch(fake_driver):
+    @njit
+    def negative_block(b):
+        return scale[1, b].max_active_blocks(view(0x1000, 64), 1.0)
+
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        negative_block(-1)
+    assert str(info.value).startswith("max_active_blocks of CUDA kernel 'scale' failed: "
+                                      "CUDA_ERROR_INVALID_VALUE (1): ")
 
 
 # -- layouts and the driver table -----------------------------------------------------

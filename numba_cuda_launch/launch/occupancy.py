@@ -180,9 +180,9 @@ def _query_error_raiser(kernel_name, query, messages):
     query, with constant text per reason (see launch.call)."""
     src = ["def raise_query_error(status, reason):"]
     for i, text in enumerate(messages[1:], 1):
-        src.append("    if reason == %d:\n        raise CudaLaunchError(status, %r, %r)"
-                   % (i, kernel_name, "%s: %s" % (query, text)))
-    src.append("    raise CudaLaunchError(status, %r, %r)" % (kernel_name, query + " failed"))
+        src.append("    if reason == %d:\n        raise CudaLaunchError(status, %r, %r, %r)"
+                   % (i, kernel_name, text, query))
+    src.append("    raise CudaLaunchError(status, %r, '', %r)" % (kernel_name, query))
     ns = {"CudaLaunchError": CudaLaunchError}
     exec("\n".join(src), ns)
     return njit(ns["raise_query_error"])

@@ -197,10 +197,34 @@ def _compile_for(kind, dispatcher, args):
         if get_compute_capability() is None and "driver" in str(exc).lower() \
                 and _compat.NO_GPU_HINT not in str(exc):
             hint = _compat.NO_GPU_HINT
+        size = _parameter_bytes(argtypes)
+        if size is not None and size > _PARAMETER_LIMIT:
+            hint += ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
+                     "large data in device memory)" % (size, _PARAMETER_LIMIT))
         raise KernelTypingError(
             "compiling kernel %r for %s failed:\n%s%s"
             % (name, _describe(names, argtypes), exc, hint)) from exc
     return KernelSelection(kernel, argtypes, tuple(names))
+
+
+_PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
+
+
+def _parameter_bytes(argtypes):
+    """About how many bytes of parameters *argtypes* take (each flattened
+    value at its own size and alignment), or None if unknown."""
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    try:
+        packer = context.get_arg_packer([as_array_type(t) for t in argtypes])
+        offset = 0
+        for lty in packer.argument_types:
+            size = context.get_abi_sizeof(lty)
+            offset = -(-offset // size) * size + size if size else offset
+        return offset
+    except Exception:  # a type without a CPU data model: no hint
+        return None
 
 
 def _fill_defaults(kind, dispatcher, args):
