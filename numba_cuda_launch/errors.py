@@ -193,23 +193,63 @@ class KernelTypingError(NopythonUsageError):
     configuration the kernel cannot accept."""
 
 
+_LINE_RULES = []  # fn(line without colours) -> the sentence to lead with, or None
+
+
+def explain_lines(rule):
+    """Register ``rule(line) -> sentence or None``: a line of Numba's own
+    error text (``Unknown attribute 'T' of type DeviceArray(...)``, say)
+    for which the package has a better sentence, put first by
+    :func:`leading_line`. For refusals that must not be raised from a
+    template, where they would hide what other templates do."""
+    _LINE_RULES.append(rule)
+    return rule
+
+
+_REJECTED = "Rejected as the implementation raised a specific error:"
+
+
+def _quoted_errors(plain):
+    """The errors Numba quotes in its list of candidates (the line after
+    each "Rejected as the implementation raised a specific error:")."""
+    out = []
+    for i, text in enumerate(plain[:-1]):
+        if text == _REJECTED:
+            out.append(next((t for t in plain[i + 1:] if t), ""))
+    return out
+
+
 def leading_line(lines):
-    """What should lead an error message (*lines*, a list of str): the first
-    line of a :class:`NopythonUsageError` (or :class:`NopythonUnsupportedError`)
-    made lately, found in it. ``(index, text)``: *text* (without terminal
-    colours) goes first and line *index* is dropped, or kept where *index*
-    is None (Numba quoted the error as ``NopythonUsageError: <first line>``
-    in a list of candidates, which stays readable). None: nothing to do
-    (no such line, or the message already starts with it)."""
+    """What should lead an error message (*lines*, a list of str):
+    ``(index, text)``: *text* (without terminal colours) goes first and line
+    *index* is dropped, or kept where *index* is None; None: nothing to do.
+    The text is the first line of a :class:`NopythonUsageError` (or
+    :class:`NopythonUnsupportedError`) made lately, found in the message:
+    as a line of its own, or quoted (``NopythonUsageError: <line>``) in
+    Numba's list of candidates unless another candidate accepted the types
+    and failed in its body; else the sentence of a rule
+    (:func:`explain_lines`) for a line of Numba's."""
+    plain = [_COLOUR.sub("", line).strip() for line in lines]
     with _HEADLINES_LOCK:
         made = set(_HEADLINES)
-    if not made:
-        return None
-    for i, line in enumerate(lines):
-        text = _COLOUR.sub("", line).strip()
+    # A candidate that accepted the types and failed in its body (Numba
+    # quotes "Failed in nopython mode pipeline") is what the user needs to
+    # read: the package's refusal does not lead then.
+    others_failed_inside = False
+    for text in _quoted_errors(plain):
+        m = _QUOTED.match(text)
+        if not (m and m.group(1) in made) and m and m.group(1).startswith("Failed in "):
+            others_failed_inside = True
+    for i, text in enumerate(plain):
         if text in made:
             return (i, text) if i else None
-        quoted = _QUOTED.match(text)
-        if quoted and quoted.group(1) in made:
-            return None, quoted.group(1)
+        if not others_failed_inside:
+            m = _QUOTED.match(text)
+            if m and m.group(1) in made:
+                return None, m.group(1)
+    for text in plain:
+        for rule in _LINE_RULES:
+            sentence = rule(text)
+            if sentence:
+                return (None, sentence) if plain[0] != sentence else None
     return None

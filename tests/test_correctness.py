@@ -664,6 +664,14 @@ def test_kernel_called_without_configuration():
         "kernel 'fill' is called without a launch configuration: write fill[griddim, blockdim]")
 
 
+def test_hasattr_and_getattr_with_a_default_on_a_kernel_still_work():
+    @njit
+    def probe():
+        return hasattr(fill, "configure"), getattr(fill, "foo", 3)
+
+    assert probe() == (False, 3)
+
+
 @pytest.mark.parametrize("attr", ["configure(1, 32)", "forall(4)", "py_func"])
 def test_kernel_attributes_in_compiled_code_name_the_way_to_launch(attr):
     ns = {"fill": fill, "view": view}

@@ -273,6 +273,59 @@ def test_other_attributes_are_refused_with_what_works(body, attr):
         "pass the array to a kernel for anything else" % attr)
 
 
+def test_hasattr_getattr_str_and_user_methods_still_work_on_device_arrays():
+    # The refusal of other attributes leads Numba's "Unknown attribute"; it
+    # is not raised from a template, where it would break hasattr() and
+    # hide the user's own overload_method.
+    from numba.extending import overload_method
+
+    @overload_method(DeviceArray, "rows_for_test", target="cpu")
+    def _rows(a):
+        return lambda a: a.shape[0]
+
+    x = CAI(np.zeros(5, np.float32))
+    assert njit(lambda x: hasattr(x, "foo"))(x) is False
+    assert njit(lambda x: getattr(x, "foo", -1))(x) == -1
+    assert njit(lambda x: str(x))(x).startswith("<object type:DeviceArray(float32, 1d, C)")
+    assert njit(lambda x: x.rows_for_test())(x) == 5
+
+
+def test_a_users_failing_operator_overload_is_not_hidden_by_the_refusal():
+    # The package's sentence leads only when every candidate that raised
+    # raised one of the package's refusals.
+    import operator
+
+    from numba.extending import overload
+
+    @overload(operator.lshift)
+    def _lshift(a, b):
+        if isinstance(a, DeviceArray) and isinstance(b, nt.Integer):
+            return lambda a, b: a.shape[0] + "oops"
+
+    with pytest.raises(TypingError) as info:
+        njit(lambda x: x << 1)(CAI(np.zeros(4)))
+    assert "would dereference device memory" not in first_line(info.value)
+    assert "oops" in str(info.value)
+
+
+@pytest.mark.parametrize("body, what", [
+    ("lst.append(lst[0])", ".append()"), ("lst.pop()", ".pop()"),
+    ("lst[0] = lst[1]", "changing items"), ("lst.reverse()", ".reverse()"),
+])
+def test_changing_a_list_of_device_arrays_passed_in_is_refused(body, what):
+    # Numba writes a changed list argument back by boxing its items, and
+    # stores a failed boxing's NULL into the caller's list (the interpreter
+    # then crashed): refused when typing. Reading the list still works.
+    items = [CAI(np.zeros(4)), CAI(np.zeros(4))]
+    ns = {}
+    exec("def f(lst):\n    %s\n    return len(lst)\n" % body, ns)
+    with pytest.raises(TypingError) as info:
+        njit(ns["f"])(items)
+    assert first_line(info.value).startswith(what + " of a list of device arrays passed in")
+    assert njit(lambda lst: lst[1].size + len(lst))(items) == 6
+    assert all(isinstance(v, CAI) for v in items)
+
+
 def test_len_is_the_first_extent(fake_driver):
     @njit
     def lengths(x):
@@ -582,6 +635,7 @@ _DROP = object()
     (dict(shape=(2 ** 40, 2 ** 40), strides=None), "is larger than the address space"),
     (dict(shape=(0, 2 ** 70), strides=None), "is larger than the address space"),
     (dict(strides=(2 ** 64,)), "'strides' (18446744073709551616,) are larger than"),
+    (dict(shape=(0, 2 ** 62), strides=None), "is larger than the address space"),
     (dict(typestr="|O8"), "'typestr' '|O8' is Python objects, which device memory cannot hold"),
 ])
 def test_a_malformed_interface_is_a_typing_error_naming_the_argument(changes, says):
@@ -678,6 +732,11 @@ def test_python_forms_refuse_streams_that_are_not_handles(fake_driver, stream):
         ncl.on_stream(DLPackOnDevice(np.zeros(4)), stream)._consumer_stream()
     assert [c for c in fake_driver.calls if c[0] in ("cuStreamSynchronize", "cuStreamQuery",
                                                       "cuEventRecord")] == []
+
+
+def test_python_forms_refuse_integers_beyond_64_bits(fake_driver):
+    with pytest.raises(TypeError, match="between 0 and 2\\*\\*64-1"):
+        ncl.stream_synchronize(2 ** 64)
 
 
 def test_python_forms_take_integer_handles(fake_driver):

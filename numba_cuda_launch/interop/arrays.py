@@ -208,7 +208,11 @@ def _from_cai(cai):
     size = 1
     for n in shape:
         size *= n
-    if size * dtype.itemsize >= _INTP_END or any(n >= _INTP_END for n in shape):
+    step = dtype.itemsize  # the largest C stride, when the strides are implied
+    for n in shape[1:]:
+        step *= n
+    if size * dtype.itemsize >= _INTP_END or any(n >= _INTP_END for n in shape) or \
+            (cai.get("strides") is None and step >= _INTP_END):
         raise _cai_error("'shape' %r of %s is larger than the address space"
                          % (shape, dtype))
     strides = cai.get("strides")

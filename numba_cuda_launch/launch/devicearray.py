@@ -21,11 +21,12 @@ and the object passed in keeps it alive for the call.
 """
 
 import operator
+import re
 
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
-from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.errors import NopythonUsageError, explain_lines
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
     infer_getattr, infer_global, signature
 from numba.extending import lower_builtin, lower_cast, register_model
@@ -103,10 +104,6 @@ class DeviceArrayAttributes(AttributeTemplate):
     def resolve_shape(self, ary):
         return types.UniTuple(types.intp, ary.ndim)
 
-    def generic_resolve(self, ary, attr):
-        # Any other attribute (``.T``, ``.copy_to_host``, ``.sum``): the
-        # reason, rather than Numba's "Unknown attribute".
-        raise NopythonUsageError(_HOST_ONLY % (ary, attr))
 
     def resolve_strides(self, ary):
         return types.UniTuple(types.intp, ary.ndim)
@@ -150,6 +147,16 @@ _getattr_impl("ndim", lambda c, b, t, a: ir.Constant(c.get_value_type(types.intp
 _getattr_impl("dtype", lambda c, b, t, a: c.get_dummy_value())
 
 
+@explain_lines
+def _unknown_attribute(line):
+    """Any other attribute (``.T``, ``.copy_to_host``, ``.sum``): the reason
+    leads Numba's "Unknown attribute" (a template raising instead would
+    break ``hasattr`` and hide the user's own ``overload_method``)."""
+    m = _UNKNOWN_ATTRIBUTE.match(line)
+    return _HOST_ONLY % (m.group(2), m.group(1)) if m else None
+
+
+_UNKNOWN_ATTRIBUTE = re.compile(r"Unknown attribute '([^']+)' of type (DeviceArray\(.*\))$")
 _ON_HOST = ("shape, strides, size, ndim, dtype, itemsize, nbytes, len() and slicing (views) "
             "work on the host")
 _HOST_ONLY = ("%%s has no attribute %%r in compiled code: only %s; pass the array to a "
@@ -289,3 +296,53 @@ def _refuse_on_elements(key):
 
 for _key in _ELEMENT_OPERATORS:
     _refuse_on_elements(_key)
+
+
+# -- lists of device arrays passed in ---------------------------------------------------
+
+# Numba writes a changed list argument back into the caller's list, boxing
+# each item; a device array cannot become a Python object again (see
+# devicearray_unbox), and the write-back stores what boxing returns without
+# checking it. Changing such a list is refused when typing.
+_LIST_MUTATORS = ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort")
+
+
+def _reflected_device_list(ty):
+    return isinstance(ty, types.List) and ty.reflected and isinstance(ty.dtype, DeviceArray)
+
+
+def _refuse_list_change(ty, what):
+    raise NopythonUsageError(
+        "%s of a list of device arrays passed in (%s): Numba would write the changed list "
+        "back into the caller's, and device arrays cannot become Python objects again; "
+        "build a new list (or a tuple) in the function instead" % (what, ty))
+
+
+def _list_mutator(name):
+    def resolve(self, ty):
+        if _reflected_device_list(ty):
+            _refuse_list_change(ty, "." + name + "()")
+        return None
+    return resolve
+
+
+ReflectedDeviceArrayListAttributes = type(
+    "ReflectedDeviceArrayListAttributes", (AttributeTemplate,),
+    dict({"key": types.List, "metadata": {"target": "cpu"}},
+         **{"resolve_" + name: _list_mutator(name) for name in _LIST_MUTATORS}))
+infer_getattr(ReflectedDeviceArrayListAttributes)
+
+
+def _list_item_change(key):
+    def generic(self, args, kws):
+        if args and _reflected_device_list(args[0]):
+            _refuse_list_change(args[0], "changing items")
+        return None
+
+    infer(type("ReflectedDeviceArrayList_%s" % getattr(key, "__name__", key),
+               (AbstractTemplate,), {"key": key, "metadata": {"target": "cpu"},
+                                     "generic": generic}))
+
+
+for _key in (operator.setitem, operator.delitem, "static_setitem"):
+    _list_item_change(_key)

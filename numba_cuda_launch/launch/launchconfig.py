@@ -6,17 +6,17 @@ configured kernel is typed and lowered in :mod:`numba_cuda_launch.launch.call`.
 """
 
 import operator
+import re
 
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin, models, register_model
-from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
-    infer_getattr, infer_global, signature
+from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
-from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.errors import KernelTypingError, explain_lines
 from numba_cuda_launch.launch.kernelkind import kernel_kind
 from numba_cuda_launch.launch.selection import launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
@@ -117,26 +117,23 @@ if CUDADispatcher not in default_manager._handlers:
 KERNEL_TYPES = (CUDADispatcher,)
 
 
-def _refuse_kernel_attributes(ty):
+@explain_lines
+def _kernel_attribute(line):
     """Attributes of a kernel (``kernel.configure``, ``kernel.forall``) in
-    nopython code: a sentence naming the kernel and the way to launch it,
-    rather than Numba's "Unknown attribute"."""
+    nopython code: a sentence naming the kernel and the way to launch it
+    leads Numba's "Unknown attribute" (a template raising instead would
+    break ``hasattr``)."""
+    m = _KERNEL_ATTRIBUTE.match(line)
+    if m is None:
+        return None
+    attr, name = m.group(1), m.group(2).rpartition(".")[2]
+    return ("kernel %r: .%s is not available in compiled code; launch the kernel with "
+            "%s[griddim, blockdim](args...) (or [griddim, blockdim, stream, sharedmem])"
+            % (name, attr, name))
 
-    class KernelAttributes(AttributeTemplate):
-        key = ty
-        metadata = {"target": "cpu"}
 
-        def generic_resolve(self, disp_ty, attr):
-            if attr.startswith("__"):
-                return None  # Numba's own probes (``__call__`` for kernel(args))
-            name = _kernel_name(disp_ty.dispatcher)
-            raise KernelTypingError(
-                "kernel %r: .%s is not available in compiled code; launch the kernel with "
-                "%s[griddim, blockdim](args...) (or [griddim, blockdim, stream, sharedmem])"
-                % (name, attr, name))
-
-    KernelAttributes.__name__ = "KernelAttributes_" + ty.__name__
-    infer_getattr(KernelAttributes)
+_KERNEL_ATTRIBUTE = re.compile(
+    r"Unknown attribute '([^']+)' of type type\(CUDADispatcher\(<function ([\w.<>]+) at ")
 
 
 def add_kernel_type(ty):
@@ -144,7 +141,6 @@ def add_kernel_type(ty):
     global KERNEL_TYPES
     KERNEL_TYPES = KERNEL_TYPES + (ty,)
     lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
-    _refuse_kernel_attributes(ty)
 
 
 def _check_dim(kernel, what, ty):
@@ -413,5 +409,3 @@ def lower_kernel_configure(context, builder, sig, args):
     cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
     return cfg._getvalue()
 
-
-_refuse_kernel_attributes(CUDADispatcher)

@@ -114,10 +114,12 @@ def python_stream(stream):
     integer and numba-cuda's Stream pass as they are; any other stream object
     (CuPy's, torch's, cuda.core's: ``__cuda_stream__`` or ``int()``) becomes
     its raw handle."""
-    if stream is None or (isinstance(stream, (int, _compat.stream_classes()))
-                          and not isinstance(stream, bool)):
+    if stream is None or isinstance(stream, _compat.stream_classes()):
         return stream
-    return stream_handle(stream)  # TypeError for a float, a string, a bool
+    if isinstance(stream, int) and not isinstance(stream, bool) and \
+            -(1 << 63) <= stream < (1 << 64):
+        return stream  # as compiled code takes an integer: its 64 bits
+    return stream_handle(stream)  # TypeError for a float, a string, a bool, 2**64
 
 
 def check_stream(where, ty):
