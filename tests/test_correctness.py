@@ -614,10 +614,15 @@ def test_the_sentence_leads_the_error_however_the_function_is_compiled(body, wha
         assert sum(what in line for line in text.splitlines()) == 1, (name, text)
 
 
+# The package's name as its messages spell it (numba.cuda.cpu_launch when
+# tested as the patched numba-cuda).
+_PACKAGE = ncl.stream_synchronize.__module__.rsplit(".launch.", 1)[0]
+
+
 @pytest.mark.parametrize("call, what", [
     ("ncl.as_voidptr(1.5)", "as_voidptr() takes an integer address, got float64"),
-    ("ncl.stream_synchronize(1.5)", ncl.__name__ + ".stream_synchronize(): the stream must be"),
-    ("ncl.event(timing='yes')", ncl.__name__ + ".event(): timing must be a bool"),
+    ("ncl.stream_synchronize(1.5)", _PACKAGE + ".stream_synchronize(): the stream must be"),
+    ("ncl.event(timing='yes')", _PACKAGE + ".event(): timing must be a bool"),
 ])
 def test_refusals_numba_lists_among_candidates_lead_too(call, what):
     # Numba quotes an overload's error in its list of candidates
