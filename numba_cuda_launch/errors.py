@@ -36,8 +36,8 @@ _KNOWN_NAMES = {
     912: "CUDA_ERROR_INVALID_CLUSTER_SIZE",
 }
 
-# What usually causes the errors of stream capture and clusters, added to
-# the messages of CudaLaunchError and CudaGraphError.
+# What usually causes the errors of image loading, stream capture and
+# clusters, added to the messages of CudaLaunchError and CudaGraphError.
 _IMAGE_LOAD = ("loading the kernel's image into the current context failed: the image was "
                "built for another architecture or a newer toolkit than this driver supports; "
                "an image built without a GPU must be built for the device's compute "
@@ -235,11 +235,9 @@ def leading_line(lines):
     # A candidate that accepted the types and failed in its body (Numba
     # quotes "Failed in nopython mode pipeline") is what the user needs to
     # read: the package's refusal does not lead then.
-    others_failed_inside = False
-    for text in _quoted_errors(plain):
-        m = _QUOTED.match(text)
-        if not (m and m.group(1) in made) and m and m.group(1).startswith("Failed in "):
-            others_failed_inside = True
+    quoted = [_QUOTED.match(text) for text in _quoted_errors(plain)]
+    others_failed_inside = any(m and m.group(1) not in made and m.group(1).startswith("Failed in ")
+                               for m in quoted)
     for i, text in enumerate(plain):
         if text in made:
             return (i, text) if i else None

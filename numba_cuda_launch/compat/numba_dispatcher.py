@@ -348,11 +348,12 @@ _function_compile = getattr(_FunctionCompiler, "compile", None)
 
 def lead_typing_errors_with(fn):
     """Make ``fn(lines) -> (index, text)`` choose the line a typing error's
-    message starts with (*text*; line *index* is dropped, none if None). Numba puts ``Failed in nopython mode pipeline``
-    first, and one such line per enclosing compiled function; the line that
-    says what is wrong is moved before them, in every error leaving a
-    compilation (``@njit`` called or given signatures, ``@cfunc``, a
-    function compiled for another that calls it)."""
+    message starts with: *text*, line *index* being dropped (none if None).
+    Numba puts ``Failed in nopython mode pipeline`` first, and one such
+    line per enclosing compiled function; the line that says what is wrong
+    is moved before them, in every error leaving a compilation (``@njit``
+    called or given signatures, ``@cfunc``, a function compiled for another
+    that calls it)."""
     global _leading_line
     _leading_line = fn
 
