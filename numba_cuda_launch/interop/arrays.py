@@ -29,6 +29,7 @@ Producer streams (the exact rule):
 """
 
 import ctypes
+import math
 import operator
 import threading
 import weakref
@@ -48,6 +49,7 @@ from numba_cuda_launch.compat.numba_dispatcher import explain_argument_errors, r
 from numba_cuda_launch.launch.devicearray import DeviceArray
 from numba_cuda_launch.launch.devicearray_unbox import CACHED_FIELDS, TYPED_FIELDS, \
     set_cached_classes, set_describer
+from numba_cuda_launch.launch.sync import python_stream
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class, \
     stream_handle
 from numba_cuda_launch.interop import producers as _producers
@@ -145,9 +147,8 @@ class on_stream:
     def _consumer_stream(self):
         if self.stream is None:
             return None
-        if isinstance(self.stream, int) and not isinstance(self.stream, bool):
-            return self.stream
-        return stream_handle(self.stream)  # TypeError for a float, a string, a bool
+        stream = python_stream(self.stream)  # the Python forms' rule: TypeError for a float
+        return stream if isinstance(stream, int) else stream_handle(stream)
 
 
 def _cai_error(what):
@@ -205,12 +206,8 @@ def _from_cai(cai):
     if dtype.hasobject:
         raise _cai_error("'typestr' %r is Python objects, which device memory cannot hold"
                          % (cai["typestr"],))
-    size = 1
-    for n in shape:
-        size *= n
-    step = dtype.itemsize  # the largest C stride, when the strides are implied
-    for n in shape[1:]:
-        step *= n
+    size = math.prod(shape)
+    step = dtype.itemsize * math.prod(shape[1:])  # the largest C stride, when implied
     if size * dtype.itemsize >= _INTP_END or any(n >= _INTP_END for n in shape) or \
             (cai.get("strides") is None and step >= _INTP_END):
         raise _cai_error("'shape' %r of %s is larger than the address space"

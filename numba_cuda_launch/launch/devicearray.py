@@ -26,10 +26,11 @@ import re
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
-from numba_cuda_launch.errors import NopythonUsageError, explain_lines
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
     infer_getattr, infer_global, signature
 from numba.extending import lower_builtin, lower_cast, register_model
+
+from numba_cuda_launch.errors import NopythonUsageError, explain_lines
 
 __all__ = ["DeviceArray", "as_array_type", "make_device_array", "device_array_parts"]
 
@@ -103,7 +104,6 @@ class DeviceArrayAttributes(AttributeTemplate):
 
     def resolve_shape(self, ary):
         return types.UniTuple(types.intp, ary.ndim)
-
 
     def resolve_strides(self, ary):
         return types.UniTuple(types.intp, ary.ndim)

@@ -408,4 +408,3 @@ def lower_kernel_configure(context, builder, sig, args):
     problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))
     cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
     return cfg._getvalue()
-

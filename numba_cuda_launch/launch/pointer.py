@@ -7,8 +7,9 @@ caller). :func:`as_voidptr` turns one into a ``voidptr`` that
 """
 
 from numba.core import cgutils, types
-from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic
+
+from numba_cuda_launch.errors import NopythonUsageError
 
 __all__ = ["as_voidptr", "is_null", "integer_to_voidptr"]
 

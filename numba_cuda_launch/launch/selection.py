@@ -20,6 +20,7 @@ from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 from numba_cuda_launch.launch.kernelkind import kernel_kind
+from numba_cuda_launch.launch.params import param_layout
 
 __all__ = ["KernelSelection", "select_kernel", "launch_signature", "lossy_conversion"]
 
@@ -197,7 +198,7 @@ def _compile_for(kind, dispatcher, args):
         if get_compute_capability() is None and "driver" in str(exc).lower() \
                 and _compat.NO_GPU_HINT not in str(exc):
             hint = _compat.NO_GPU_HINT
-        size = _parameter_bytes(argtypes)
+        size = _parameter_bytes(names, argtypes)
         if size is not None and size > _PARAMETER_LIMIT:
             hint += ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
                      "large data in device memory)" % (size, _PARAMETER_LIMIT))
@@ -210,21 +211,19 @@ def _compile_for(kind, dispatcher, args):
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
 
 
-def _parameter_bytes(argtypes):
-    """About how many bytes of parameters *argtypes* take (each flattened
-    value at its own size and alignment), or None if unknown."""
+def _parameter_bytes(names, argtypes):
+    """About how many bytes of parameters *argtypes* take (laid out as
+    :func:`.params.param_layout` lays out a kernel's), or None if unknown."""
     from numba.core.registry import cpu_target
 
     context = cpu_target.target_context
     try:
-        packer = context.get_arg_packer([as_array_type(t) for t in argtypes])
-        offset = 0
-        for lty in packer.argument_types:
-            size = context.get_abi_sizeof(lty)
-            offset = -(-offset // size) * size + size if size else offset
-        return offset
+        argtypes = [as_array_type(t) for t in argtypes]
+        layout = param_layout(names, argtypes, context.get_arg_packer(argtypes).argument_types,
+                              context.target_data)
     except Exception:  # a type without a CPU data model: no hint
         return None
+    return layout[-1].offset + layout[-1].size if layout else 0
 
 
 def _fill_defaults(kind, dispatcher, args):

@@ -31,11 +31,10 @@ import functools
 from llvmlite import ir
 from numba import njit
 from numba.core import types
-from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic, overload, overload_method
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaError
+from numba_cuda_launch.errors import CudaError, NopythonUsageError
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.stream import (
     CUDAStream,
