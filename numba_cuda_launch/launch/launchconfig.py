@@ -7,6 +7,7 @@ configured kernel is typed and lowered in :mod:`numba_cuda_launch.launch.call`.
 
 import operator
 import re
+from typing import NamedTuple
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -17,11 +18,11 @@ from numba.core.typing.templates import AbstractTemplate, infer, infer_global, s
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
 from numba_cuda_launch.errors import KernelTypingError, explain_lines
-from numba_cuda_launch.launch.kernelkind import kernel_kind
-from numba_cuda_launch.launch.selection import launch_signature
+from numba_cuda_launch.launch.selection import compiler_for, launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
-__all__ = ["LaunchConfig", "dim3_from_value", "launch_dims", "cluster_dims", "CONFIG_OK",
+__all__ = ["LaunchConfig", "dim3_from_value", "ConfigValues", "config_values", "launch_dims",
+           "cluster_dims", "CONFIG_OK",
            "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "BAD_CLUSTER",
            "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC"]
 
@@ -49,7 +50,7 @@ CLUSTER_MIN_CC = (9, 0)
 
 
 def _kernel_name(dispatcher):
-    return kernel_kind(dispatcher).name(dispatcher)
+    return compiler_for(dispatcher).kernel_name(dispatcher)
 
 
 class LaunchConfig(types.Callable):
@@ -208,7 +209,7 @@ def check_config_types(dispatcher, index_types):
     """Raise a KernelTypingError naming the kernel unless *index_types* is a
     valid ``(griddim, blockdim[, stream[, sharedmem[, cluster]]])``."""
     name = _kernel_name(dispatcher)
-    if kernel_kind(dispatcher).is_device_function(dispatcher):
+    if compiler_for(dispatcher).is_device_function(dispatcher):
         raise KernelTypingError(
             "%r is a CUDA device function (cuda.jit(device=True)); only "
             "kernels can be launched with [griddim, blockdim, ...]" % name
@@ -358,6 +359,26 @@ def cluster_dims(builder, cfg):
     ``i1``) and its three dimensions."""
     dims = [builder.extract_value(cfg.cluster, i) for i in range(3)]
     return builder.icmp_unsigned("!=", dims[0], ir.Constant(ir.IntType(32), 0)), dims
+
+
+class ConfigValues(NamedTuple):
+    """A configuration's values as a backend takes them (LLVM values)."""
+
+    #: grid x, y, z, block x, y, z (``i32``), in ``cuLaunchKernel``'s order
+    dims: list
+    sharedmem: ir.Value
+    stream: ir.Value
+    #: an ``i1``: a thread-block cluster was given
+    has_cluster: ir.Value
+    #: its x, y, z (0 when none was given)
+    cluster: list
+
+
+def config_values(builder, cfg):
+    """The :class:`ConfigValues` of a configuration struct proxy."""
+    has_cluster, cluster = cluster_dims(builder, cfg)
+    return ConfigValues(launch_dims(builder, cfg), cfg.sharedmem, cfg.stream, has_cluster,
+                        cluster)
 
 
 def _whole_clusters(builder, grid, cluster, cluster_ok):
