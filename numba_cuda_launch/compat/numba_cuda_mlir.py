@@ -292,9 +292,6 @@ def unsupported_kernel_features(dispatcher, kernel):
         reasons.append(
             "it uses numba-cuda-mlir's device runtime (NRT), which its launcher "
             "sets up")
-    if kernel_param_sizes(kernel) is None:
-        reasons.append(
-            "its PTX is not available, so its parameter layout cannot be checked")
     return reasons
 
 
@@ -356,10 +353,12 @@ def _layout_problem(kernel):
     """Why the kernel's PTX entry point does not take the parameters packed
     for its types, or None: a release that changes the layout is refused at
     typing rather than launched wrongly."""
+    sizes = kernel_param_sizes(kernel)
+    if sizes is None:
+        return "its PTX is not available, so its parameter layout cannot be checked"
     argtypes = [from_mlir_type(t) for t in kernel.signature.args]
     if None in argtypes:
         return "its parameter types have no CPU counterparts"
-    sizes = kernel_param_sizes(kernel)
     expected = [s for ty in argtypes for s in _expected_sizes(ty)]
     if sizes != expected:
         return ("its entry point takes parameters of %s bytes where this "
