@@ -137,17 +137,15 @@ def dispatcher_qualified_name(dispatcher):
     return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
 
 
-def dispatcher_param_names(dispatcher):
-    import inspect
-
-    return list(inspect.signature(_py_func(dispatcher)).parameters)
-
-
 def dispatcher_parameters(dispatcher):
     """The kernel function's ``inspect.Parameter`` objects, in order."""
     import inspect
 
     return list(inspect.signature(_py_func(dispatcher)).parameters.values())
+
+
+def dispatcher_param_names(dispatcher):
+    return [p.name for p in dispatcher_parameters(dispatcher)]
 
 
 def compiled_kernels(dispatcher):
