@@ -514,3 +514,34 @@ def test_kernel_handle_loads_through_driver(fake_driver):
     h = ncl.kernel_handle(seed_kernel, (nt.CPointer(nt.float32),) * 2)
     assert h.handle == h.handle  # loaded once, cached
     assert len(fake_driver.loads) <= 1
+
+
+# -- selection ------------------------------------------------------------------
+
+def test_overload_selected_once_per_argument_types(fake_driver, monkeypatch):
+    """The overload is chosen once for a kernel and argument types: the
+    lowering of the launches below, and kernel_handle before them, reuse
+    that choice instead of choosing again."""
+    from numba_cuda_launch.launch import selection
+
+    @cuda.jit
+    def chosen_once(out, a):
+        out[0] = a
+
+    made = []
+    real = selection._select
+    monkeypatch.setattr(selection, "_select",
+                        lambda disp, args: made.append(args) or real(disp, args))
+    h = handle_for(fake_driver, chosen_once, (nt.float32[::1], nt.float64))
+
+    @njit
+    def go(p, a):
+        out = numba.carray(ncl.as_voidptr(p), (1,), np.float32)
+        chosen_once[1, 1](out, a)
+        return chosen_once[1, 1].launch_status(out, a)
+
+    a = float(rng.standard_normal())
+    assert go(0x7F0000002000, a) == 0
+    assert made == [(nt.float32[::1], nt.float64)]
+    assert [l.kernel for l in fake_driver.launches] == [h.entry_name] * 2
+    assert fake_driver.launches[-1].params[-1] == np.float64(a).tobytes()

@@ -104,6 +104,30 @@ def q(*values):
     return [struct.pack("<q", v) for v in values]
 
 
+# -- kernel_handle ---------------------------------------------------------------
+
+def test_kernel_handle_of_an_mlir_kernel():
+    """kernel_handle() gives a numba-cuda-mlir overload's image, entry point
+    and parameters in numba-cuda-mlir's layout (memref descriptors)."""
+    h = ncl.kernel_handle(scale, (nt.float32[::1], nt.float32[::1], nt.float32))
+    memref = ["allocated", "aligned", "offset", "shape[0]", "strides[0]"]
+    assert [p.name for p in h.params] == (
+        ["out." + f for f in memref] + ["x." + f for f in memref] + ["a"])
+    assert [p.size for p in h.params] == [8] * 10 + [4]
+    assert [p.offset for p in h.params] == [8 * i for i in range(11)]
+    (kernel,) = [k for k in scale.overloads.values()
+                 if compat_mlir.kernel_entry_name(k) == h.entry_name]
+    assert h.image == compat_mlir.kernel_image(kernel) and h.image[:4] == b"\x7fELF"
+    assert h.kernel_name == "scale" and h.cooperative is False
+
+
+def test_kernel_handle_of_an_mlir_device_function_says_so():
+    with pytest.raises(TypeError) as info:
+        ncl.kernel_handle(device_fn, (nt.int32,))
+    assert str(info.value).startswith("kernel_handle('device_fn', ...): it is a CUDA device "
+                                      "function")
+
+
 # -- arrays --------------------------------------------------------------------
 
 @njit

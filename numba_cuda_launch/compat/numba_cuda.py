@@ -37,6 +37,9 @@ __all__ = [
     "is_signature",
     "parse_signature",
     "unsupported_kernel_features",
+    "flat_param_names",
+    "flatten_value",
+    "KERNELS",
     "install_deviceless_compilation",
 ]
 
@@ -134,17 +137,15 @@ def dispatcher_qualified_name(dispatcher):
     return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
 
 
-def dispatcher_param_names(dispatcher):
-    import inspect
-
-    return list(inspect.signature(_py_func(dispatcher)).parameters)
-
-
 def dispatcher_parameters(dispatcher):
     """The kernel function's ``inspect.Parameter`` objects, in order."""
     import inspect
 
     return list(inspect.signature(_py_func(dispatcher)).parameters.values())
+
+
+def dispatcher_param_names(dispatcher):
+    return [p.name for p in dispatcher_parameters(dispatcher)]
 
 
 def compiled_kernels(dispatcher):
@@ -259,6 +260,90 @@ def unsupported_kernel_features(kernel):
             "only numba-cuda's Python launch applies"
         )
     return reasons
+
+
+def _image_problem(kernel):
+    """Why *kernel*'s image cannot be built (the link error), or None;
+    numba-cuda caches the image, so a launch's lowering reuses it."""
+    try:
+        kernel_image(kernel)
+    except Exception as exc:
+        return ("building its cubin for compute capability %s failed (is that "
+                "architecture supported by the installed CUDA toolkit?):\n%s"
+                % (target_compute_capability(), exc))
+    return None
+
+
+def _kernel_class():
+    from numba.cuda.dispatcher import _Kernel
+
+    return _Kernel
+
+
+def flat_param_names(name, ty):
+    """Names of the kernel parameters one argument of type *ty* becomes in
+    numba-cuda's ABI (``_Kernel._prepare_args``): an array is meminfo,
+    parent, nitems, itemsize, data, shape[ndim], strides[ndim]; a complex
+    its two parts; a tuple its items."""
+    if isinstance(ty, types.Array):
+        fields = ["meminfo", "parent", "nitems", "itemsize", "data"]
+        fields += ["shape[%d]" % i for i in range(ty.ndim)]
+        fields += ["strides[%d]" % i for i in range(ty.ndim)]
+        return ["%s.%s" % (name, f) for f in fields]
+    if isinstance(ty, types.Complex):
+        return [name + ".real", name + ".imag"]
+    if isinstance(ty, types.BaseTuple):
+        return [n for i, t in enumerate(ty) for n in flat_param_names("%s[%d]" % (name, i), t)]
+    return [name]
+
+
+def flatten_value(context, builder, ty, value):
+    """The LLVM values of the kernel parameters one argument becomes. CPU
+    data models flatten as numba-cuda's ABI does; a float16 arrives as its
+    16 bits (converted from a CPU number) or as a ``half`` (read from float16
+    memory), both its two bytes."""
+    if ty == types.float16:
+        return [value]
+    return context.get_arg_packer([ty]).as_arguments(builder, [value])
+
+
+class NumbaCudaKernels:
+    """The kernel-compiler adapter of numba-cuda's ``@cuda.jit`` kernels (its
+    simulator's included): what selection and lowering ask of a kernel
+    object and of its compiled overloads (see docs/architecture.md)."""
+
+    name = "numba-cuda"
+    claims = staticmethod(is_kernel_dispatcher)
+    kernel_name = staticmethod(dispatcher_name)
+    parameters = staticmethod(dispatcher_parameters)
+    is_device_function = staticmethod(is_device_function)
+    compiled_kernels = staticmethod(compiled_kernels)
+    can_compile = staticmethod(can_compile)
+    compile = staticmethod(compile_kernel)
+    entry_name = staticmethod(kernel_entry_name)
+    image = staticmethod(kernel_image)
+    cooperative = staticmethod(kernel_is_cooperative)
+    param_types = staticmethod(kernel_param_llvm_types)
+    flat_param_names = staticmethod(flat_param_names)
+    flatten = staticmethod(flatten_value)
+
+    @staticmethod
+    def owns(kernel):
+        return not is_simulated(kernel) and isinstance(kernel, _kernel_class())
+
+    @staticmethod
+    def argument_problem(ty):
+        return None  # selection's own rules are numba-cuda's (LAUNCHABLE_SCALARS)
+
+    @staticmethod
+    def launch_problems(dispatcher, kernel):
+        reasons = unsupported_kernel_features(kernel)
+        problem = None if is_simulated(kernel) else _image_problem(kernel)
+        return reasons + [problem] if problem else reasons
+
+
+#: The adapter of numba-cuda kernels.
+KERNELS = NumbaCudaKernels()
 
 
 def _harmless_setup(fn):

@@ -18,7 +18,8 @@ against numba-cuda-mlir 0.6.0 (``SUPPORTED``).
 import re
 import sys
 
-from numba.core import types
+from llvmlite import ir
+from numba.core import cgutils, types
 
 from numba_cuda_launch.config import get_compute_capability
 
@@ -30,7 +31,6 @@ __all__ = [
     "is_mlir_kernel",
     "install_deviceless_compilation",
     "dispatcher_name",
-    "dispatcher_param_names",
     "is_device_function",
     "to_mlir_type",
     "from_mlir_type",
@@ -42,6 +42,9 @@ __all__ = [
     "kernel_param_sizes",
     "kernel_is_cooperative",
     "unsupported_kernel_features",
+    "flat_param_names",
+    "flatten_value",
+    "KERNELS",
 ]
 
 #: (oldest, newest) numba-cuda-mlir releases this module was checked against.
@@ -109,12 +112,6 @@ def dispatcher_parameters(dispatcher):
     import inspect
 
     return list(inspect.signature(dispatcher.py_func).parameters.values())
-
-
-def dispatcher_param_names(dispatcher):
-    import inspect
-
-    return list(inspect.signature(dispatcher.py_func).parameters)
 
 
 def is_device_function(dispatcher):
@@ -295,12 +292,121 @@ def unsupported_kernel_features(dispatcher, kernel):
         reasons.append(
             "it uses numba-cuda-mlir's device runtime (NRT), which its launcher "
             "sets up")
-    if kernel_param_sizes(kernel) is None:
-        reasons.append(
-            "its PTX is not available, so its parameter layout cannot be checked")
     return reasons
 
 
 def _constant_args(dispatcher):
     descriptor = _module("descriptor")
     return descriptor.get_constant_args(dispatcher.py_func)
+
+
+# -- parameters --------------------------------------------------------------
+# The layout of numba-cuda-mlir's launcher: an array is an MLIR memref
+# descriptor (allocated pointer, aligned pointer, offset 0, shape[ndim],
+# strides[ndim] counted in elements), a complex number one parameter of its
+# 8 or 16 bytes, a tuple its items, other scalars and pointers themselves.
+
+def flat_param_names(name, ty):
+    """Names of the parameters one argument of CPU type *ty* becomes."""
+    if isinstance(ty, types.Array):
+        fields = ["allocated", "aligned", "offset"]
+        fields += ["shape[%d]" % i for i in range(ty.ndim)]
+        fields += ["strides[%d]" % i for i in range(ty.ndim)]
+        return ["%s.%s" % (name, f) for f in fields]
+    if isinstance(ty, types.BaseTuple):
+        return [n for i, t in enumerate(ty) for n in flat_param_names("%s[%d]" % (name, i), t)]
+    return [name]
+
+
+def flatten_value(context, builder, ty, value):
+    """The LLVM values of the parameters one argument (of CPU type *ty*)
+    becomes, one per parameter."""
+    if isinstance(ty, types.Array):
+        ary = context.make_array(ty)(context, builder, value)
+        itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+        strides = cgutils.unpack_tuple(builder, ary.strides, ty.ndim)
+        # memref strides count elements; Numba's count bytes.
+        return ([ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
+                + cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
+                + [builder.sdiv(s, ir.Constant(s.type, itemsize)) for s in strides])
+    if isinstance(ty, types.BaseTuple):
+        return [v for i, t in enumerate(ty)
+                for v in flatten_value(context, builder, t, builder.extract_value(value, i))]
+    if isinstance(ty, types.Complex) or ty == types.float16:
+        return [value]  # {real, imag} in one parameter; float16 as its 2 bytes
+    return context.get_arg_packer([ty]).as_arguments(builder, [value])
+
+
+def _expected_sizes(ty):
+    if isinstance(ty, types.Array):
+        return [8] * (3 + 2 * ty.ndim)
+    if isinstance(ty, types.BaseTuple):
+        return [s for t in ty for s in _expected_sizes(t)]
+    if isinstance(ty, (types.CPointer, types.RawPointer)):
+        return [8]
+    if isinstance(ty, types.Boolean):
+        return [1]
+    return [ty.bitwidth // 8]
+
+
+def _layout_problem(kernel):
+    """Why the kernel's PTX entry point does not take the parameters packed
+    for its types, or None: a release that changes the layout is refused at
+    typing rather than launched wrongly."""
+    sizes = kernel_param_sizes(kernel)
+    if sizes is None:
+        return "its PTX is not available, so its parameter layout cannot be checked"
+    argtypes = [from_mlir_type(t) for t in kernel.signature.args]
+    if None in argtypes:
+        return "its parameter types have no CPU counterparts"
+    expected = [s for ty in argtypes for s in _expected_sizes(ty)]
+    if sizes != expected:
+        return ("its entry point takes parameters of %s bytes where this "
+                "package packs %s for numba-cuda-mlir's layout (tested with "
+                "numba-cuda-mlir %s to %s)" % ((sizes, expected) + SUPPORTED))
+    return None
+
+
+def _argument_problem(ty):
+    try:
+        to_mlir_type(ty)
+    except UntranslatableType as exc:
+        return str(exc)
+    return None
+
+
+class NumbaCudaMLIRKernels:
+    """The kernel-compiler adapter of numba-cuda-mlir's ``@cuda.jit``
+    kernels: overloads keyed by CPU types translated from numba-cuda-mlir's,
+    compiled through its dispatcher, launched with its launcher's parameter
+    layout (see docs/architecture.md)."""
+
+    name = "numba-cuda-mlir"
+    claims = staticmethod(is_mlir_dispatcher)
+    owns = staticmethod(is_mlir_kernel)
+    kernel_name = staticmethod(dispatcher_name)
+    parameters = staticmethod(dispatcher_parameters)
+    is_device_function = staticmethod(is_device_function)
+    compiled_kernels = staticmethod(compiled_kernels)
+    can_compile = staticmethod(can_compile)
+    compile = staticmethod(compile_kernel)
+    argument_problem = staticmethod(_argument_problem)
+    entry_name = staticmethod(kernel_entry_name)
+    image = staticmethod(kernel_image)
+    cooperative = staticmethod(kernel_is_cooperative)
+    flat_param_names = staticmethod(flat_param_names)
+    flatten = staticmethod(flatten_value)
+
+    @staticmethod
+    def param_types(kernel):
+        return [ir.IntType(8 * s) for s in kernel_param_sizes(kernel)]
+
+    @staticmethod
+    def launch_problems(dispatcher, kernel):
+        reasons = unsupported_kernel_features(dispatcher, kernel)
+        problem = None if reasons else _layout_problem(kernel)
+        return reasons + [problem] if problem else reasons
+
+
+#: The adapter of numba-cuda-mlir kernels.
+KERNELS = NumbaCudaMLIRKernels()

@@ -6,21 +6,19 @@ lowering together:
 * :mod:`.launchconfig` -- ``kernel[griddim, blockdim, stream, sharedmem]``:
   the ``LaunchConfig`` type, its model, the ``getitem`` typing and lowering;
 * :mod:`.selection` -- which kernel overload a launch calls (the conversion
-  rules, the typing errors);
+  rules, the typing errors), chosen once; the kernel compilers' adapters
+  (in compat) it asks;
 * :mod:`.call` -- ``cfg(args...)``, ``cfg.launch_status(...)``,
   ``cfg.preload(...)``: typing and lowering, through a backend;
+* :mod:`.params` -- packing kernel parameters; their layout;
 * :mod:`.occupancy` -- ``cfg.max_active_blocks(...)`` and the other
   occupancy queries;
 * :mod:`.graph` -- CUDA graphs: stream capture, replay and update of
   recorded launches (public as :mod:`numba_cuda_launch.graphs`);
 * :mod:`.backends` -- how a launch is carried out: the CUDA driver
-  (:mod:`.backends.driver`), numba-cuda's simulator
-  (:mod:`.backends.simulator`) or numba-cuda-mlir kernels through the driver
-  (:mod:`.backends.mlir`);
-* :mod:`.kernelkind` -- what selection needs to know per kind of kernel
-  object (numba-cuda dispatchers by default);
-* :mod:`.params` -- numba-cuda's kernel parameter ABI;
-* :mod:`.claims` -- the registry backends and kernel kinds are looked up in;
+  (:mod:`.backends.driver`, one backend per kernel compiler) or numba-cuda's
+  simulator (:mod:`.backends.simulator`);
+* :mod:`.mlirkernel` -- numba-cuda-mlir kernels as CPU values;
 * :mod:`.caching` -- ``cache=True`` code keyed on its launch target;
 * :mod:`.stream` -- stream objects as nopython values;
 * :mod:`.devicearray` -- device arrays as nopython values (carrying their
@@ -52,8 +50,8 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     events,
     occupancy,
 )
+from numba_cuda_launch.launch import mlirkernel  # noqa: F401  (registrations)
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
-from numba_cuda_launch.launch.backends import mlir as _mlir_backend  # noqa: F401
 
 # A launch's typing error says what is wrong in its first line, before
 # Numba's pipeline headers.

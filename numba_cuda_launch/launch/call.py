@@ -1,8 +1,8 @@
 """Calling a configured kernel: ``kernel[grid, block, stream](args...)``.
 
-Typing picks the kernel overload (:mod:`.selection`); lowering converts the
-arguments to the overload's parameter types and hands the launch to the
-kernel's backend (:mod:`.backends`). Three forms:
+Typing picks the kernel overload (:mod:`.selection`); lowering looks that
+selection up, converts the arguments to the overload's parameter types and
+hands the launch to the kernel's backend (:mod:`.backends`). Three forms:
 
 * ``cfg(args...)`` raises :class:`~numba_cuda_launch.CudaLaunchError` when
   the launch fails (in a ``@cfunc`` that is reported as unraisable);
@@ -27,7 +27,7 @@ from numba_cuda_launch.errors import CudaLaunchError, NopythonUnsupportedError
 from numba_cuda_launch.launch.backends import backend_for, call_jitted
 from numba_cuda_launch.launch.caching import record_launch_target
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
-from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig
+from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig, config_values
 from numba_cuda_launch.launch.producer_wait import emit_producer_wait, producer_streams
 from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
 from numba_cuda_launch.runtime.pointers import emit_checked_mode
@@ -54,7 +54,7 @@ def _to_formal(context, builder, val, actual, formal):
 def emit_preload(context, builder, cfg_ty, argtypes):
     """Emit loading the selected overload's code into the current context;
     returns the ``CUresult``."""
-    kernel = select_kernel(cfg_ty.dispatcher, argtypes).kernel
+    kernel = select_kernel(cfg_ty.dispatcher, argtypes).kernel  # chosen at typing
     record_launch_target(context)
     return backend_for(kernel).emit_preload(context, builder, kernel)
 
@@ -195,8 +195,10 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     exception propagate. *submit*, if given, emits something else than a
     launch with the checked and converted arguments (an update of a
     recorded launch): ``submit(backend, kernel, cfg, formal_types,
-    values)`` returns the ``CUresult``."""
-    selection = select_kernel(cfg_ty.dispatcher, argtypes)
+    values)``, *cfg* the configuration's
+    :class:`~numba_cuda_launch.launch.launchconfig.ConfigValues`, returns
+    the ``CUresult``."""
+    selection = select_kernel(cfg_ty.dispatcher, argtypes)  # chosen at typing
     kernel = selection.kernel
     backend = backend_for(kernel)
     record_launch_target(context)
@@ -225,10 +227,11 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
                 "cuStreamSynchronize of the producer stream of %s (its CUDA Array "
                 "Interface v3 'stream') failed" % where)
     with builder.if_then(guards.ok(), likely=True):
+        launch = config_values(builder, cfg)
         if submit is not None:
-            status = submit(backend, kernel, cfg, selection.argtypes, values)
+            status = submit(backend, kernel, launch, selection.argtypes, values)
         else:
-            status = backend.emit_launch(context, builder, kernel, cfg, selection.argtypes,
+            status = backend.emit_launch(context, builder, kernel, launch, selection.argtypes,
                                          values, catch)
         builder.store(status, guards.status)
     return builder.load(guards.status), builder.load(guards.reason), tuple(guards.messages)

@@ -1,8 +1,8 @@
 """The launchable handle of a kernel overload, for launching from your own C.
 
 :func:`kernel_handle` answers the seed's other request: a supported way to
-get what ``cuLaunchKernel`` needs for a numba-cuda kernel, with the layout of
-its parameters, without reaching into numba-cuda internals.
+get what ``cuLaunchKernel`` needs for a numba-cuda or numba-cuda-mlir kernel,
+with the layout of its parameters, without reaching into compiler internals.
 """
 
 from dataclasses import dataclass, field
@@ -11,10 +11,8 @@ from numba.core import types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CudaLaunchError
-from numba_cuda_launch.launch.backends.driver import image_for_kernel
 from numba_cuda_launch.launch.params import KernelParam, param_layout
-from numba_cuda_launch.launch.kernelkind import kernel_kind
-from numba_cuda_launch.launch.selection import select_kernel
+from numba_cuda_launch.launch.selection import compiler_for, select_kernel
 from numba_cuda_launch.runtime.image import KernelImage, load_image
 
 __all__ = ["KernelHandle", "KernelParam", "kernel_handle"]
@@ -81,32 +79,32 @@ def kernel_handle(dispatcher, argtypes):
     choose it. Raises TypeError for anything else than a kernel and a
     signature or tuple of types, and KernelTypingError when the kernel
     cannot take those types."""
-    if not _compat.is_kernel_dispatcher(dispatcher):
-        raise TypeError("kernel_handle() needs a @cuda.jit kernel, got %r" % (dispatcher,))
-    if kernel_kind(dispatcher).is_device_function(dispatcher):
+    try:
+        compiler = compiler_for(dispatcher)
+    except TypeError:
+        raise TypeError("kernel_handle() needs a @cuda.jit kernel of numba-cuda or "
+                        "numba-cuda-mlir, got %r" % (dispatcher,)) from None
+    name = compiler.kernel_name(dispatcher)
+    if compiler.is_device_function(dispatcher):
         raise TypeError("kernel_handle(%r, ...): it is a CUDA device function "
                         "(cuda.jit(device=True)), which cannot be launched; kernel_handle() "
-                        "takes a kernel" % _compat.dispatcher_name(dispatcher))
-    argtypes = _argument_types(_compat.dispatcher_name(dispatcher), argtypes)
+                        "takes a kernel" % name)
+    argtypes = _argument_types(name, argtypes)
     if _compat.is_simulated(dispatcher):
         raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
                            "kernels run as Python and have no image or driver handle")
     selection = select_kernel(dispatcher, tuple(argtypes))
     kernel = selection.kernel
-    image = image_for_kernel(kernel)
     from numba.core.registry import cpu_target
 
-    layout = param_layout(
-        _compat.dispatcher_param_names(dispatcher),
-        selection.argtypes,
-        _compat.kernel_param_llvm_types(kernel),
-        cpu_target.target_context.target_data,
-    )
+    param_types = compiler.param_types(kernel)
+    layout = param_layout(compiler, selection.param_names, selection.argtypes, param_types,
+                          cpu_target.target_context.target_data)
     return KernelHandle(
-        kernel_name=_compat.dispatcher_name(dispatcher),
-        entry_name=image.entry_name,
+        kernel_name=name,
+        entry_name=compiler.entry_name(kernel),
         argtypes=selection.argtypes,
         params=layout,
-        cooperative=_compat.kernel_is_cooperative(kernel),
-        image=image.data,
+        cooperative=compiler.cooperative(kernel),
+        image=compiler.image(kernel),
     )

@@ -7,6 +7,7 @@ configured kernel is typed and lowered in :mod:`numba_cuda_launch.launch.call`.
 
 import operator
 import re
+from typing import NamedTuple
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -17,11 +18,11 @@ from numba.core.typing.templates import AbstractTemplate, infer, infer_global, s
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
 from numba_cuda_launch.errors import KernelTypingError, explain_lines
-from numba_cuda_launch.launch.kernelkind import kernel_kind
-from numba_cuda_launch.launch.selection import launch_signature
+from numba_cuda_launch.launch.selection import compiler_for, launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
-__all__ = ["LaunchConfig", "dim3_from_value", "launch_dims", "cluster_dims", "CONFIG_OK",
+__all__ = ["LaunchConfig", "dim3_from_value", "ConfigValues", "config_values", "launch_dims",
+           "cluster_dims", "CONFIG_OK",
            "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "BAD_CLUSTER",
            "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC"]
 
@@ -49,7 +50,7 @@ CLUSTER_MIN_CC = (9, 0)
 
 
 def _kernel_name(dispatcher):
-    return kernel_kind(dispatcher).name(dispatcher)
+    return compiler_for(dispatcher).kernel_name(dispatcher)
 
 
 class LaunchConfig(types.Callable):
@@ -143,10 +144,21 @@ def add_kernel_type(ty):
     lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
 
 
+def _items(item):
+    """The items of a configuration entry (a type, or a constant's value):
+    a tuple's, else the entry alone."""
+    return list(item) if isinstance(item, (tuple, types.BaseTuple)) else [item]
+
+
+def _padded(values):
+    """Constant dimensions padded to three with 1 (None where not a constant)."""
+    return [v if isinstance(v, int) else None for v in values] + [1] * (3 - len(values))
+
+
 def _check_dim(kernel, what, ty):
     """Typing check of a griddim/blockdim item: an integer or a tuple of 1-3
     integers, positive where known at compile time."""
-    items = list(ty) if isinstance(ty, types.BaseTuple) else [ty]
+    items = _items(ty)
     if not (1 <= len(items) <= 3) or not all(
         isinstance(t, types.Integer) for t in items
     ):
@@ -172,14 +184,6 @@ def _check_constant(kernel, what, value):
                 value))
 
 
-def _literal_dims(ty):
-    """The constant items of a griddim/cluster type, padded to three with 1
-    (None where an item is not a constant)."""
-    items = list(ty) if isinstance(ty, types.BaseTuple) else [ty]
-    values = [getattr(t, "literal_value", None) for t in items]
-    return values + [1] * (3 - len(values))
-
-
 def check_cluster_grid(kernel, grid, cluster):
     """Refuse constant grid and cluster dimensions where the grid is not
     made of whole clusters (lists of three items, None when not constant)."""
@@ -201,14 +205,15 @@ def _check_cluster(dispatcher, name, ty, grid_ty):
         raise KernelTypingError(
             "kernel %r: thread-block clusters need compute capability %d.%d or newer; "
             "kernels are built for %d.%d here" % ((name,) + CLUSTER_MIN_CC + tuple(cc)))
-    check_cluster_grid(name, _literal_dims(grid_ty), _literal_dims(ty))
+    grid, cluster = ([getattr(t, "literal_value", None) for t in _items(d)] for d in (grid_ty, ty))
+    check_cluster_grid(name, _padded(grid), _padded(cluster))
 
 
 def check_config_types(dispatcher, index_types):
     """Raise a KernelTypingError naming the kernel unless *index_types* is a
     valid ``(griddim, blockdim[, stream[, sharedmem[, cluster]]])``."""
     name = _kernel_name(dispatcher)
-    if kernel_kind(dispatcher).is_device_function(dispatcher):
+    if compiler_for(dispatcher).is_device_function(dispatcher):
         raise KernelTypingError(
             "%r is a CUDA device function (cuda.jit(device=True)); only "
             "kernels can be launched with [griddim, blockdim, ...]" % name
@@ -248,7 +253,7 @@ def _configure_signature(args, kws):
     disp_ty, index = args
     if not isinstance(disp_ty, KERNEL_TYPES):
         return None
-    index_types = list(index) if isinstance(index, types.BaseTuple) else [index]
+    index_types = _items(index)
     check_config_types(disp_ty.dispatcher, index_types)
     return signature(LaunchConfig(disp_ty), disp_ty, index)
 
@@ -295,21 +300,19 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
         disp_ty, index = args
         if not isinstance(disp_ty, KERNEL_TYPES):
             return None
-        items = index if isinstance(index, tuple) else (index,)
+        items = _items(index)
         name = _kernel_name(disp_ty.dispatcher)
         for what, item in zip(("griddim", "blockdim"), items):
-            for v in (item if isinstance(item, tuple) else (item,)):
+            for v in _items(item):
                 _check_constant(name, what, v)
         if len(items) > 3:
             _check_constant(name, "sharedmem", items[3])
         if len(items) > 4:
-            cluster = items[4] if isinstance(items[4], tuple) else (items[4],)
+            grid, cluster = _items(items[0]), _items(items[4])
             for v in cluster:
                 _check_constant(name, "cluster", v)
-            grid = items[0] if isinstance(items[0], tuple) else (items[0],)
-            pad = lambda t: [v if isinstance(v, int) else None for v in t] + [1] * (3 - len(t))
             if len(cluster) <= 3 and len(grid) <= 3:
-                check_cluster_grid(name, pad(grid), pad(cluster))
+                check_cluster_grid(name, _padded(grid), _padded(cluster))
         return None
 
 
@@ -317,19 +320,12 @@ def _to_u32(context, builder, ty, val, low):
     """Cast an integer configuration item to the driver's unsigned 32-bit;
     returns ``(value, in_range)``, in range meaning ``low <= val < 2**32``
     (checked before any truncation, so nothing out of range wraps)."""
-    i32 = ir.IntType(32)
+    cmp = builder.icmp_signed if ty.signed else builder.icmp_unsigned
     if ty.bitwidth < 32 or (not ty.signed and ty.bitwidth == 32):
-        ok = (builder.icmp_unsigned(">=", val, val.type(low)) if not ty.signed
-              else builder.icmp_signed(">=", val, val.type(low)))
-        return context.cast(builder, val, ty, types.uint32), ok
+        return context.cast(builder, val, ty, types.uint32), cmp(">=", val, val.type(low))
     wide = context.cast(builder, val, ty, types.int64 if ty.signed else types.uint64)
-    if ty.signed:
-        ok = builder.and_(builder.icmp_signed(">=", wide, wide.type(low)),
-                          builder.icmp_signed("<=", wide, wide.type(_U32_MAX)))
-    else:
-        ok = builder.and_(builder.icmp_unsigned(">=", wide, wide.type(low)),
-                          builder.icmp_unsigned("<=", wide, wide.type(_U32_MAX)))
-    return builder.trunc(wide, i32), ok
+    ok = builder.and_(cmp(">=", wide, wide.type(low)), cmp("<=", wide, wide.type(_U32_MAX)))
+    return builder.trunc(wide, ir.IntType(32)), ok
 
 
 def dim3_from_value(context, builder, ty, val):
@@ -360,6 +356,26 @@ def cluster_dims(builder, cfg):
     return builder.icmp_unsigned("!=", dims[0], ir.Constant(ir.IntType(32), 0)), dims
 
 
+class ConfigValues(NamedTuple):
+    """A configuration's values as a backend takes them (LLVM values)."""
+
+    #: grid x, y, z, block x, y, z (``i32``), in ``cuLaunchKernel``'s order
+    dims: list
+    sharedmem: ir.Value
+    stream: ir.Value
+    #: an ``i1``: a thread-block cluster was given
+    has_cluster: ir.Value
+    #: its x, y, z (0 when none was given)
+    cluster: list
+
+
+def config_values(builder, cfg):
+    """The :class:`ConfigValues` of a configuration struct proxy."""
+    has_cluster, cluster = cluster_dims(builder, cfg)
+    return ConfigValues(launch_dims(builder, cfg), cfg.sharedmem, cfg.stream, has_cluster,
+                        cluster)
+
+
 def _whole_clusters(builder, grid, cluster, cluster_ok):
     """An ``i1``: every grid dimension is a multiple of the cluster's (true
     when the cluster is out of range, which is reported instead)."""
@@ -378,11 +394,9 @@ def _whole_clusters(builder, grid, cluster, cluster_ok):
 def lower_kernel_configure(context, builder, sig, args):
     _disp, index = args
     index_ty = sig.args[1]
-    if isinstance(index_ty, types.BaseTuple):
-        item_types = list(index_ty)
-        items = [builder.extract_value(index, i) for i in range(len(item_types))]
-    else:
-        item_types, items = [index_ty], [index]
+    item_types = _items(index_ty)
+    items = ([builder.extract_value(index, i) for i in range(len(item_types))]
+             if isinstance(index_ty, types.BaseTuple) else [index])
     cfg = cgutils.create_struct_proxy(sig.return_type)(context, builder)
     i32 = ir.IntType(32)
     cfg.grid, grid_ok = dim3_from_value(context, builder, item_types[0], items[0])

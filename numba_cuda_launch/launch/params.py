@@ -1,21 +1,20 @@
-"""Kernel parameters: numba-cuda's kernel ABI, packed from nopython values.
+"""Kernel parameters: packed from nopython values, and laid out for C callers.
 
-numba-cuda passes every kernel argument flattened into scalar parameters
-(an array becomes meminfo, parent, nitems, itemsize, data, shape[ndim] and
-strides[ndim]; a complex its two parts; a tuple its items). Numba's CPU data
-models flatten values the same way, so packing is: flatten with the CPU
-argument packer, check each piece against the kernel entry point's own
-parameter types, store each in a stack slot and pass the slots' addresses as
-``kernelParams``. All slots are allocas in the entry block: nothing is
-allocated per launch.
+Each kernel compiler's adapter (in compat) says how an argument flattens into
+its entry point's parameters (numba-cuda's ABI: an array as meminfo, parent,
+nitems, itemsize, data, shape[ndim], strides[ndim]; numba-cuda-mlir's memref
+descriptors) and the parameters' LLVM types. Packing is: flatten, check each
+piece against the entry point's own parameter type, store each in a stack
+slot and pass the slots' addresses as ``kernelParams``. All slots are allocas
+in the entry block: nothing is allocated per launch.
 """
 
 from dataclasses import dataclass
 
 from llvmlite import ir
-from numba.core import cgutils, types
+from numba.core import cgutils
 
-__all__ = ["KernelParam", "param_layout", "flat_param_names", "emit_param_array"]
+__all__ = ["KernelParam", "param_layout", "flatten_values", "emit_param_array"]
 
 _i8p = ir.IntType(8).as_pointer()
 
@@ -33,28 +32,11 @@ class KernelParam:
     offset: int
 
 
-def flat_param_names(name, ty):
-    """Names of the parameters one argument of type *ty* flattens into."""
-    if isinstance(ty, types.Array):
-        fields = ["meminfo", "parent", "nitems", "itemsize", "data"]
-        fields += ["shape[%d]" % i for i in range(ty.ndim)]
-        fields += ["strides[%d]" % i for i in range(ty.ndim)]
-        return ["%s.%s" % (name, f) for f in fields]
-    if isinstance(ty, types.Complex):
-        return [name + ".real", name + ".imag"]
-    if isinstance(ty, types.BaseTuple):
-        out = []
-        for i, t in enumerate(ty):
-            out += flat_param_names("%s[%d]" % (name, i), t)
-        return out
-    return [name]
-
-
-def param_layout(names, argtypes, llvm_types, target_data):
-    """The kernel's parameters as :class:`KernelParam` records."""
-    flat_names = []
-    for name, ty in zip(names, argtypes):
-        flat_names += flat_param_names(name, ty)
+def param_layout(compiler, names, argtypes, llvm_types, target_data):
+    """The parameters of a kernel of *compiler* (its adapter) taking
+    *argtypes*, as :class:`KernelParam` records."""
+    flat_names = [n for name, ty in zip(names, argtypes)
+                  for n in compiler.flat_param_names(name, ty)]
     if len(flat_names) != len(llvm_types):
         raise AssertionError(
             "parameter layout mismatch: %d names for %d kernel parameters"
@@ -68,20 +50,11 @@ def param_layout(names, argtypes, llvm_types, target_data):
     return tuple(out)
 
 
-def flatten_values(context, builder, argtypes, values):
-    """Flatten argument values into the LLVM values of the kernel params.
-
-    A float16 parameter arrives as its 16 bits (converted from a CPU number)
-    or as a ``half`` (read from float16 memory); both are its two bytes.
-    Everything else flattens by its CPU data model.
-    """
-    out = []
-    for ty, value in zip(argtypes, values):
-        if ty == types.float16:
-            out.append(value)
-        else:
-            out.extend(context.get_arg_packer([ty]).as_arguments(builder, [value]))
-    return out
+def flatten_values(context, builder, compiler, argtypes, values):
+    """The LLVM values of a kernel's parameters, one per parameter, from
+    argument *values* of the kernel's *argtypes*."""
+    return [v for ty, value in zip(argtypes, values)
+            for v in compiler.flatten(context, builder, ty, value)]
 
 
 def emit_param_array(builder, flat_values, kernel_llvm_types, target_data):

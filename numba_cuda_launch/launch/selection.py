@@ -2,13 +2,19 @@
 
 Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's conversion
 rules (a ``voidptr`` converts to any ``CPointer``); lazy kernels compile for
-the argument types through numba-cuda's dispatcher, sharing its caches with
-Python launches. Every refusal is a :class:`KernelTypingError` naming the
-kernel and the parameter. What depends on the kind of kernel object
-(numba-cuda's dispatchers, numba-cuda-mlir's) is asked of its
-:class:`~numba_cuda_launch.launch.kernelkind.KernelKind`.
+the argument types through their compiler's dispatcher, sharing its caches
+with Python launches. Every refusal is a :class:`KernelTypingError` naming
+the kernel and the parameter. What depends on the compiler of a kernel
+object (numba-cuda, numba-cuda-mlir) is asked of its adapter in compat
+(:data:`COMPILERS`; docs/architecture.md says what an adapter provides).
+
+A selection is made once, when the call is typed, and looked up again by
+the lowering and by anything else given the same kernel and argument types
+(:func:`select_kernel`): a function of those alone, so a fresh process
+(a ``cache=True`` miss) makes the same one.
 """
 
+import weakref
 from dataclasses import dataclass
 
 from numba.core import types
@@ -16,20 +22,35 @@ from numba.core.typeconv import Conversion
 from numba.core.typing.templates import signature
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
-from numba_cuda_launch.launch.kernelkind import kernel_kind
 from numba_cuda_launch.launch.params import param_layout
 
-__all__ = ["KernelSelection", "select_kernel", "launch_signature", "lossy_conversion"]
+__all__ = ["COMPILERS", "compiler_for", "KernelSelection", "select_kernel",
+           "launch_signature", "lossy_conversion"]
+
+#: The kernel compilers' adapters, asked in order which one a kernel object
+#: belongs to; a new kernel source is one adapter in compat and one entry here.
+COMPILERS = (_compat.KERNELS, _mlir.KERNELS)
+
+
+def compiler_for(dispatcher):
+    """The adapter of the compiler *dispatcher* (a kernel object) belongs to."""
+    for compiler in COMPILERS:
+        if compiler.claims(dispatcher):
+            return compiler
+    raise TypeError("%r is not a kernel of %s" % (
+        dispatcher, " or ".join(c.name for c in COMPILERS)))
 
 
 @dataclass(frozen=True)
 class KernelSelection:
-    """The kernel overload a launch calls, the types it takes and the names
-    of its parameters."""
+    """The kernel overload a launch calls, the adapter of its compiler, the
+    types it takes and the names of its parameters."""
 
+    compiler: object
     kernel: object
     argtypes: tuple
     param_names: tuple = ()
@@ -133,10 +154,11 @@ def _rating(convs):
                  for kind in (Conversion.unsafe, Conversion.safe, Conversion.promote))
 
 
-def _select_compiled(kind, dispatcher, typingctx, args):
-    name = kind.name(dispatcher)
-    names = kind.param_names(dispatcher)
-    compiled = kind.compiled_kernels(dispatcher)
+def _select_compiled(compiler, dispatcher, args, name, names):
+    from numba.core.registry import cpu_target
+
+    typingctx = cpu_target.typing_context
+    compiled = compiler.compiled_kernels(dispatcher)
     candidates, first_failure = [], None
     for argtypes, kernel in compiled.items():
         if len(argtypes) != len(args):
@@ -152,10 +174,7 @@ def _select_compiled(kind, dispatcher, typingctx, args):
             candidates.append((_rating(convs), argtypes, kernel))
     sigs = "; ".join(_describe(names, a) for a in compiled)
     if not candidates:
-        if len(args) != len(names):
-            raise KernelTypingError(
-                "kernel %r takes %d argument(s) (%s), got %d"
-                % (name, len(names), ", ".join(names), len(args)))
+        _check_count(name, names, args)
         if first_failure and len(compiled) == 1:
             i, actual, formal = first_failure
             why = lossy_conversion(actual, formal)
@@ -174,25 +193,30 @@ def _select_compiled(kind, dispatcher, typingctx, args):
             % (name, _describe(names, args),
                _describe(names, candidates[0][1]), _describe(names, candidates[1][1])))
     _, argtypes, kernel = candidates[0]
-    return KernelSelection(kernel, tuple(argtypes), tuple(names))
+    return kernel, tuple(argtypes)
 
 
-def _compile_for(kind, dispatcher, args):
-    name = kind.name(dispatcher)
-    names = kind.param_names(dispatcher)
+def _check_count(name, names, args):
     if len(args) != len(names):
         raise KernelTypingError(
             "kernel %r takes %d argument(s) (%s), got %d"
             % (name, len(names), ", ".join(names), len(args)))
+
+
+def _compile_for(compiler, dispatcher, args, name, names):
+    argtypes = tuple(_unliteral(t) for t in args)
+    exact = compiler.compiled_kernels(dispatcher).get(argtypes)
+    if exact is not None:  # compiled already (by a Python launch, say)
+        return exact, argtypes
+    _check_count(name, names, args)
     for i, ty in enumerate(args):
-        problem = _launchable_problem(ty) or kind.argument_problem(ty)
+        problem = _launchable_problem(ty) or compiler.argument_problem(ty)
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
                 % (name, names[i], i + 1, ty, problem))
-    argtypes = tuple(_unliteral(t) for t in args)
     try:
-        kernel = kind.compile(dispatcher, argtypes)
+        return compiler.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
         hint = ""
         if get_compute_capability() is None and "driver" in str(exc).lower() \
@@ -205,7 +229,6 @@ def _compile_for(kind, dispatcher, args):
         raise KernelTypingError(
             "compiling kernel %r for %s failed:\n%s%s"
             % (name, _describe(names, argtypes), exc, hint)) from exc
-    return KernelSelection(kernel, argtypes, tuple(names))
 
 
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
@@ -213,20 +236,22 @@ _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and ne
 
 def _parameter_bytes(names, argtypes):
     """About how many bytes of parameters *argtypes* take (laid out as
-    :func:`.params.param_layout` lays out a kernel's), or None if unknown."""
+    :func:`.params.param_layout` lays out a numba-cuda kernel's), or None if
+    unknown."""
     from numba.core.registry import cpu_target
 
     context = cpu_target.target_context
     try:
         argtypes = [as_array_type(t) for t in argtypes]
-        layout = param_layout(names, argtypes, context.get_arg_packer(argtypes).argument_types,
+        layout = param_layout(_compat.KERNELS, names, argtypes,
+                              context.get_arg_packer(argtypes).argument_types,
                               context.target_data)
     except Exception:  # a type without a CPU data model: no hint
         return None
     return layout[-1].offset + layout[-1].size if layout else 0
 
 
-def _fill_defaults(kind, dispatcher, args):
+def _fill_defaults(compiler, dispatcher, args, name):
     """The argument types with the kernel's defaults for trailing parameters
     not given, and those defaults' values; refuses ``*args``/``**kwargs``
     kernels, whose parameter list compiled code cannot know."""
@@ -234,8 +259,7 @@ def _fill_defaults(kind, dispatcher, args):
 
     from numba import typeof
 
-    name = kind.name(dispatcher)
-    params = kind.parameters(dispatcher)
+    params = compiler.parameters(dispatcher)
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
             raise KernelTypingError(
@@ -259,42 +283,49 @@ def _fill_defaults(kind, dispatcher, args):
     return tuple(args) + types_, values
 
 
-def select_kernel(dispatcher, args, typingctx=None):
-    """Choose (compiling if the kernel is lazy) the overload of *dispatcher*
-    a launch with argument types *args* calls.
+def _select(dispatcher, args):
+    compiler = compiler_for(dispatcher)
+    name = compiler.kernel_name(dispatcher)
+    names = tuple(p.name for p in compiler.parameters(dispatcher))
+    args, defaults = _fill_defaults(compiler, dispatcher, args, name)
+    choose = _compile_for if compiler.can_compile(dispatcher) else _select_compiled
+    kernel, argtypes = choose(compiler, dispatcher, args, name, names)
+    reasons = compiler.launch_problems(dispatcher, kernel)
+    if reasons:
+        raise KernelTypingError("kernel %r cannot be launched from compiled code: %s"
+                                % (name, "; ".join(reasons)))
+    return KernelSelection(compiler, kernel, argtypes, names, defaults)
+
+
+# {kernel object: {(argument types, target architecture): selection}}
+_selections = weakref.WeakKeyDictionary()
+
+
+def select_kernel(dispatcher, args):
+    """The :class:`KernelSelection` of the overload of *dispatcher* a launch
+    with argument types *args* calls, chosen (compiling if the kernel is
+    lazy) the first time these types are seen for the architecture images
+    are built for, and looked up afterwards.
 
     Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's
     conversion rules, a ``voidptr`` converting to any ``CPointer``; lazy
-    kernels compile through numba-cuda's dispatcher (sharing its caches with
-    Python launches). Raises :class:`KernelTypingError` naming the kernel and
-    the parameter.
+    kernels compile through their compiler's dispatcher (sharing its caches
+    with Python launches). Raises :class:`KernelTypingError` naming the
+    kernel and the parameter.
     """
-    if typingctx is None:
-        from numba.core.registry import cpu_target
-
-        typingctx = cpu_target.typing_context
-    kind = kernel_kind(dispatcher)
-    args, defaults = _fill_defaults(kind, dispatcher, args)
-    names = tuple(kind.param_names(dispatcher))
-    if kind.can_compile(dispatcher):
-        exact = kind.compiled_kernels(dispatcher).get(tuple(_unliteral(a) for a in args))
-        selection = (KernelSelection(exact, tuple(_unliteral(a) for a in args), names)
-                     if exact is not None else _compile_for(kind, dispatcher, args))
-    else:
-        selection = _select_compiled(kind, dispatcher, typingctx, args)
-    if defaults:
-        selection = KernelSelection(selection.kernel, selection.argtypes, names, defaults)
-    reasons = kind.unsupported_features(dispatcher, selection.kernel)
-    problem = kind.image_problem(selection.kernel)
-    if reasons or problem:
-        raise KernelTypingError(
-            "kernel %r cannot be launched from compiled code: %s"
-            % (kind.name(dispatcher), "; ".join(reasons + [problem] if problem else reasons)))
-    return selection
+    key = (tuple(args), _compat.target_compute_capability())
+    try:
+        known = _selections.setdefault(dispatcher, {})
+    except TypeError:  # not weakly referenceable: chosen at each call
+        known = {}
+    if key not in known:
+        known[key] = _select(dispatcher, key[0])
+    return known[key]
 
 
 def launch_signature(cfg_ty, args, kws, return_type=types.none):
-    """Typing of a call on a configured kernel (see :class:`LaunchConfig`)."""
+    """Typing of a call on a configured kernel (see :class:`LaunchConfig`):
+    selects the overload the lowering will launch."""
     if kws:
         raise KernelTypingError(
             "kernel %r: keyword arguments are not supported in kernel "

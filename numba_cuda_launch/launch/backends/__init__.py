@@ -2,9 +2,10 @@
 carried out.
 
 The lowering of a call (:mod:`numba_cuda_launch.launch.call`) converts the
-arguments to the kernel's parameter types and hands them to the backend that
-claims the kernel. A backend emits two things, each returning a ``CUresult``
-(``i32``, 0 on success):
+arguments to the kernel's parameter types and hands them, with the
+configuration's values (:class:`~numba_cuda_launch.launch.launchconfig.ConfigValues`),
+to the backend that claims the kernel. A backend emits two things, each
+returning a ``CUresult`` (``i32``, 0 on success):
 
 * ``emit_launch`` -- the launch itself;
 * ``emit_preload`` -- loading the kernel's code into the current context
@@ -16,13 +17,11 @@ launch in an executable CUDA graph set to new arguments).
 
 The status is turned into an exception (``cfg(...)``) or returned
 (``cfg.launch_status(...)``) by the caller, the same way for every backend.
-:mod:`.driver` launches through the CUDA driver; :mod:`.simulator` runs the
-kernel in numba-cuda's simulator. A new kind of kernel or launch (another
-kernel source, a recording mode) is a new module that calls
-:func:`register`.
+:mod:`.driver` launches through the CUDA driver the kernels of every kernel
+compiler (one backend per compiler adapter); :mod:`.simulator` runs the
+kernel in numba-cuda's simulator. A new kind of launch (a recording mode) is
+a new module that calls :func:`register`.
 """
-
-from numba_cuda_launch.launch.claims import ClaimRegistry
 
 __all__ = ["LaunchBackend", "register", "backend_for", "call_jitted"]
 
@@ -42,8 +41,8 @@ class LaunchBackend:
         raise NotImplementedError("LaunchBackend.claims")
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
-        """Emit the launch of *kernel* with configuration *cfg* (a struct
-        proxy of :class:`~numba_cuda_launch.launch.launchconfig.LaunchConfig`)
+        """Emit the launch of *kernel* with configuration *cfg* (its
+        :class:`~numba_cuda_launch.launch.launchconfig.ConfigValues`)
         and *values*, already of the kernel's *formal_types*; return the
         ``CUresult``. With *catch* false, an error the backend can raise as a
         Python exception may propagate instead."""
@@ -77,17 +76,21 @@ class LaunchBackend:
         raise NotImplementedError("LaunchBackend.emit_is_device_accessible")
 
 
-_backends = ClaimRegistry("launch backend")
+_backends = []  # asked in order: the latest registration first
 
 
 def register(backend):
     """Add *backend*; later registrations are asked first."""
-    return _backends.register(backend)
+    _backends.insert(0, backend)
+    return backend
 
 
 def backend_for(kernel):
-    """The backend that launches *kernel*."""
-    return _backends.find(kernel)
+    """The backend that launches *kernel* (a compiled overload)."""
+    for backend in _backends:
+        if backend.claims(kernel):
+            return backend
+    raise LookupError("no launch backend for %r" % (kernel,))
 
 
 def call_jitted(context, builder, dispatcher, argtypes, args):

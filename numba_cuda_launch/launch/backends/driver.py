@@ -5,7 +5,9 @@ table, on the kernel's image loaded on first use. The same parameter
 packing serves updates of recorded launches in executable CUDA graphs
 (``cuGraphExecKernelNodeSetParams``).
 
-Arguments are packed in numba-cuda's kernel parameter ABI
+One backend serves each kernel compiler: what differs (the image, its
+entry point, the parameter layout, cooperativeness) is asked of the
+compiler's adapter. Arguments are packed in that layout
 (:mod:`numba_cuda_launch.launch.params`) into stack slots; nothing is
 allocated per launch.
 """
@@ -13,11 +15,10 @@ allocated per launch.
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.backends import LaunchBackend, register
 from numba_cuda_launch.launch.caching import record_param_sizes
-from numba_cuda_launch.launch.launchconfig import cluster_dims, launch_dims
 from numba_cuda_launch.launch.params import emit_param_array, flatten_values
+from numba_cuda_launch.launch.selection import COMPILERS
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context
 from numba_cuda_launch.runtime.graph import emit_kernel_node_set_params
@@ -25,16 +26,10 @@ from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.runtime.launchex import emit_launch_ex
 from numba_cuda_launch.runtime.pointers import emit_is_device_accessible
 
-__all__ = ["DriverBackend", "image_for_kernel"]
+__all__ = ["DriverBackend"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-
-
-def image_for_kernel(kernel):
-    """The :class:`KernelImage` of a numba-cuda compiled kernel (built for the
-    current device, or the configured compute capability with no GPU)."""
-    return KernelImage(_compat.kernel_entry_name(kernel), _compat.kernel_image(kernel))
 
 
 def _if_ok(builder, status_ptr):
@@ -43,39 +38,32 @@ def _if_ok(builder, status_ptr):
 
 
 class DriverBackend(LaunchBackend):
-    """Launches numba-cuda kernels through the CUDA driver."""
+    """Launches the kernels of one kernel compiler (its adapter,
+    *compiler*) through the CUDA driver."""
 
-    name = "driver"
+    def __init__(self, compiler):
+        self.compiler = compiler
+        self.name = "driver (%s)" % compiler.name
 
     def claims(self, kernel):
-        return not _compat.is_simulated(kernel)
+        return self.compiler.owns(kernel)
 
     def emit_is_device_accessible(self, builder, address, host_allocated):
         return emit_is_device_accessible(builder, address)
 
     def image(self, kernel):
-        """The :class:`KernelImage` of *kernel*."""
-        return image_for_kernel(kernel)
-
-    def cooperative(self, kernel):
-        """True if *kernel* needs ``cuLaunchCooperativeKernel``."""
-        return _compat.kernel_is_cooperative(kernel)
-
-    def param_types(self, kernel):
-        """The LLVM types of *kernel*'s parameters, in order."""
-        return _compat.kernel_param_llvm_types(kernel)
-
-    def param_array(self, context, builder, kernel, formal_types, values):
-        """Emit the ``kernelParams`` array (``void**``) of a launch."""
-        flat = flatten_values(context, builder, formal_types, values)
-        return emit_param_array(builder, flat, self.param_types(kernel), context.target_data)
+        """The :class:`KernelImage` of *kernel* (built for the current device,
+        or the configured compute capability with no GPU)."""
+        return KernelImage(self.compiler.entry_name(kernel), self.compiler.image(kernel))
 
     def _emit_params(self, context, builder, kernel, formal_types, values):
+        """Emit the ``kernelParams`` array (``void**``) of a launch."""
+        param_types = self.compiler.param_types(kernel)
         # Tools that read parameters (the recording driver) learn their sizes.
-        record_param_sizes(context, self.image(kernel).entry_name,
-                           [t.get_abi_size(context.target_data)
-                            for t in self.param_types(kernel)])
-        return self.param_array(context, builder, kernel, formal_types, values)
+        record_param_sizes(context, self.compiler.entry_name(kernel),
+                           [t.get_abi_size(context.target_data) for t in param_types])
+        flat = flatten_values(context, builder, self.compiler, formal_types, values)
+        return emit_param_array(builder, flat, param_types, context.target_data)
 
     def emit_function(self, context, builder, kernel):
         # cuKernelGetFunction forces the per-context load of a CUkernel.
@@ -96,10 +84,9 @@ class DriverBackend(LaunchBackend):
         params = self._emit_params(context, builder, kernel, formal_types, values)
         status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
         with _if_ok(builder, status_ptr):
-            dims = launch_dims(builder, cfg)
+            dims = cfg.dims
             common = [handle] + dims + [cfg.sharedmem, cfg.stream, params]
-            cooperative = self.cooperative(kernel)
-            has_cluster, cluster = cluster_dims(builder, cfg)
+            cooperative = self.compiler.cooperative(kernel)
 
             def plain():
                 if cooperative:
@@ -111,10 +98,11 @@ class DriverBackend(LaunchBackend):
                 # With a cluster, cuLaunchKernelEx carries it (and the
                 # cooperative attribute); otherwise the plain launch.
                 out = cgutils.alloca_once(builder, _i32)
-                with builder.if_else(has_cluster, likely=False) as (clustered, unclustered):
+                with builder.if_else(cfg.has_cluster, likely=False) as (clustered, unclustered):
                     with clustered:
                         builder.store(emit_launch_ex(builder, handle, dims, cfg.sharedmem,
-                                                     cfg.stream, params, cluster, cooperative),
+                                                     cfg.stream, params, cfg.cluster,
+                                                     cooperative),
                                       out)
                     with unclustered:
                         builder.store(plain(), out)
@@ -137,9 +125,10 @@ class DriverBackend(LaunchBackend):
         status_ptr, func = self.emit_function(context, builder, kernel)
         with _if_ok(builder, status_ptr):
             builder.store(emit_kernel_node_set_params(
-                builder, exe, node, func, launch_dims(builder, cfg), cfg.sharedmem, params),
+                builder, exe, node, func, cfg.dims, cfg.sharedmem, params),
                 status_ptr)
         return builder.load(status_ptr)
 
 
-register(DriverBackend())
+for _compiler in COMPILERS:
+    register(DriverBackend(_compiler))

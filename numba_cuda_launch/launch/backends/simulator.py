@@ -202,7 +202,7 @@ class SimulatorBackend(LaunchBackend):
                 for v, t in zip(values, formal_types)]
         helper = _helper(kernel, tuple(formal_types), catch)
         return call_jitted(context, builder, helper, (types.uint32,) * 7 + hosted,
-                           launchconfig.launch_dims(builder, cfg) + [cfg.sharedmem] + vals)
+                           cfg.dims + [cfg.sharedmem] + vals)
 
 
 register(SimulatorBackend())
