@@ -305,3 +305,93 @@ def test_command_line_refusal(tmp_path):
     assert done.returncode == 1
     assert "numba-cuda-launch-aot: function 'bad-name'" in done.stderr
     assert "not a C identifier" in done.stderr
+
+
+# -- jax_kernel handlers in the library, registered by a process without Numba ---
+
+JAX_CHILD = r"""
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+from jax_register import register_library
+import jax
+
+lib, names = register_library(sys.argv[1], "ncljax", platform="cpu")
+vp, u = ctypes.c_void_p, ctypes.c_uint
+launches, keep = [], []
+
+def fn(restype_args, impl):
+    f = ctypes.CFUNCTYPE(ctypes.c_int, *restype_args)(impl)
+    keep.append(f)
+    return ctypes.cast(f, vp).value
+
+def launch(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+    p = ctypes.cast(params, ctypes.POINTER(vp))
+    launches.append({"grid": [gx, gy, gz], "block": [bx, by, bz], "shmem": shmem,
+                     "a": ctypes.string_at(p[21], 4).hex()})
+    return 0
+
+def store(value):
+    def impl(out, *rest):
+        ctypes.cast(out, ctypes.POINTER(vp))[0] = value
+        return 0
+    return impl
+
+impls = {"cuInit": ((u,), lambda flags: 0),
+         "cuCtxGetCurrent": ((vp,), store(0xC0)),
+         "cuLibraryLoadData": ((vp,) * 5 + (u, vp, vp, u), store(0x1000)),
+         "cuLibraryGetKernel": ((vp, vp, vp), store(0x2000)),
+         "cuLaunchKernel": ((vp,) + (u,) * 7 + (vp, vp, vp), launch)}
+name_of = lib.ncljax_driver_entry_name
+name_of.restype = ctypes.c_char_p
+n = lib.ncljax_driver_entry_count()
+table = (vp * n)()
+for i in range(n):
+    args, impl = impls.get(name_of(i).decode(), ((), lambda: 801))
+    table[i] = fn(args, impl)
+assert lib.ncljax_bind_driver(table, n) == 0
+exported = jax.export.deserialize(open(sys.argv[2], "rb").read())
+x = np.arange(1000, dtype=np.float32)
+jax.block_until_ready(exported.call(x, x))
+print(json.dumps({"numba": [m for m in sys.modules if m.split(".")[0] in ("numba", "llvmlite")],
+                  "names": names, "launches": launches}))
+"""
+
+
+def test_jax_handler_from_library_without_numba(tmp_path, monkeypatch):
+    import json
+
+    jax = pytest.importorskip("jax")
+    import numba_cuda_launch.interop.jax as J
+    from childenv import PREAMBLE
+
+    monkeypatch.setattr(J, "_PLATFORMS", ("CUDA", "cpu"))  # export for XLA:CPU
+
+    @cuda.jit
+    def jsaxpy(x, y, out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] + y[i]
+
+    k = J.jax_kernel(jsaxpy, out_shapes=lambda x, y, a: x, scalars={"a": np.float32},
+                     launch=lambda x, y, a: ((x.shape[0] + 255) // 256, 256))
+    spec = jax.ShapeDtypeStruct((1000,), np.float32)
+    exported = J.export(jax.jit(lambda x, y: k(x, y, a=2.0)), platforms=["cpu"])(spec, spec)
+    (tmp_path / "f.jax").write_bytes(exported.serialize())
+    lib = aot.build(str(tmp_path / "libncljax.so"), jax_kernels=[k])
+    assert lib.ffi_targets == tuple(k.target_names) and lib.functions == ()
+    assert k.target_names[0] in _run(["nm", "-D", "--defined-only", lib.path])
+
+    env = child_env(JAX_PLATFORMS="cpu")
+    env.pop("PYTHONPATH")  # nothing of this checkout, so nothing imports Numba
+    done = subprocess.run(
+        [sys.executable, "-c", PREAMBLE + JAX_CHILD,
+         lib.path, str(tmp_path / "f.jax"), os.path.join(os.path.dirname(HERE),
+                                                         "examples", "clib")],
+        env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["numba"] == []
+    assert result["names"] == list(k.target_names)
+    assert result["launches"] == [{"grid": [4, 1, 1], "block": [256, 1, 1], "shmem": 0,
+                                   "a": np.float32(2.0).tobytes().hex()}]
