@@ -285,23 +285,27 @@ def test_link_refuses_what_the_first_guard_missed(tmp_path, monkeypatch):
 
 # -- command line ----------------------------------------------------------------
 
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "numba_cuda_launch.aot", *args], cwd=HERE,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+
+
 def test_command_line(tmp_path):
     out = tmp_path / "libcli.so"
-    done = subprocess.run(
-        [sys.executable, "-m", "numba_cuda_launch.aot", str(out),
-         "saxpy_c=aot_kernels:saxpy_launch", "--cc", "9.0"],
-        cwd=HERE, env=child_env(), capture_output=True, text=True, timeout=300)
+    done = _cli(str(out), "saxpy_c=aot_kernels:saxpy_launch", "--cc", "9.0")
     assert done.returncode == 0, done.stderr
     assert "wrote %s" % out in done.stdout
     assert "saxpy_c" in _run(["nm", "-D", "--defined-only", str(out)])
     assert "int32_t saxpy_c(void *stream" in (tmp_path / "libcli.h").read_text()
+    # a build in another process gives the same bytes
+    again = _cli(str(tmp_path / "libcli2.so"), "saxpy_c=aot_kernels:saxpy_launch",
+                 "--cc", "9.0", "--prefix", "cli")
+    assert again.returncode == 0, again.stderr
+    assert out.read_bytes() == (tmp_path / "libcli2.so").read_bytes()
 
 
 def test_command_line_refusal(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "numba_cuda_launch.aot", str(tmp_path / "libx.so"),
-         "bad-name=aot_kernels:saxpy_launch", "--cc", "9.0"],
-        cwd=HERE, env=child_env(), capture_output=True, text=True, timeout=300)
+    done = _cli(str(tmp_path / "libx.so"), "bad-name=aot_kernels:saxpy_launch", "--cc", "9.0")
     assert done.returncode == 1
     assert "numba-cuda-launch-aot: function 'bad-name'" in done.stderr
     assert "not a C identifier" in done.stderr

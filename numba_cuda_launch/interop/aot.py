@@ -34,6 +34,7 @@ from numba.core import types
 from numba_cuda_launch import config
 from numba_cuda_launch._version import __version__
 from numba_cuda_launch.compat import numba_cfunc
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.runtime import driver, pointers
 
 __all__ = ["ABI_VERSION", "AotBuildError", "Library", "build", "check_library", "main"]
@@ -416,12 +417,12 @@ def check_library(path):
 
 def _build_info(prefix, cpu):
     versions = numba_cfunc.toolchain_versions()
-    cc = config.get_compute_capability()
+    cc = _compat.target_compute_capability()
     return ("%s ABI %d; numba-cuda-launch %s; numba %s; numba-cuda %s; llvmlite %s; CUDA %s; "
             "kernels for %s; CPU %s" % (
                 prefix, ABI_VERSION, __version__, versions["numba"], versions["numba-cuda"],
                 versions["llvmlite"], versions["cuda"],
-                "sm_%d%d" % cc if cc else "the build machine's GPU", cpu or "host"))
+                "sm_%d%d" % cc if cc else "an unknown architecture", cpu or "host"))
 
 
 def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu=None):
