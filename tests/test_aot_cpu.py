@@ -232,8 +232,15 @@ def test_c_name_refused(tmp_path):
 
 
 def test_helper_name_clash_refused(tmp_path):
-    with pytest.raises(aot.AotBuildError, match="'lib_error_name' is one of the library's own"):
+    with pytest.raises(aot.AotBuildError, match="'lib_error_name' is one of the library's own names"):
         aot.build(str(tmp_path / "liblib.so"), {"lib_error_name": K.saxpy_launch})
+
+
+def test_same_cfunc_twice_refused(tmp_path):
+    with pytest.raises(aot.AotBuildError, match="function 'again' .*: the same cfunc is already "
+                                                "exported as 'saxpy_launch'"):
+        aot.build(str(tmp_path / "libt.so"), {"saxpy_launch": K.saxpy_launch,
+                                              "again": K.saxpy_launch})
 
 
 def test_no_compiler(tmp_path, monkeypatch):

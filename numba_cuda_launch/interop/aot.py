@@ -72,10 +72,10 @@ _C_POINTEES = {types.float16: "uint16_t", types.complex64: "float _Complex",
                types.complex128: "double _Complex"}
 
 
-# The runtime's exported helpers, each PREFIX_name.
+# The runtime's exported helpers, each PREFIX_name (and the type PREFIX_ffi_target).
 _HELPER_NAMES = ("abi_version", "build_info", "error_name", "last_error_name", "driver_problem",
                  "driver_entry_count", "driver_entry_name", "bind_driver", "check_pointers",
-                 "ffi_target_count", "ffi_targets", "ffi_target")
+                 "ffi_target_count", "ffi_targets")
 
 
 class AotBuildError(Exception):
@@ -438,6 +438,9 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
     Numba compiled for; ``"x86-64"`` for any x86-64). Links with ``$CC``
     or ``cc``. Returns a :class:`Library`; raises :class:`AotBuildError`.
     """
+    if not sys.platform.startswith("linux"):
+        raise AotBuildError("C libraries are built for Linux (ELF shared objects) only, "
+                            "not %s" % sys.platform)
     base = os.path.basename(path)
     if prefix is None:
         prefix = re.sub(r"\W", "_", re.sub(r"^lib", "", base.split(".")[0]))
@@ -447,13 +450,18 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
     exports += _jax_exports(jax_kernels)
     if not exports:
         raise AotBuildError("nothing to build: give functions={C name: cfunc} or jax_kernels")
-    seen = set()
+    own = {"%s_%s" % (prefix, h) for h in _HELPER_NAMES + ("ffi_target",)}
+    names, symbols = set(), {}
     for e in exports:
-        if e.cname in seen or e.cname in ["%s_%s" % (prefix, h) for h in _HELPER_NAMES]:
+        if e.cname in names or e.cname in own:
             raise AotBuildError("%s: the name %r is %s" % (
-                e.what, e.cname, "given twice" if e.cname in seen
-                else "one of the library's own functions (prefix %r)" % prefix))
-        seen.add(e.cname)
+                e.what, e.cname, "given twice" if e.cname in names
+                else "one of the library's own names (prefix %r)" % prefix))
+        if e.code.symbol in symbols:
+            raise AotBuildError("%s: the same cfunc is already exported as %r; a cfunc goes "
+                                "in a library once" % (e.what, symbols[e.code.symbol]))
+        names.add(e.cname)
+        symbols[e.code.symbol] = e.cname
     cc = _compiler()
     signatures = [_check_signature(e) for e in exports]
     tm = _target_machine(exports[0].code, cpu)
@@ -484,6 +492,7 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
         check_library(os.path.join(tmp, "lib.so"))
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         shutil.copyfile(os.path.join(tmp, "lib.so"), path)
+    os.makedirs(os.path.dirname(os.path.abspath(header)), exist_ok=True)
     with open(header, "w") as f:
         f.write(_header(exports, signatures, prefix, base, build_info))
     return Library(path, header, prefix,

@@ -78,9 +78,9 @@ static void *ncl_lookup(void *lib, ncl_get_proc_v2 get2, ncl_get_proc_v1 get1,
     return fn != NULL ? fn : dlsym(lib, name);
 }
 
-static void ncl_fill(void *(*stub)(void)) {
+static void ncl_fill(void *stub) {
     for (unsigned i = 0; i < NCL_ENTRY_COUNT; i++)
-        numba_cuda_launch_driver_table[i] = (void *)stub;
+        numba_cuda_launch_driver_table[i] = stub;
 }
 
 static void ncl_bind_libcuda(void) {
@@ -89,7 +89,7 @@ static void ncl_bind_libcuda(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
         ncl_note_problem("the CUDA driver (libcuda.so.1) could not be loaded: ", dlerror());
-        ncl_fill((void *(*)(void))ncl_no_device);
+        ncl_fill((void *)ncl_no_device);
         return;
     }
     ncl_get_proc_v2 get2 = (ncl_get_proc_v2)dlsym(lib, "cuGetProcAddress_v2");
@@ -100,7 +100,7 @@ static void ncl_bind_libcuda(void) {
             fn = (void *)ncl_not_found;
         if (fn == NULL) {
             ncl_note_problem("the CUDA driver lacks entry point ", ncl_entry_names[i]);
-            ncl_fill((void *(*)(void))ncl_no_device);
+            ncl_fill((void *)ncl_no_device);
             return;
         }
         numba_cuda_launch_driver_table[i] = fn;
