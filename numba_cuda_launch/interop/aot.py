@@ -463,6 +463,10 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
         names.add(e.cname)
         symbols[e.code.symbol] = e.cname
     cc = _compiler()
+    if not os.path.exists(os.path.join(_RUNTIME_DIR, _RUNTIME)):
+        raise AotBuildError("the C runtime %s is missing from this installation (package "
+                            "data of numba_cuda_launch.interop)" % os.path.join(_RUNTIME_DIR,
+                                                                               _RUNTIME))
     signatures = [_check_signature(e) for e in exports]
     tm = _target_machine(exports[0].code, cpu)
     modules = [_optimized_module(e, tm) for e in exports]
