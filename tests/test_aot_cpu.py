@@ -171,6 +171,19 @@ def test_no_driver_fails_cleanly(tmp_path):
     assert so.nodrv_last_error_name() == b"CUDA_ERROR_NO_DEVICE"
 
 
+@pytest.mark.skipif(_has_libcuda(), reason="a CUDA driver is installed here")
+def test_threads_racing_on_first_call(built):
+    d, lib = built
+    exe = str(d / "threads")
+    _run(["cc", "-O1", "-pthread", "-DP(x)=ncltest_##x", "-include", lib.header, "-o", exe,
+          os.path.join(HERE, "aot_threads.c"), "-L", str(d), "-lncltest",
+          "-Wl,-rpath," + str(d)])
+    for _ in range(5):
+        statuses, problem = _run([exe]).splitlines()
+        assert statuses.split() == ["100"] * 8  # CUDA_ERROR_NO_DEVICE, from every thread
+        assert problem.startswith("the CUDA driver (libcuda.so.1) could not be loaded: ")
+
+
 def test_rebuild_gives_the_same_bytes(built, tmp_path):
     again = aot.build(str(tmp_path / "libncltest.so"), LAUNCHERS)
     with open(built[1].path, "rb") as a, open(again.path, "rb") as b:
