@@ -6,7 +6,7 @@ A ``CFunc`` keeps its compiled code library (``_library``) and signature
 ``inspect_llvm()`` and its codegen's ``magic_tuple()`` gives the triple, CPU
 and features the JIT compiled for. Code loaded from Numba's cache has no
 inspectable module (Numba then returns a placeholder and warns). Checked
-with numba 0.62, 0.65 and 0.68.
+with numba 0.68.
 """
 
 from dataclasses import dataclass
