@@ -20,6 +20,10 @@ setup(
     long_description_content_type="text/markdown",
     license="BSD-2-Clause",
     packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
+    # the C runtime of libraries built by numba_cuda_launch.aot
+    package_data={"numba_cuda_launch.interop": ["clib/*.c"]},
+    entry_points={"console_scripts": [
+        "numba-cuda-launch-aot = numba_cuda_launch.interop.aot:main"]},
     python_requires=">=3.10",
     # numpy 2.5 removed np.row_stack, which numba-cuda 0.30.4 still calls when
     # compiling any kernel: keep below it until numba-cuda follows.

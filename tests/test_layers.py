@@ -13,7 +13,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # Higher numbers may import lower ones, never the reverse.
 LAYERS = {"compat": 0, "runtime": 1, "launch": 2, "interop": 3}
 BASE = {"errors", "config", "_version"}
-PUBLIC = {"__init__", "jax", "xla_ffi", "testing", "graphs"}  # the public surface, above all
+PUBLIC = {"__init__", "jax", "xla_ffi", "testing", "graphs", "aot"}  # the public surface, above all
 
 
 def _modules():

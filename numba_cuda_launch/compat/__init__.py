@@ -5,7 +5,9 @@
 * :mod:`.numba_cuda_mlir` -- numba-cuda-mlir kernels;
 * :mod:`.numba_caching` -- Numba's on-disk cache and launch code;
 * :mod:`.numba_dispatcher` -- Numba's CPU dispatcher: fast typing by class,
-  routers for arguments its C code types by ``_numba_type_``.
+  routers for arguments its C code types by ``_numba_type_``;
+* :mod:`.numba_cfunc` -- ``@cfunc`` objects' LLVM modules and toolchain
+  versions, for C libraries.
 
 Nothing here imports from the layers above (runtime, launch, interop).
 """

@@ -1,0 +1,71 @@
+"""Numba's ``@cfunc`` objects and toolchain versions, read for building C
+libraries (:mod:`numba_cuda_launch.interop.aot`, docs/aot.md).
+
+A ``CFunc`` keeps its compiled code library (``_library``) and signature
+(``_sig``); the library's final LLVM module is public through
+``inspect_llvm()`` and its codegen's ``magic_tuple()`` gives the triple, CPU
+and features the JIT compiled for. Code loaded from Numba's cache has no
+inspectable module (Numba then returns a placeholder and warns). Checked
+with numba 0.68.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["CFuncCode", "is_cfunc", "cfunc_code", "toolchain_versions"]
+
+
+@dataclass(frozen=True)
+class CFuncCode:
+    """What a C library needs of one compiled ``@cfunc``."""
+
+    llvm_ir: str        # the final LLVM module (the function and all it links)
+    symbol: str         # the C entry point's symbol in that module
+    argtypes: tuple     # Numba types of the C arguments
+    restype: object     # Numba type of the C return value
+    triple: str
+    cpu: str            # the CPU and features Numba's JIT compiled for
+    features: str
+    pyfunc: object      # the Python function it was compiled from
+
+
+def is_cfunc(obj):
+    """True for a Numba ``@cfunc`` object."""
+    from numba.core.ccallback import CFunc
+
+    return isinstance(obj, CFunc)
+
+
+def cfunc_code(cf):
+    """The :class:`CFuncCode` of compiled cfunc *cf*; ValueError when its
+    code came from Numba's cache (no LLVM module to rebuild from)."""
+    library = cf._library
+    if getattr(library, "_disable_inspection", False):
+        raise ValueError("its code was loaded from Numba's cache (cache=True), which keeps "
+                         "no LLVM module to build from: build it without cache=True")
+    triple, cpu, features = library.codegen.magic_tuple()
+    return CFuncCode(cf.inspect_llvm(), cf.native_name, tuple(cf._sig.args),
+                     cf._sig.return_type, triple, cpu, features, cf.__wrapped__)
+
+
+def _version(dist):
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def toolchain_versions():
+    """``{"numba", "numba-cuda", "llvmlite", "cuda"}``: the versions a build
+    is made with; ``cuda`` is the NVRTC (CUDA toolkit) release that compiles
+    kernel images."""
+    try:
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+        cuda = "%d.%d" % (major, minor)
+    except Exception:  # no NVRTC: images come from another toolkit or none
+        cuda = "unknown"
+    return {"numba": _version("numba"), "numba-cuda": _version("numba-cuda"),
+            "llvmlite": _version("llvmlite"), "cuda": cuda}

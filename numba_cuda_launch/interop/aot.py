@@ -1,0 +1,551 @@
+"""Compiled launchers as a C library that runs with no Python (docs/aot.md).
+
+A status-only ``@cfunc`` launcher (``kernel[...].launch_status(...)``) is
+native code with its kernel images inside it; only the driver table and the
+checked-mode flag tie it to this package's Python process. :func:`build`
+re-emits the launchers' LLVM modules as position-independent code, links
+them with a small C runtime (``clib/ncl_runtime.c``: the table bound from
+``libcuda.so.1`` through ``dlopen``, error names, a way to bind another
+driver) into one shared library with the system C compiler, and writes a C
+header. What would need Python at run time -- the Python C API, Numba's
+runtime (NRT) or helper library -- is refused when building, naming the
+function; the linked library's undefined symbols are checked last
+(:func:`check_library`). ``jax_kernel`` FFI handlers go in the same way.
+
+Command line: ``python -m numba_cuda_launch.aot`` (``numba-cuda-launch-aot``).
+"""
+
+import argparse
+import importlib
+import inspect
+import itertools
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from llvmlite import binding as ll
+from numba.core import types
+
+from numba_cuda_launch import config
+from numba_cuda_launch._version import __version__
+from numba_cuda_launch.compat import numba_cfunc
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.runtime import driver, pointers
+
+__all__ = ["ABI_VERSION", "AotBuildError", "Library", "build", "check_library", "main"]
+
+#: Bumped when the exported helper functions or the FFI target table change.
+ABI_VERSION = 1
+_RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clib")
+_RUNTIME = "ncl_runtime.c"
+# The symbols compiled launch code references in this package's process,
+# defined by the C runtime instead.
+_RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, pointers._FLAG_SYMBOL}
+_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_C_KEYWORDS = frozenset(
+    "auto bool break case char const continue default do double else enum extern float for "
+    "goto if inline int long register restrict return short signed sizeof static struct "
+    "switch typedef union unsigned void volatile while".split())
+# Libraries a built library may need, and the symbols it may take from them:
+# what the runtime and LLVM's code generation call (memcpy, libm for math).
+_NEEDED_OK = {"libc.so.6", "libdl.so.2", "libm.so.6"}
+_LIBC_OK = frozenset(
+    "dlopen dlsym dlerror getenv strcmp strlen strstr memcpy memmove memset memcmp "
+    "sched_yield __stack_chk_fail abort".split())
+_LIBM_OK = re.compile(
+    r"(a?(sin|cos|tan)h?|atan2|exp(2|m1)?|log(2|10|1p)?|pow|sqrt|cbrt|hypot|fmod|floor|ceil|"
+    r"trunc|l?l?round|l?l?rint|nearbyint|erfc?|[lt]gamma|fabs|copysign|nextafter|ldexp|frexp|"
+    r"modf|fmin|fmax|fma)f?\Z")
+_C_SCALARS = {
+    types.int8: "int8_t", types.int16: "int16_t", types.int32: "int32_t",
+    types.int64: "int64_t", types.uint8: "uint8_t", types.uint16: "uint16_t",
+    types.uint32: "uint32_t", types.uint64: "uint64_t", types.float32: "float",
+    types.float64: "double", types.boolean: "bool", types.voidptr: "void *",
+    types.float16: None,  # no C type by value; as a pointer it is uint16_t storage
+}
+_C_POINTEES = {types.float16: "uint16_t", types.complex64: "float _Complex",
+               types.complex128: "double _Complex"}
+
+
+# The runtime's exported helpers, each PREFIX_name (and the type PREFIX_ffi_target).
+_HELPER_NAMES = ("abi_version", "build_info", "error_name", "last_error_name", "driver_problem",
+                 "driver_entry_count", "driver_entry_name", "bind_driver", "check_pointers",
+                 "ffi_target_count", "ffi_targets")
+
+
+class AotBuildError(Exception):
+    """A C library could not be built: a function that needs Python at run
+    time, a C name or type that does not fit, or no C toolchain."""
+
+
+@dataclass(frozen=True)
+class Library:
+    """A built library: where it and its header are, and what it exports."""
+
+    path: str
+    header: str
+    prefix: str
+    functions: tuple     # exported C names of the launchers
+    ffi_targets: tuple   # XLA FFI target names (their symbols have these names)
+    build_info: str
+
+
+@dataclass(frozen=True)
+class _Export:
+    cname: str        # the exported symbol
+    code: object      # numba_cfunc.CFuncCode
+    what: str         # how messages name it
+    ffi_target: str = None
+    command_buffer: bool = False
+
+
+# -- what goes in ---------------------------------------------------------------
+
+def _c_type(ty):
+    """The C spelling of Numba type *ty* in a prototype, or None."""
+    if ty in _C_SCALARS:
+        return _C_SCALARS[ty]
+    if isinstance(ty, types.CPointer):
+        inner = _C_POINTEES.get(ty.dtype) or _c_type(ty.dtype)
+        return None if inner is None else inner + ("*" if inner.endswith("*") else " *")
+    return None
+
+
+def _refuse(what, why):
+    raise AotBuildError("%s cannot go in a C library: %s" % (what, why))
+
+
+def _launcher(cname, cf):
+    what = "function %r (cfunc %s)" % (cname, getattr(cf, "__qualname__", cf))
+    if not numba_cfunc.is_cfunc(cf):
+        _refuse("function %r" % cname, "expected a @numba.cfunc, got %s" % type(cf).__name__)
+    if not _C_NAME.match(cname) or cname in _C_KEYWORDS:
+        _refuse(what, "%r is not a C identifier" % cname)
+    try:
+        code = numba_cfunc.cfunc_code(cf)
+    except ValueError as exc:
+        _refuse(what, str(exc))
+    return _Export(cname, code, what)
+
+
+def _jax_exports(kernels):
+    from numba_cuda_launch.interop import jax as jax_interop
+
+    out = []
+    for k in kernels:
+        if not isinstance(k, jax_interop.JaxKernel):
+            raise AotBuildError("jax_kernels: expected jax_kernel() results, got %s"
+                                % type(k).__name__)
+        if not k.target_names:
+            raise AotBuildError(
+                "jax kernel %r has no registered FFI targets: register the signatures to "
+                "export first (k.register(*inputs, **scalars) or signatures=[...])"
+                % k.kernel_name)
+        for name in k.target_names:
+            handler = jax_interop._REGISTRY[name].handler
+            code = numba_cfunc.cfunc_code(handler)
+            out.append(_Export(name, code, "FFI handler %r" % name, name, k.command_buffer))
+    return out
+
+
+def _check_signature(exp):
+    ctypes_ = [_c_type(t) for t in exp.code.argtypes]
+    for i, (ty, ct) in enumerate(zip(exp.code.argtypes, ctypes_)):
+        if ct is None:
+            _refuse(exp.what, "argument %d is %s; a C library's arguments are integers, "
+                    "floats, bools and pointers (CPointer, voidptr): pass device memory as a "
+                    "pointer" % (i + 1, ty))
+    restype = exp.code.restype
+    if restype != types.void and _c_type(restype) is None:
+        _refuse(exp.what, "it returns %s; a C library's functions return an integer, "
+                "float, bool, pointer or nothing (launch_status returns an int32 CUresult)"
+                % restype)
+    return ctypes_
+
+
+# -- code -----------------------------------------------------------------------
+
+def _target_machine(code, cpu):
+    cpu_name, features = (code.cpu, code.features) if cpu in (None, "host") else (cpu, "")
+    target = ll.Target.from_triple(code.triple)
+    return target.create_target_machine(cpu=cpu_name, features=features, opt=3,
+                                        reloc="pic", codemodel="default")
+
+
+def _optimized_module(exp, tm):
+    """The function's module with everything but its entry internal,
+    optimised again so that error paths the function can never take (and
+    the Python calls on them) are removed where LLVM can prove it."""
+    module = ll.parse_assembly(exp.code.llvm_ir)
+    for g in itertools.chain(module.functions, module.global_variables):
+        if not g.is_declaration and g.name != exp.code.symbol:
+            g.linkage = "internal"
+    pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(3))
+    pb.getModulePassManager().run(module, pb)
+    return module
+
+
+def _undefined(module):
+    return sorted(g.name for g in itertools.chain(module.functions, module.global_variables)
+                  if g.is_declaration and not g.name.startswith("llvm."))
+
+
+def _refuse_python(exp, module):
+    """Refuse a function whose code references what only a Python process
+    has, naming the reason and the symbols."""
+    names = [n for n in _undefined(module) if n not in _RUNTIME_SYMBOLS]
+    python = [n for n in names if n.startswith(("Py", "_Py"))]
+    arrays = [n for n in names if n.startswith(("NRT_MemInfo_alloc", "NRT_MemInfo_new"))]
+    helpers = [n for n in names if n.startswith(("NRT_", "numba_"))]
+    other = [n for n in names if n not in python + helpers
+             and n not in _LIBC_OK and not _LIBM_OK.match(n)]
+
+    def listed(syms):
+        return ", ".join(syms[:6]) + (", ..." if len(syms) > 6 else "")
+    # An allocation can fail (MemoryError), so these reference Python too:
+    # the allocation is the cause to name.
+    if arrays:
+        _refuse(exp.what, "it allocates arrays with Numba's runtime (NRT: %s), as np.empty "
+                "and friends do in nopython code; pass memory in as pointers" % listed(arrays))
+    if python:
+        _refuse(exp.what, "it calls the Python C API (%s): it raises exceptions or uses Python "
+                "objects; a launch written kernel[...](...) raises when it fails, so use "
+                "kernel[...].launch_status(...) and return the CUresult" % listed(python))
+    if helpers:
+        _refuse(exp.what, "it calls Numba's runtime or helper library (%s), which live in "
+                "Numba's Python extensions" % listed(helpers))
+    if other:
+        _refuse(exp.what, "it references %s, in neither libc, libdl nor libm" % listed(other))
+
+
+# -- the C side -----------------------------------------------------------------
+
+def _param_names(exp):
+    try:
+        names = list(inspect.signature(exp.code.pyfunc).parameters)
+    except (TypeError, ValueError):
+        names = []
+    if len(names) != len(exp.code.argtypes):
+        names = [""] * len(exp.code.argtypes)
+    return [n if _C_NAME.match(n) and n not in _C_KEYWORDS and not n.startswith("ncl_")
+            else "arg%d" % i for i, n in enumerate(names)]
+
+
+def _decl(ctype, name):
+    return ctype + name if ctype.endswith("*") else "%s %s" % (ctype, name)
+
+
+def _c_string(text):
+    return '"%s"' % "".join(c if c.isalnum() or c in " ._-;:,()=/+" else "\\%03o" % ord(c)
+                            for c in text)
+
+
+def _prototype(exp, ctypes_, name=None):
+    params = ", ".join(_decl(t, n) for t, n in zip(ctypes_, _param_names(exp))) or "void"
+    ret = "void" if exp.code.restype == types.void else _c_type(exp.code.restype)
+    return _decl(ret, "%s(%s)" % (name or exp.cname, params))
+
+
+def _source(exports, signatures, prefix, build_info):
+    names = list(driver.ENTRY_POINTS)
+    lines = [
+        "/* Generated by numba-cuda-launch %s. */" % __version__,
+        "#include <stdbool.h>", "#include <stdint.h>",
+        "#define NCL_PREFIX %s" % prefix, "#define NCL_ABI %d" % ABI_VERSION,
+        "#define NCL_ENTRY_COUNT %du" % len(names),
+        "#define NCL_CU_GET_ERROR_NAME %d" % names.index("cuGetErrorName"),
+        "static const char *const ncl_entry_names[] = {%s};"
+        % ", ".join('"%s"' % n for n in names),
+        "static const unsigned char ncl_entry_optional[] = {%s};"
+        % ", ".join("1" if n in driver.OPTIONAL else "0" for n in names),
+        '#include "%s"' % _RUNTIME,
+        "const char %s_build_info[] = %s;" % (prefix, _c_string(build_info)),
+    ]
+    targets = []
+    for i, (exp, ctypes_) in enumerate(zip(exports, signatures)):
+        impl = "ncl_impl_%d" % i
+        lines.append("extern %s __asm__(%s);" % (_prototype(exp, ctypes_, impl),
+                                                  _c_string(exp.code.symbol)))
+        call = "%s(%s)" % (impl, ", ".join(_param_names(exp)))
+        if exp.ffi_target is not None:
+            wrapper = "ncl_ffi_%d" % i
+            lines.append("void *%s(void *frame) __asm__(%s);"
+                         % (wrapper, _c_string(exp.ffi_target)))
+            lines.append("void *%s(void *frame) { ncl_ensure_bound(); return %s(frame); }"
+                         % (wrapper, impl))
+            targets.append("{%s, (void *)%s, %d}" % (_c_string(exp.ffi_target), wrapper,
+                                                     int(exp.command_buffer)))
+            continue
+        if exp.code.restype == types.void:
+            body = "%s;" % call
+        elif exp.code.restype == types.int32:  # launch_status launchers: a CUresult
+            body = "return ncl_note(%s);" % call
+        else:
+            body = "return %s;" % call
+        lines.append("%s { ncl_ensure_bound(); %s }" % (_prototype(exp, ctypes_), body))
+    lines += [
+        "typedef struct { const char *name; void *handler; int command_buffer; } "
+        "%s_ffi_target;" % prefix,
+        "static const %s_ffi_target ncl_targets[] = {%s};"
+        % (prefix, ", ".join(targets) or "{0, 0, 0}"),
+        "unsigned %s_ffi_target_count(void) { return %du; }" % (prefix, len(targets)),
+        "const %s_ffi_target *%s_ffi_targets(void) { return ncl_targets; }" % (prefix, prefix),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_HELPERS = """\
+/* The library's version of this header's ABI ({PU}_ABI_VERSION when they match). */
+int {P}_abi_version(void);
+/* Versions the library was built with (numba, numba-cuda, CUDA, target). */
+extern const char {P}_build_info[];
+/* The CUDA driver's name of a CUresult ("CUDA_ERROR_INVALID_VALUE"). */
+const char *{P}_error_name(int status);
+/* The name of the last failed CUresult a launcher returned on this thread,
+   or NULL if none failed. */
+const char *{P}_last_error_name(void);
+/* Why libcuda.so.1 could not be bound (launches then return
+   CUDA_ERROR_NO_DEVICE), or NULL. */
+const char *{P}_driver_problem(void);
+/* The driver table: its entry points, by name, in order. */
+unsigned {P}_driver_entry_count(void);
+const char *{P}_driver_entry_name(unsigned i);
+/* Use these driver functions (count of them, in entry order, none NULL)
+   instead of libcuda's, e.g. a recording driver in tests; 0 on success.
+   Not safe while launches run on other threads. */
+int {P}_bind_driver(void *const *functions, unsigned count);
+/* Ask the driver about every pointer argument of every launch (refused
+   with CUDA_ERROR_INVALID_VALUE when it does not know the memory); the
+   environment variable NUMBA_CUDA_LAUNCH_CHECK_POINTERS=1 sets it too. */
+void {P}_check_pointers(int enabled);
+/* XLA FFI handlers in the library: target name, handler, and whether it is
+   command-buffer compatible (register it for the initialize stage too). */
+typedef struct {{ const char *name; void *handler; int command_buffer; }} {P}_ffi_target;
+unsigned {P}_ffi_target_count(void);
+const {P}_ffi_target *{P}_ffi_targets(void);
+"""
+
+
+def _header(exports, signatures, prefix, lib_name, build_info):
+    guard = prefix.upper() + "_H"
+    out = ["/* %s: generated by numba-cuda-launch." % lib_name,
+           "   Built with %s. */" % build_info,
+           "#ifndef %s" % guard, "#define %s" % guard,
+           "#include <stdbool.h>", "#include <stdint.h>",
+           "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
+           "#define %s_ABI_VERSION %d" % (prefix.upper(), ABI_VERSION), ""]
+    for exp, ctypes_ in zip(exports, signatures):
+        if exp.ffi_target is None:
+            note = ": returns the CUresult of its launch (0 on success)" \
+                if exp.code.restype == types.int32 else ""
+            out.append("/* %s (cfunc %s)%s */" % (exp.cname, exp.code.pyfunc.__qualname__, note))
+            out.append(_prototype(exp, ctypes_) + ";")
+    out += ["", _HELPERS.format(P=prefix, PU=prefix.upper()).rstrip(), "",
+            "#ifdef __cplusplus", "}", "#endif", "#endif", ""]
+    return "\n".join(out)
+
+
+def _version_script(exports, prefix):
+    names = [e.cname for e in exports] + ["%s_%s" % (prefix, h) for h in _HELPER_NAMES]
+    return "{\n  global:\n%s\n  local: *;\n};\n" % "\n".join('    "%s";' % n for n in names)
+
+
+# -- toolchain and the final check ----------------------------------------------
+
+def _compiler():
+    cc = os.environ.get("CC") or "cc"
+    path = shutil.which(cc.split()[0]) if cc.strip() else None
+    if path is None:
+        raise AotBuildError(
+            "no C compiler found (tried %s): building a C library links with the system C "
+            "toolchain; install one (gcc or clang) or set CC" % (
+                "CC=%r" % cc if os.environ.get("CC") else "'cc' on PATH"))
+    return [path] + cc.split()[1:]
+
+
+def _elf_dynamic(path):
+    """(needed libraries, undefined non-weak dynamic symbols) of ELF64
+    shared library *path* (little-endian)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise AotBuildError("%s is not a little-endian ELF64 file" % path)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                for i in range(shnum)]
+
+    def string(sec, off):
+        start = sections[sec][4] + off
+        return data[start:data.index(b"\0", start)].decode()
+    needed, undefined = [], []
+    for _, kind, _, _, off, size, link, _, _, entsize in sections:
+        if kind == 6:  # SHT_DYNAMIC: DT_NEEDED entries
+            for pos in range(off, off + size, 16):
+                tag, val = struct.unpack_from("<qQ", data, pos)
+                if tag == 1:
+                    needed.append(string(link, val))
+        elif kind == 11:  # SHT_DYNSYM
+            for pos in range(off + entsize, off + size, entsize):
+                name, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
+                if shndx == 0 and name and info >> 4 != 2:  # undefined, not STB_WEAK
+                    undefined.append(string(link, name))
+    return needed, sorted(undefined)
+
+
+def check_library(path):
+    """Raise :class:`AotBuildError` unless shared library *path* needs only
+    libc, libdl and libm and takes from them only the symbols this package's
+    libraries use (no Python, Numba or other library at run time)."""
+    needed, undefined = _elf_dynamic(path)
+    bad_libs = [n for n in needed if n not in _NEEDED_OK]
+    bad = [s for s in undefined if s not in _LIBC_OK and not _LIBM_OK.match(s)]
+    if bad_libs or bad:
+        raise AotBuildError(
+            "%s would not run without Python: it needs %s (only libc, libdl and libm are "
+            "allowed)" % (path, "; ".join(filter(None, [
+                bad_libs and "libraries %s" % ", ".join(bad_libs),
+                bad and "symbols %s" % ", ".join(bad)]))))
+
+
+# -- build ----------------------------------------------------------------------
+
+def _build_info(prefix, cpu):
+    versions = numba_cfunc.toolchain_versions()
+    cc = _compat.target_compute_capability()
+    return ("%s ABI %d; numba-cuda-launch %s; numba %s; numba-cuda %s; llvmlite %s; CUDA %s; "
+            "kernels for %s; CPU %s" % (
+                prefix, ABI_VERSION, __version__, versions["numba"], versions["numba-cuda"],
+                versions["llvmlite"], versions["cuda"],
+                "sm_%d%d" % cc if cc else "an unknown architecture", cpu or "host"))
+
+
+def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu=None):
+    """Build shared library *path* from compiled ``@cfunc`` launchers.
+
+    *functions* maps each exported C name to a ``@cfunc`` (status-only:
+    ``kernel[...].launch_status(...)``; arguments C scalars and pointers).
+    *jax_kernels* lists ``jax_kernel()`` results whose registered FFI
+    handlers are exported under their target names. *header* is the C
+    header to write (default: *path* with ``.h``); *prefix* the prefix of
+    the library's helper functions (default: the file name without ``lib``
+    and extension); *cpu* an LLVM CPU name for the code (default: the CPU
+    Numba compiled for; ``"x86-64"`` for any x86-64). Links with ``$CC``
+    or ``cc``. Returns a :class:`Library`; raises :class:`AotBuildError`.
+    """
+    if not sys.platform.startswith("linux"):
+        raise AotBuildError("C libraries are built for Linux (ELF shared objects) only, "
+                            "not %s" % sys.platform)
+    base = os.path.basename(path)
+    if prefix is None:
+        prefix = re.sub(r"\W", "_", re.sub(r"^lib", "", base.split(".")[0]))
+    if not _C_NAME.match(prefix or "") or prefix in _C_KEYWORDS:
+        raise AotBuildError("prefix %r is not a C identifier: pass prefix=" % prefix)
+    exports = [_launcher(n, f) for n, f in (functions or {}).items()]
+    exports += _jax_exports(jax_kernels)
+    if not exports:
+        raise AotBuildError("nothing to build: give functions={C name: cfunc} or jax_kernels")
+    own = {"%s_%s" % (prefix, h) for h in _HELPER_NAMES + ("ffi_target",)}
+    names, symbols = set(), {}
+    for e in exports:
+        if e.cname in names or e.cname in own:
+            raise AotBuildError("%s: the name %r is %s" % (
+                e.what, e.cname, "given twice" if e.cname in names
+                else "one of the library's own names (prefix %r)" % prefix))
+        if e.code.symbol in symbols:
+            raise AotBuildError("%s: the same cfunc is already exported as %r; a cfunc goes "
+                                "in a library once" % (e.what, symbols[e.code.symbol]))
+        names.add(e.cname)
+        symbols[e.code.symbol] = e.cname
+    cc = _compiler()
+    if not os.path.exists(os.path.join(_RUNTIME_DIR, _RUNTIME)):
+        raise AotBuildError("the C runtime %s is missing from this installation (package "
+                            "data of numba_cuda_launch.interop)" % os.path.join(_RUNTIME_DIR,
+                                                                               _RUNTIME))
+    signatures = [_check_signature(e) for e in exports]
+    tm = _target_machine(exports[0].code, cpu)
+    modules = [_optimized_module(e, tm) for e in exports]
+    for exp, module in zip(exports, modules):
+        _refuse_python(exp, module)
+    linked = modules[0]
+    for m in modules[1:]:
+        linked.link_in(m)
+    build_info = _build_info(prefix, cpu)
+    header = header or os.path.splitext(path)[0] + ".h"
+    with tempfile.TemporaryDirectory(prefix="ncl-aot-") as tmp:
+        files = {"launchers.o": tm.emit_object(linked),
+                 "lib.c": _source(exports, signatures, prefix, build_info).encode(),
+                 "exports.map": _version_script(exports, prefix).encode()}
+        for name, content in files.items():
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(content)
+        # Relative names and a fixed directory layout keep the output the same
+        # from one build to the next.
+        cmd = cc + ["-shared", "-fPIC", "-O2", "-I", _RUNTIME_DIR, "-o", "lib.so", "lib.c",
+                    "launchers.o", "-Wl,--version-script=exports.map", "-Wl,--no-undefined",
+                    "-Wl,-z,text", "-Wl,--as-needed", "-ldl", "-lm"]
+        done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise AotBuildError("linking %s failed (%s):\n%s" % (
+                base, " ".join(cmd), (done.stderr or done.stdout).strip()))
+        check_library(os.path.join(tmp, "lib.so"))
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        shutil.copyfile(os.path.join(tmp, "lib.so"), path)
+    os.makedirs(os.path.dirname(os.path.abspath(header)), exist_ok=True)
+    with open(header, "w") as f:
+        f.write(_header(exports, signatures, prefix, base, build_info))
+    return Library(path, header, prefix,
+                   tuple(e.cname for e in exports if e.ffi_target is None),
+                   tuple(e.ffi_target for e in exports if e.ffi_target is not None), build_info)
+
+
+# -- command line ---------------------------------------------------------------
+
+def _load(spec):
+    module, _, attr = spec.partition(":")
+    if not attr:
+        raise AotBuildError("%r: write MODULE:ATTRIBUTE" % spec)
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def main(argv=None):
+    """``numba-cuda-launch-aot OUT.so NAME=module:cfunc ... [module:jax_kernel ...]``."""
+    p = argparse.ArgumentParser(
+        prog="numba-cuda-launch-aot",
+        description="Build a C shared library from @cfunc launchers (docs/aot.md).")
+    p.add_argument("output", help="the shared library to write, e.g. libsaxpy.so")
+    p.add_argument("items", nargs="+", metavar="NAME=MODULE:CFUNC | MODULE:JAX_KERNEL",
+                   help="a cfunc exported as C function NAME, or a jax_kernel() whose "
+                        "registered FFI handlers are exported")
+    p.add_argument("--header", help="the C header to write (default: OUTPUT with .h)")
+    p.add_argument("--prefix", help="prefix of the library's helper functions")
+    p.add_argument("--cc", metavar="X.Y", help="compute capability of the kernel images "
+                   "when no GPU is present (as NUMBA_CUDA_LAUNCH_CC)")
+    p.add_argument("--cpu", help="LLVM CPU name of the code (default: this machine's)")
+    args = p.parse_args(argv)
+    if args.cc:
+        config.set_compute_capability(args.cc)
+    sys.path.insert(0, os.getcwd())
+    functions, kernels = {}, []
+    try:
+        for item in args.items:
+            name, eq, spec = item.rpartition("=")
+            if eq:
+                functions[name] = _load(spec)
+            else:
+                kernels.append(_load(spec))
+        lib = build(args.output, functions, header=args.header, prefix=args.prefix,
+                    jax_kernels=kernels, cpu=args.cpu)
+    except AotBuildError as exc:
+        print("numba-cuda-launch-aot: %s" % exc, file=sys.stderr)
+        return 1
+    print("wrote %s (%d bytes) and %s" % (lib.path, os.path.getsize(lib.path), lib.header))
+    return 0

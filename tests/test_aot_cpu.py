@@ -1,0 +1,433 @@
+"""C libraries built from @cfunc launchers (numba_cuda_launch.aot), without
+a GPU: the library's exports and dependencies, a C program driving it with
+a recording driver written in C (tests/aot_recorder.c) against what
+RecordingDriver records for the same cfuncs in Python, refusals of what
+needs Python, reproducible builds and the command line."""
+
+import ctypes
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+import numba
+import numba.types as nt
+import numpy as np
+import pytest
+from numba import cuda
+
+from numba_cuda_launch import aot
+from numba_cuda_launch.testing import RecordingDriver
+
+import aot_kernels as K
+from childenv import child_env
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None,
+                                reason="no C compiler")
+f32p = nt.CPointer(nt.float32)
+LAUNCHERS = {"saxpy_launch": K.saxpy_launch, "tile_launch": K.tile_launch}
+HELPERS = {"ncltest_" + h for h in (
+    "abi_version", "build_info", "error_name", "last_error_name", "driver_problem",
+    "driver_entry_count", "driver_entry_name", "bind_driver", "check_pointers",
+    "ffi_target_count", "ffi_targets")}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("aot")
+    lib = aot.build(str(d / "libncltest.so"), LAUNCHERS)
+    return d, lib
+
+
+def _run(cmd, **kw):
+    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def recorder(built):
+    d, lib = built
+    exe = str(d / "recorder")
+    _run(["cc", "-O1", "-DP(x)=ncltest_##x", "-include", lib.header, "-o", exe,
+          os.path.join(HERE, "aot_recorder.c"), "-L", str(d), "-lncltest",
+          "-Wl,-rpath," + str(d)])
+    return exe
+
+
+def _ptr(address, ty=ctypes.c_float):
+    return ctypes.cast(address, ctypes.POINTER(ty))
+
+
+def _python_launches():
+    """The launches tests/aot_recorder.c makes, made by the same cfuncs in
+    this process and recorded by RecordingDriver."""
+    with RecordingDriver() as rec:
+        statuses = [
+            K.saxpy_launch.ctypes(0x5000, _ptr(0x7000), _ptr(0x8000), 2.5, 1000),
+            K.tile_launch.ctypes(0x6000, 3, 5, True, 1.25, -7, _ptr(0x9000, ctypes.c_int16),
+                                 96),
+            K.saxpy_launch.ctypes(0, _ptr(0x7100), _ptr(0x8100), -1.0, 1),
+        ]
+    assert statuses == [0, 0, 0]
+    return rec.launches
+
+
+def test_c_program_launches_what_python_records(built, recorder):
+    expected = _python_launches()
+    sizes = ";".join(",".join(str(len(p)) for p in launch.params) for launch in expected)
+    out = _run([recorder, sizes + ";" + sizes.split(";")[0]]).splitlines()
+    launches = [line.split() for line in out if line.startswith("launch ")]
+    assert len(launches) == 4
+    for got, want in zip(launches, expected):
+        assert got[1] == want.kernel
+        assert tuple(map(int, got[2:5])) == want.grid
+        assert tuple(map(int, got[5:8])) == want.block
+        assert int(got[8]) == want.sharedmem and int(got[9]) == want.stream
+        assert got[10].split(",") == [p.hex() for p in want.params]
+    # each launcher loads its own image once (the ELF cubin embedded in it)
+    assert [line for line in out if line.startswith("load ")] == ["load elf", "load elf"]
+    assert "status 0 0 0" in out
+
+
+def test_failed_launch_status_and_error_names(recorder, built):
+    sizes = "8,8,4,8;8,8,1,1;8,8,4,8;8,8,4,8"
+    out = _run([recorder, sizes]).splitlines()
+    assert "failed 719 CUDA_ERROR_LAUNCH_FAILED CUDA_ERROR_INVALID_VALUE" in out
+    # a table of the wrong size is refused, and named as the last error
+    assert "bind-short 1 CUDA_ERROR_INVALID_VALUE" in out
+    assert "bind 0" in out
+    assert "abi %d" % aot.ABI_VERSION in out
+
+
+def test_exports_only_its_functions(built):
+    d, lib = built
+    defined = _run(["nm", "-D", "--defined-only", lib.path])
+    names = {line.split()[-1] for line in defined.splitlines()}
+    assert names == set(LAUNCHERS) | HELPERS
+
+
+def test_needs_only_libc_and_libdl(built):
+    d, lib = built
+    deps = _run(["ldd", lib.path])
+    # the dynamic loader (an absolute path) and the vDSO are in every process
+    libs = {line.split()[0] for line in deps.splitlines()
+            if line.strip() and not line.split()[0].startswith(("/", "linux-vdso"))}
+    assert libs <= {"libc.so.6", "libdl.so.2"}, deps
+    undefined = _run(["nm", "-D", "--undefined-only", lib.path])
+    strong = {line.split()[-1].split("@")[0] for line in undefined.splitlines()
+              if line.split()[0] == "U"}
+    assert strong <= {"dlopen", "dlsym", "dlerror", "getenv", "sched_yield", "strlen",
+                      "strstr", "strcmp", "memcpy", "memset", "__stack_chk_fail"}, strong
+    assert not any("Py" in s or "NRT" in s or "numba" in s for s in strong)
+
+
+def test_position_independent(built):
+    assert "TEXTREL" not in _run(["readelf", "-d", built[1].path])
+
+
+def test_header_prototypes(built):
+    with open(built[1].header) as f:
+        text = f.read()
+    assert "int32_t saxpy_launch(void *stream, float *x, float *y, float a, int64_t n);" in text
+    assert ("int32_t tile_launch(void *stream, uint32_t gx, int32_t gy, bool flag, "
+            "double scale, int8_t small, int16_t *data, int64_t shmem);") in text
+    assert "int ncltest_bind_driver(void *const *functions, unsigned count);" in text
+    assert "numba %s" % numba.__version__ in text.split("*/")[0]
+
+
+def test_build_info_names_the_versions(built):
+    lib = ctypes.CDLL(built[1].path)
+    info = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "ncltest_build_info")))
+    info = info.decode()
+    import numba_cuda
+    assert "numba %s;" % numba.__version__ in info
+    assert "numba-cuda %s;" % numba_cuda.__version__ in info
+    assert re.search(r"CUDA (\d+\.\d+|unknown);", info)
+    assert "kernels for sm_90" in info
+    assert lib.ncltest_abi_version() == aot.ABI_VERSION
+
+
+def _has_libcuda():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_has_libcuda(), reason="a CUDA driver is installed here")
+def test_no_driver_fails_cleanly(tmp_path):
+    lib = aot.build(str(tmp_path / "libnodrv.so"), {"saxpy_launch": K.saxpy_launch})
+    so = ctypes.CDLL(lib.path)
+    so.nodrv_driver_problem.restype = ctypes.c_char_p
+    so.nodrv_last_error_name.restype = ctypes.c_char_p
+    status = so.saxpy_launch(None, None, None, ctypes.c_float(1.0), ctypes.c_int64(10))
+    assert status == 100
+    assert b"libcuda.so.1" in so.nodrv_driver_problem()
+    assert so.nodrv_last_error_name() == b"CUDA_ERROR_NO_DEVICE"
+
+
+@pytest.mark.skipif(_has_libcuda(), reason="a CUDA driver is installed here")
+def test_threads_racing_on_first_call(built):
+    d, lib = built
+    exe = str(d / "threads")
+    _run(["cc", "-O1", "-pthread", "-DP(x)=ncltest_##x", "-include", lib.header, "-o", exe,
+          os.path.join(HERE, "aot_threads.c"), "-L", str(d), "-lncltest",
+          "-Wl,-rpath," + str(d)])
+    for _ in range(5):
+        statuses, problem = _run([exe]).splitlines()
+        assert statuses.split() == ["100"] * 8  # CUDA_ERROR_NO_DEVICE, from every thread
+        assert problem.startswith("the CUDA driver (libcuda.so.1) could not be loaded: ")
+
+
+def test_rebuild_gives_the_same_bytes(built, tmp_path):
+    again = aot.build(str(tmp_path / "libncltest.so"), LAUNCHERS)
+    with open(built[1].path, "rb") as a, open(again.path, "rb") as b:
+        assert a.read() == b.read()
+
+
+# -- refusals -----------------------------------------------------------------
+
+@cuda.jit(nt.void(f32p, nt.int64))
+def fill(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = 1
+
+
+def test_raising_launch_refused(tmp_path):
+    @numba.cfunc(nt.void(nt.voidptr, f32p, nt.int64))
+    def raising(stream, x, n):
+        fill[1, 32, stream](x, n)
+
+    with pytest.raises(aot.AotBuildError) as info:
+        aot.build(str(tmp_path / "libr.so"), {"fill_launch": raising})
+    msg = str(info.value)
+    assert msg.startswith("function 'fill_launch' (cfunc ")
+    assert "Python C API" in msg and "launch_status" in msg
+
+
+def test_nrt_allocation_refused(tmp_path):
+    @numba.cfunc(nt.int32(nt.voidptr, f32p, nt.int64))
+    def allocating(stream, x, n):
+        scratch = np.zeros(n, np.int64)  # an array made in nopython code: NRT
+        return fill[1, 32, stream].launch_status(x, scratch.size)
+
+    with pytest.raises(aot.AotBuildError) as info:
+        aot.build(str(tmp_path / "libn.so"), {"alloc_launch": allocating})
+    msg = str(info.value)
+    assert msg.startswith("function 'alloc_launch' (cfunc ")
+    assert "allocates arrays with Numba's runtime (NRT: NRT_MemInfo_alloc" in msg
+    assert "pass memory in as pointers" in msg
+
+
+def test_array_argument_refused(tmp_path):
+    @numba.cfunc(nt.int32(nt.float32[::1]))
+    def takes_array(x):
+        return 0
+
+    with pytest.raises(aot.AotBuildError) as info:
+        aot.build(str(tmp_path / "liba.so"), {"takes_array": takes_array})
+    msg = str(info.value)
+    assert "function 'takes_array'" in msg and "argument 1 is array(float32, 1d, C)" in msg
+
+
+def test_not_a_cfunc_refused(tmp_path):
+    with pytest.raises(aot.AotBuildError, match="function 'f'.*expected a @numba.cfunc, got "
+                                                "CPUDispatcher"):
+        aot.build(str(tmp_path / "libf.so"), {"f": numba.njit(lambda: 0)})
+
+
+def test_c_name_refused(tmp_path):
+    with pytest.raises(aot.AotBuildError, match="'saxpy-launch' is not a C identifier"):
+        aot.build(str(tmp_path / "libs.so"), {"saxpy-launch": K.saxpy_launch})
+
+
+def test_helper_name_clash_refused(tmp_path):
+    with pytest.raises(aot.AotBuildError, match="'lib_error_name' is one of the library's own names"):
+        aot.build(str(tmp_path / "liblib.so"), {"lib_error_name": K.saxpy_launch})
+
+
+def test_same_cfunc_twice_refused(tmp_path):
+    with pytest.raises(aot.AotBuildError, match="function 'again' .*: the same cfunc is already "
+                                                "exported as 'saxpy_launch'"):
+        aot.build(str(tmp_path / "libt.so"), {"saxpy_launch": K.saxpy_launch,
+                                              "again": K.saxpy_launch})
+
+
+def test_no_compiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(aot.AotBuildError, match=r"no C compiler found \(tried CC=.*no-such-cc"):
+        aot.build(str(tmp_path / "libs.so"), {"saxpy_launch": K.saxpy_launch})
+
+
+def test_no_cc_on_path(tmp_path, monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(aot.AotBuildError, match="no C compiler found \\(tried 'cc' on PATH\\)"):
+        aot.build(str(tmp_path / "libs.so"), {"saxpy_launch": K.saxpy_launch})
+
+
+# -- the final guard ------------------------------------------------------------
+
+def test_library_guard_refuses_python_symbols(tmp_path):
+    src = tmp_path / "py.c"
+    src.write_text("extern void *PyErr_Occurred(void);\n"
+                   "void *f(void) { return PyErr_Occurred(); }\n")
+    so = str(tmp_path / "libpy.so")
+    _run(["cc", "-shared", "-fPIC", "-o", so, str(src)])
+    with pytest.raises(aot.AotBuildError, match="needs symbols PyErr_Occurred"):
+        aot.check_library(so)
+
+
+def test_library_guard_refuses_other_libraries(tmp_path):
+    (tmp_path / "dep.c").write_text("int g(void) { return 1; }\n")
+    (tmp_path / "z.c").write_text("int g(void);\nint f(void) { return g(); }\n")
+    _run(["cc", "-shared", "-fPIC", "-o", "libdep.so", "dep.c"], cwd=tmp_path)
+    _run(["cc", "-shared", "-fPIC", "-o", "libz.so", "z.c", "-L.", "-ldep"], cwd=tmp_path)
+    so = str(tmp_path / "libz.so")
+    with pytest.raises(aot.AotBuildError, match="needs libraries libdep.so; symbols g"):
+        aot.check_library(so)
+
+
+def test_link_refuses_what_the_first_guard_missed(tmp_path, monkeypatch):
+    # With the per-function check switched off, the link itself refuses a
+    # function that calls Python (every symbol must resolve in libc/libdl/libm).
+    @numba.cfunc(nt.void(nt.voidptr, f32p, nt.int64))
+    def raising(stream, x, n):
+        fill[1, 32, stream](x, n)
+
+    monkeypatch.setattr(aot, "_refuse_python", lambda exp, module: None)
+    with pytest.raises(aot.AotBuildError, match="(?s)linking libg.so failed.*Py"):
+        aot.build(str(tmp_path / "libg.so"), {"fill_launch": raising})
+
+
+# -- command line ----------------------------------------------------------------
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "numba_cuda_launch.aot", *args], cwd=HERE,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+
+
+def test_command_line(tmp_path):
+    out = tmp_path / "libcli.so"
+    done = _cli(str(out), "saxpy_c=aot_kernels:saxpy_launch", "--cc", "9.0")
+    assert done.returncode == 0, done.stderr
+    assert "wrote %s" % out in done.stdout
+    assert "saxpy_c" in _run(["nm", "-D", "--defined-only", str(out)])
+    assert "int32_t saxpy_c(void *stream" in (tmp_path / "libcli.h").read_text()
+    # a build in another process gives the same bytes
+    again = _cli(str(tmp_path / "libcli2.so"), "saxpy_c=aot_kernels:saxpy_launch",
+                 "--cc", "9.0", "--prefix", "cli")
+    assert again.returncode == 0, again.stderr
+    assert out.read_bytes() == (tmp_path / "libcli2.so").read_bytes()
+
+
+def test_command_line_refusal(tmp_path):
+    done = _cli(str(tmp_path / "libx.so"), "bad-name=aot_kernels:saxpy_launch", "--cc", "9.0")
+    assert done.returncode == 1
+    assert "numba-cuda-launch-aot: function 'bad-name'" in done.stderr
+    assert "not a C identifier" in done.stderr
+
+
+# -- jax_kernel handlers in the library, registered by a process without Numba ---
+
+JAX_CHILD = r"""
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+from jax_register import register_library
+import jax
+
+lib, names = register_library(sys.argv[1], "ncljax", platform="cpu")
+vp, u = ctypes.c_void_p, ctypes.c_uint
+launches, keep = [], []
+
+def fn(restype_args, impl):
+    f = ctypes.CFUNCTYPE(ctypes.c_int, *restype_args)(impl)
+    keep.append(f)
+    return ctypes.cast(f, vp).value
+
+def launch(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+    p = ctypes.cast(params, ctypes.POINTER(vp))
+    launches.append({"grid": [gx, gy, gz], "block": [bx, by, bz], "shmem": shmem,
+                     "a": ctypes.string_at(p[21], 4).hex()})
+    return 0
+
+def store(value):
+    def impl(out, *rest):
+        ctypes.cast(out, ctypes.POINTER(vp))[0] = value
+        return 0
+    return impl
+
+impls = {"cuInit": ((u,), lambda flags: 0),
+         "cuCtxGetCurrent": ((vp,), store(0xC0)),
+         "cuLibraryLoadData": ((vp,) * 5 + (u, vp, vp, u), store(0x1000)),
+         "cuLibraryGetKernel": ((vp, vp, vp), store(0x2000)),
+         "cuLaunchKernel": ((vp,) + (u,) * 7 + (vp, vp, vp), launch)}
+name_of = lib.ncljax_driver_entry_name
+name_of.restype = ctypes.c_char_p
+n = lib.ncljax_driver_entry_count()
+table = (vp * n)()
+for i in range(n):
+    args, impl = impls.get(name_of(i).decode(), ((), lambda: 801))
+    table[i] = fn(args, impl)
+assert lib.ncljax_bind_driver(table, n) == 0
+exported = jax.export.deserialize(open(sys.argv[2], "rb").read())
+x = np.arange(1000, dtype=np.float32)
+jax.block_until_ready(exported.call(x, x))
+print(json.dumps({"numba": [m for m in sys.modules if m.split(".")[0] in ("numba", "llvmlite")],
+                  "names": names, "launches": launches}))
+"""
+
+
+def test_jax_handler_from_library_without_numba(tmp_path, monkeypatch):
+    import json
+
+    jax = pytest.importorskip("jax")
+    import numba_cuda_launch.interop.jax as J
+    from childenv import PREAMBLE
+
+    monkeypatch.setattr(J, "_PLATFORMS", ("CUDA", "cpu"))  # export for XLA:CPU
+
+    @cuda.jit
+    def jsaxpy(x, y, out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] + y[i]
+
+    k = J.jax_kernel(jsaxpy, out_shapes=lambda x, y, a: x, scalars={"a": np.float32},
+                     launch=lambda x, y, a: ((x.shape[0] + 255) // 256, 256))
+    spec = jax.ShapeDtypeStruct((1000,), np.float32)
+    exported = J.export(jax.jit(lambda x, y: k(x, y, a=2.0)), platforms=["cpu"])(spec, spec)
+    (tmp_path / "f.jax").write_bytes(exported.serialize())
+    lib = aot.build(str(tmp_path / "libncljax.so"), jax_kernels=[k])
+    assert lib.ffi_targets == tuple(k.target_names) and lib.functions == ()
+    assert k.target_names[0] in _run(["nm", "-D", "--defined-only", lib.path])
+
+    env = child_env(JAX_PLATFORMS="cpu")
+    env.pop("PYTHONPATH")  # nothing of this checkout, so nothing imports Numba
+    done = subprocess.run(
+        [sys.executable, "-c", PREAMBLE + JAX_CHILD,
+         lib.path, str(tmp_path / "f.jax"), os.path.join(os.path.dirname(HERE),
+                                                         "examples", "clib")],
+        env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["numba"] == []
+    assert result["names"] == list(k.target_names)
+    assert result["launches"] == [{"grid": [4, 1, 1], "block": [256, 1, 1], "shmem": 0,
+                                   "a": np.float32(2.0).tobytes().hex()}]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="an x86-64 CPU name")
+def test_portable_cpu(tmp_path):
+    lib = aot.build(str(tmp_path / "libport.so"), {"saxpy_launch": K.saxpy_launch},
+                    cpu="x86-64")
+    assert lib.build_info.endswith("CPU x86-64")
+    so = ctypes.CDLL(lib.path)
+    assert so.port_abi_version() == aot.ABI_VERSION
