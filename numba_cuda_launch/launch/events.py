@@ -1,56 +1,11 @@
 """CUDA events in CPU nopython code (and from Python): timing and waiting.
 
-::
-
-    start = numba_cuda_launch.event()            # cuEventCreate
-    end = numba_cuda_launch.event()
-    start.record(stream)                         # cuEventRecord
-    kernel[grid, block, stream](args...)
-    end.record(stream)
-    end.synchronize()                            # cuEventSynchronize
-    ms = start.elapsed_time(end)                 # cuEventElapsedTime, float32 milliseconds
-    done = end.query()                           # cuEventQuery: True once completed
-
-``event(timing=True, blocking=False)``: ``timing=False`` makes an event
-without timing data (``CU_EVENT_DISABLE_TIMING``: cheaper, what waiting needs;
-``elapsed_time`` then fails with ``CUDA_ERROR_INVALID_HANDLE``);
-``blocking=True`` makes ``synchronize()`` sleep rather than spin
-(``CU_EVENT_BLOCKING_SYNC``). ``record()`` takes any stream a launch takes
-(default: the default stream). ``ev.handle`` is the ``CUevent`` (``voidptr``;
-an ``int`` from Python) for C code.
-
-Errors as for launches and :mod:`.sync`: each method raises
-:class:`~numba_cuda_launch.CudaError` naming the driver function and error,
-and has a ``*_status`` form returning the ``CUresult``:
-``event_status(...)`` gives ``(status, event)``, ``record_status(stream)``,
-``synchronize_status()``, ``query_status()`` (``CUDA_ERROR_NOT_READY``, 600,
-before completion), ``elapsed_time_status(end)`` gives ``(status, ms)``,
-``destroy_status()``. An event whose creation failed, or that was destroyed,
-reports ``CUDA_ERROR_INVALID_HANDLE`` without calling the driver.
-
-Release. An event is a reference-counted Numba object (a meminfo, like an
-array's) whose destructor calls ``cuEventDestroy``: it is released when its
-last reference goes -- at the end of the function that made it, or when the
-Python object it was returned as is collected. That is what CuPy and
-numba-cuda users know (their events are released by the garbage collector);
-nothing is destroyed twice or used after release, and a loop making an
-event per iteration holds one at a time. ``destroy()`` releases it earlier,
-for code that wants to say when (later uses then fail as above; a second
-destroy does nothing). An event is destroyed through the driver it was
-created with, also from a thread with no current context.
-
-One exception to automatic release is Numba's: when an exception leaves a
-compiled function, the references it holds are not released (numba#1549;
-arrays leak the same way), so an event alive in a function that raises is
-never destroyed. Code that must not leak on errors uses the ``*_status``
-forms, which never raise (they are also the ones to use inside ``prange``,
-where Numba does not propagate exceptions). The Python methods call the
-status forms and raise in Python, so they do not leak.
-
-Under the CUDA simulator, events record host time (``time.perf_counter``,
-through an object-mode call): a simulated launch has completed when it
-returns, so the time between two events is the time the launches between
-them took; ``synchronize`` and ``query`` report completion.
+``numba_cuda_launch.event()`` makes a reference-counted event (released
+with its last reference, or by ``destroy()``) with ``record``,
+``synchronize``, ``query``, ``elapsed_time`` and their ``*_status`` forms;
+the raising forms raise :class:`~numba_cuda_launch.CudaError` naming the
+driver function (and, for ``elapsed_time``, which event could not be
+timed). The user's guide is docs/events.md.
 """
 
 import functools
@@ -74,17 +29,19 @@ from numba.extending import (
     unbox,
 )
 
-from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_READY, CudaError, \
+    NopythonUsageError
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.launch.sync import (
     check_status,
     check_stream,
+    cuda_error_raiser,
     emit_stream,
     jitted_call,
     python_stream,
     query_result,
-    raiser,
     simulated,
 )
 from numba_cuda_launch.runtime import events as _events
@@ -93,7 +50,10 @@ __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-_INVALID_HANDLE = ir.Constant(_i32, _events.CUDA_ERROR_INVALID_HANDLE)
+_INVALID_HANDLE = ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE)
+# Set in an event's payload flags (beside the CU_EVENT_* creation flags) once
+# it was recorded: what elapsed_time's error says of an event never recorded.
+_RECORDED = 0x40000000
 
 
 class EventType(types.Type):
@@ -201,6 +161,14 @@ def _event_new(typingctx, flags):
     return types.Tuple((types.int32, event_type))(flags), codegen
 
 
+def _mark_recorded(builder, payload, status):
+    """After a record: set the payload's recorded bit when *status* is 0."""
+    flags = _events.payload_field(builder, payload, "flags")
+    with builder.if_then(builder.icmp_signed("==", status, status.type(0)), likely=True):
+        builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _RECORDED)), flags)
+    return status
+
+
 @intrinsic
 def _event_record(typingctx, ev, stream):
     def codegen(context, builder, sig, args):
@@ -210,9 +178,10 @@ def _event_record(typingctx, ev, stream):
             def stamp():
                 now = call_jitted(context, builder, _host_ms, (), [])
                 builder.store(now, _events.payload_field(builder, payload, "host_ms"))
-            return _sim_status(builder, payload, stamp)
+            return _mark_recorded(builder, payload, _sim_status(builder, payload, stamp))
         handle = emit_stream(context, builder, sig.args[1], args[1])
-        return _events.emit_event_record(builder, payload, handle)
+        return _mark_recorded(builder, payload,
+                              _events.emit_event_record(builder, payload, handle))
     return types.int32(ev, stream), codegen
 
 
@@ -248,6 +217,39 @@ def _event_elapsed_time(typingctx, start, end):
             status = _events.emit_event_elapsed_time(builder, ms, start, end)
         return context.make_tuple(builder, sig.return_type, [status, builder.load(ms)])
     return types.Tuple((types.int32, types.float32))(start, end), codegen
+
+
+#: Why elapsed_time failed, by reason (from 1): each event checked in turn.
+_ELAPSED_MESSAGES = tuple(
+    text % which for which in ("start", "end") for text in (
+        "the %s event was destroyed (or its creation failed)",
+        "the %s event was made with timing=False (no timing data)",
+        "the %s event was never recorded (call its record(stream) first)"))
+
+
+@intrinsic
+def _elapsed_reason(typingctx, start, end):
+    """The index (from 1) in _ELAPSED_MESSAGES of why the driver cannot time
+    *start* to *end*, or 0: asked after elapsed_time failed."""
+    def codegen(context, builder, sig, args):
+        reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+        index = len(_ELAPSED_MESSAGES)
+        # Last first, so that the first problem found is the one kept.
+        for ty, value in reversed(list(zip(sig.args, args))):
+            field = functools.partial(_events.payload_field, builder,
+                                      _payload(context, builder, ty, value))
+            flags = builder.load(field("flags"))
+            problems = [cgutils.is_null(builder, builder.load(field("event"))),
+                        builder.icmp_signed("!=", builder.and_(flags, ir.Constant(
+                            _i32, _events.CU_EVENT_DISABLE_TIMING)), ir.Constant(_i32, 0)),
+                        builder.icmp_signed("==", builder.and_(flags, ir.Constant(
+                            _i32, _RECORDED)), ir.Constant(_i32, 0))]
+            for problem in reversed(problems):
+                with builder.if_then(problem):
+                    builder.store(ir.Constant(_i32, index), reason)
+                index -= 1
+        return builder.load(reason)
+    return types.int32(start, end), codegen
 
 
 @intrinsic
@@ -287,7 +289,7 @@ def event_status(timing=True, blocking=False):
     """:func:`event` returning ``(status, event)``: on failure the status is
     the ``CUresult`` and the event holds nothing (its methods report
     ``CUDA_ERROR_INVALID_HANDLE``)."""
-    return jitted_call(event_status, 2)(timing, blocking)
+    return jitted_call(event_status)(timing, blocking)
 
 
 def _check_flag(where, name, ty):
@@ -316,12 +318,12 @@ def _flags(timing, blocking):
 @overload(event, target="cpu")
 def _ov_event(timing=True, blocking=False):
     _check_flags("numba_cuda_launch.event()", timing, blocking)
-    raise_error = raiser("cuEventCreate")
+    raise_error = cuda_error_raiser("cuEventCreate")
 
     def impl(timing=True, blocking=False):
         status, ev = _event_new(_flags(timing, blocking))
         if status != 0:
-            raise_error(status)
+            raise_error(status, 0)
         return ev
     return impl
 
@@ -336,12 +338,12 @@ def _raising(name, operation, intrinsic_fn):
     """The plain method *name*: *intrinsic_fn*'s status, raised if not 0."""
     @overload_method(EventType, name, target="cpu")
     def method(ev):
-        raise_error = raiser(operation)
+        raise_error = cuda_error_raiser(operation)
 
         def impl(ev):
             status = intrinsic_fn(ev)
             if status != 0:
-                raise_error(status)
+                raise_error(status, 0)
         return impl
 
     @overload_method(EventType, name + "_status", target="cpu")
@@ -356,12 +358,12 @@ _raising("destroy", "cuEventDestroy", _event_destroy)
 @overload_method(EventType, "record", target="cpu")
 def _record(ev, stream=0):
     check_stream("CUDAEvent.record()", stream)
-    raise_error = raiser("cuEventRecord")
+    raise_error = cuda_error_raiser("cuEventRecord")
 
     def impl(ev, stream=0):
         status = _event_record(ev, stream)
         if status != 0:
-            raise_error(status)
+            raise_error(status, 0)
     return impl
 
 
@@ -373,14 +375,14 @@ def _record_status(ev, stream=0):
 
 @overload_method(EventType, "query", target="cpu")
 def _query(ev):
-    raise_error = raiser("cuEventQuery")
+    raise_error = cuda_error_raiser("cuEventQuery")
 
     def impl(ev):
         status = _event_query(ev)
         if status == 0:
             return True
-        if status != _events.CUDA_ERROR_NOT_READY:
-            raise_error(status)
+        if status != CUDA_ERROR_NOT_READY:
+            raise_error(status, 0)
         return False
     return impl
 
@@ -396,15 +398,19 @@ def _check_end(where, end):
                           "numba_cuda_launch.event(), got %s" % (where, end))
 
 
+_fail_elapsed = raiser(CudaError, ("cuEventElapsedTime",), tuple(
+    (i, ("cuEventElapsedTime", text)) for i, text in enumerate(_ELAPSED_MESSAGES, 1)))
+
+
 @overload_method(EventType, "elapsed_time", target="cpu")
 def _elapsed_time(start, end):
     _check_end("CUDAEvent.elapsed_time()", end)
-    raise_error = raiser("cuEventElapsedTime")
 
     def impl(start, end):
         status, ms = _event_elapsed_time(start, end)
         if status != 0:
-            raise_error(status)
+            _fail_elapsed(status, _elapsed_reason(start, end)
+                          if status == CUDA_ERROR_INVALID_HANDLE else 0)
         return ms
     return impl
 
@@ -446,42 +452,46 @@ class Event:
         check_status(self.record_status(stream), "cuEventRecord")
 
     def record_status(self, stream=0):
-        return jitted_call("record_status", 2, True)(self, python_stream(stream))
+        return jitted_call("record_status", True)(self, python_stream(stream))
 
     def synchronize(self):
         """Wait until the work before the event's record has completed."""
         check_status(self.synchronize_status(), "cuEventSynchronize")
 
     def synchronize_status(self):
-        return jitted_call("synchronize_status", 1, True)(self)
+        return jitted_call("synchronize_status", True)(self)
 
     def query(self):
         """True once the work before the event's record has completed."""
         return query_result(self.query_status(), "cuEventQuery")
 
     def query_status(self):
-        return jitted_call("query_status", 1, True)(self)
+        return jitted_call("query_status", True)(self)
 
     def elapsed_time(self, end):
         """Milliseconds from this event to *end* (both recorded, completed)."""
         status, ms = self.elapsed_time_status(end)
+        if status == CUDA_ERROR_INVALID_HANDLE and isinstance(end, Event):
+            reason = jitted_call(_elapsed_reason)(self, end)
+            check_status(status, "cuEventElapsedTime",
+                         _ELAPSED_MESSAGES[reason - 1] if reason else "")
         check_status(status, "cuEventElapsedTime")
         return ms
 
     def elapsed_time_status(self, end):
-        return jitted_call("elapsed_time_status", 2, True)(self, end)
+        return jitted_call("elapsed_time_status", True)(self, end)
 
     def destroy(self):
         """Release the event now rather than when collected."""
         check_status(self.destroy_status(), "cuEventDestroy")
 
     def destroy_status(self):
-        return jitted_call("destroy_status", 1, True)(self)
+        return jitted_call("destroy_status", True)(self)
 
     @property
     def handle(self):
         """The ``CUevent`` as an integer (0 once destroyed)."""
-        return jitted_call(_handle_of, 1)(self) or 0
+        return jitted_call(_handle_of)(self) or 0
 
     def __repr__(self):
         return "<numba_cuda_launch.Event handle=%#x>" % self.handle

@@ -34,7 +34,7 @@ from numba.core import types
 from numba.extending import intrinsic, overload, overload_method
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaError, NopythonUsageError
+from numba_cuda_launch.errors import CUDA_ERROR_NOT_READY, CudaError, NopythonUsageError
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.stream import (
     CUDAStream,
@@ -42,6 +42,7 @@ from numba_cuda_launch.launch.stream import (
     stream_handle,
     stream_handle_value,
 )
+from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.runtime import events as _events
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "CUDA_ERROR_NOT_READY",
 ]
 
-CUDA_ERROR_NOT_READY = _events.CUDA_ERROR_NOT_READY
 _i32 = ir.IntType(32)
 
 
@@ -63,40 +63,35 @@ def simulated():
     return _compat.simulator_enabled()
 
 
-@functools.lru_cache(maxsize=None)
-def raiser(operation):
-    """An ``@njit`` function raising ``CudaError(status, operation)``.
-
-    Called from the implementations rather than raised in them: numba 0.68
-    mishandles a dynamic exception raised in a ``@cfunc``'s body or a
-    ``compile_internal`` subroutine, but handles one propagated from a
-    called dispatcher (as launches do, see ``launch/call.py``)."""
-    def raise_cuda_error(status):
-        raise CudaError(status, operation)
-    return njit(raise_cuda_error)
+def cuda_error_raiser(operation):
+    """The ``@njit`` ``raise_error(status, reason)`` raising
+    ``CudaError(status, operation)`` (see :mod:`.raising`)."""
+    return raiser(CudaError, (operation,))
 
 
 @functools.lru_cache(maxsize=None)
-def jitted_call(fn, nargs, method=False):
+def jitted_call(fn, method=False):
     """An ``@njit`` function calling *fn* (a function with a nopython
-    overload) with *nargs* arguments, or with *method* true the method named
+    overload) with its arguments, or with *method* true the method named
     *fn* of its first argument: how the Python forms run the nopython ones."""
-    names = ["a%d" % i for i in range(nargs)]
-    call = ("a0.%s(%s)" % (fn, ", ".join(names[1:])) if method
-            else "FN(%s)" % ", ".join(names))
-    ns = {"FN": fn}
-    exec("def call(%s):\n    return %s\n" % (", ".join(names), call), ns)
-    return njit(ns["call"])
+    if method:
+        def call_method(obj, *args):
+            return getattr(obj, fn)(*args)
+        return njit(call_method)
+
+    def call(*args):
+        return fn(*args)
+    return njit(call)
 
 
-def check_status(status, operation):
-    """Raise ``CudaError(status, operation)`` from Python unless *status* is
-    0. The Python forms call the compiled status forms and raise here: an
+def check_status(status, operation, detail=""):
+    """Raise ``CudaError(status, operation, detail)`` from Python unless
+    *status* is 0. The Python forms call the compiled status forms and raise here: an
     exception raised in compiled code would keep the references that code
     held (numba#1549), and an event passed in would never be released."""
     status = int(status)
     if status != 0:
-        raise CudaError(status, operation)
+        raise CudaError(status, operation, detail)
 
 
 def query_result(status, operation):
@@ -115,10 +110,9 @@ def python_stream(stream):
     its raw handle."""
     if stream is None or isinstance(stream, _compat.stream_classes()):
         return stream
-    if isinstance(stream, int) and not isinstance(stream, bool) and \
-            -(1 << 63) <= stream < (1 << 64):
-        return stream  # as compiled code takes an integer: its 64 bits
-    return stream_handle(stream)  # TypeError for a float, a string, a bool, 2**64
+    # An integer is a handle in 0..2**64-1 as for stream objects (the same
+    # TypeError for a negative one, a float, a string, a bool, 2**64).
+    return stream_handle(stream)
 
 
 def check_stream(where, ty):
@@ -179,7 +173,7 @@ def synchronize():
 
 def synchronize_status():
     """:func:`synchronize`, returning the ``CUresult`` instead of raising."""
-    return jitted_call(synchronize_status, 0)()
+    return jitted_call(synchronize_status)()
 
 
 def stream_synchronize(stream=0):
@@ -191,7 +185,7 @@ def stream_synchronize(stream=0):
 
 def stream_synchronize_status(stream=0):
     """:func:`stream_synchronize`, returning the ``CUresult``."""
-    return jitted_call(stream_synchronize_status, 1)(python_stream(stream))
+    return jitted_call(stream_synchronize_status)(python_stream(stream))
 
 
 def stream_query(stream=0):
@@ -204,17 +198,17 @@ def stream_query(stream=0):
 def stream_query_status(stream=0):
     """``cuStreamQuery``'s ``CUresult``: 0 when all work on *stream* has
     completed, ``CUDA_ERROR_NOT_READY`` (600) while some is pending."""
-    return jitted_call(stream_query_status, 1)(python_stream(stream))
+    return jitted_call(stream_query_status)(python_stream(stream))
 
 
 @overload(synchronize, target="cpu")
 def _ov_synchronize():
-    raise_error = raiser("cuCtxSynchronize")
+    raise_error = cuda_error_raiser("cuCtxSynchronize")
 
     def impl():
         status = _context_synchronize()
         if status != 0:
-            raise_error(status)
+            raise_error(status, 0)
     return impl
 
 
@@ -226,12 +220,12 @@ def _ov_synchronize_status():
 @overload(stream_synchronize, target="cpu")
 def _ov_stream_synchronize(stream=0):
     check_stream("numba_cuda_launch.stream_synchronize()", stream)
-    raise_error = raiser("cuStreamSynchronize")
+    raise_error = cuda_error_raiser("cuStreamSynchronize")
 
     def impl(stream=0):
         status = _stream_synchronize(stream)
         if status != 0:
-            raise_error(status)
+            raise_error(status, 0)
     return impl
 
 
@@ -244,14 +238,14 @@ def _ov_stream_synchronize_status(stream=0):
 @overload(stream_query, target="cpu")
 def _ov_stream_query(stream=0):
     check_stream("numba_cuda_launch.stream_query()", stream)
-    raise_error = raiser("cuStreamQuery")
+    raise_error = cuda_error_raiser("cuStreamQuery")
 
     def impl(stream=0):
         status = _stream_query(stream)
         if status == 0:
             return True
         if status != CUDA_ERROR_NOT_READY:
-            raise_error(status)
+            raise_error(status, 0)
         return False
     return impl
 

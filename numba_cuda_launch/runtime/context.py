@@ -9,6 +9,7 @@ primary context, as with the CUDA runtime API.
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
 from numba_cuda_launch.runtime import driver
 
 __all__ = ["ensure_context_function", "emit_ensure_context", "emit_in_context"]
@@ -16,7 +17,6 @@ __all__ = ["ensure_context_function", "emit_ensure_context", "emit_in_context"]
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
 _ENSURE_CONTEXT = "numba_cuda_launch_ensure_context"
-_CUDA_ERROR_NOT_INITIALIZED = 3
 
 
 def ensure_context_function(module):
@@ -54,8 +54,8 @@ def emit_in_context(builder, emit_call):
     status = cgutils.alloca_once_value(builder, emit_call())
     first = builder.load(status)
     retry = builder.or_(
-        builder.icmp_signed("==", first, ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT)),
-        builder.icmp_signed("==", first, ir.Constant(_i32, _CUDA_ERROR_NOT_INITIALIZED)))
+        builder.icmp_signed("==", first, ir.Constant(_i32, CUDA_ERROR_INVALID_CONTEXT)),
+        builder.icmp_signed("==", first, ir.Constant(_i32, CUDA_ERROR_NOT_INITIALIZED)))
     with builder.if_then(retry, likely=False):
         bound = driver.call(builder, "cuInit", [ir.Constant(_i32, 0)])
         with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):

@@ -22,12 +22,12 @@ active goes to the real driver.
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE,
+                                      CUDA_ERROR_NOT_READY)
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
 
 __all__ = [
-    "CUDA_ERROR_INVALID_HANDLE",
-    "CUDA_ERROR_NOT_READY",
     "CU_EVENT_BLOCKING_SYNC",
     "CU_EVENT_DISABLE_TIMING",
     "EVENT_PAYLOAD",
@@ -44,8 +44,6 @@ __all__ = [
     "payload_field",
 ]
 
-CUDA_ERROR_INVALID_HANDLE = 400
-CUDA_ERROR_NOT_READY = 600
 CU_EVENT_BLOCKING_SYNC = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
 
@@ -181,7 +179,7 @@ def _destroy_function(module):
     fnty = ir.FunctionType(_i32, (_i8p,))
     destroy = builder.bitcast(destroy, fnty.as_pointer())
     status = builder.call(destroy, [event])
-    no_context = builder.icmp_signed("==", status, _i32c(driver.CUDA_ERROR_INVALID_CONTEXT))
+    no_context = builder.icmp_signed("==", status, _i32c(CUDA_ERROR_INVALID_CONTEXT))
     with builder.if_then(no_context, likely=False):
         previous = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         driver.call(builder, "cuCtxGetCurrent", [previous])

@@ -19,8 +19,9 @@ image must be loaded before the capture (``cfg.preload(args...)``).
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
 
 __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
@@ -28,7 +29,7 @@ __all__ = [
     "UPDATE_RESULTS", "kernel_node_params_type",
     "emit_begin_capture", "emit_end_capture", "emit_abort_capture",
     "emit_last_node", "emit_instantiate", "emit_graph_launch",
-    "emit_exec_update", "emit_kernel_node_set_params",
+    "emit_exec_update", "emit_kernel_node_set_params", "emit_kernel_node_attribute",
     "emit_graph_destroy", "emit_exec_destroy",
 ]
 
@@ -40,7 +41,6 @@ _NULL = ir.Constant(_i8p, None)
 #: CUstreamCaptureMode
 CAPTURE_GLOBAL, CAPTURE_THREAD_LOCAL, CAPTURE_RELAXED = 0, 1, 2
 _CAPTURE_STATUS_NONE, _CAPTURE_STATUS_ACTIVE = 0, 1
-CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
 _NODE_TYPE_KERNEL = 0
 
 #: Why :func:`emit_last_node` found no kernel node (0: it did).
@@ -138,7 +138,7 @@ def emit_last_node(builder, stream):
     reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, NODE_OK))
     status = _status(builder, driver.call(builder, "cuStreamGetCaptureInfo_v2",
                                           [stream, state, ident, graph, deps, count]))
-    invalid = ir.Constant(_i32, driver.CUDA_ERROR_INVALID_VALUE)
+    invalid = ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE)
 
     def refuse(why):
         builder.store(invalid, status)
@@ -183,14 +183,7 @@ def emit_instantiate(builder, graph, flags=0):
 def emit_graph_launch(builder, exe, stream):
     """``cuGraphLaunch(exe, stream)``; a thread with no current context gets
     device 0's primary context and launches again (as kernel launches do)."""
-    status = _status(builder, driver.call(builder, "cuGraphLaunch", [exe, stream]))
-    no_context = builder.icmp_signed("==", builder.load(status),
-                                     ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT))
-    with builder.if_then(no_context, likely=False):
-        bound = emit_ensure_context(builder)
-        with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
-            builder.store(driver.call(builder, "cuGraphLaunch", [exe, stream]), status)
-    return builder.load(status)
+    return emit_in_context(builder, lambda: driver.call(builder, "cuGraphLaunch", [exe, stream]))
 
 
 # CUgraphExecUpdateResultInfo: result (i32), errorNode, errorFromNode.
@@ -231,6 +224,23 @@ def emit_kernel_node_set_params(builder, exe, node, func, dims, sharedmem, param
         builder.store(v, cgutils.gep_inbounds(builder, struct, 0, i))
     return driver.call(builder, "cuGraphExecKernelNodeSetParams_v2",
                        [exe, node, builder.bitcast(struct, _i8p)])
+
+
+# CUkernelNodeAttrValue: a 64-byte union (eight 8-byte words, as launchex's).
+_ATTR_VALUE = ir.ArrayType(_i64, 8)
+
+
+def emit_kernel_node_attribute(builder, node, attr, count):
+    """``cuGraphKernelNodeGetAttribute(node, attr)``: ``(status, values)``,
+    the first *count* ``unsigned`` of the value (``ATTRIBUTE_COOPERATIVE``:
+    one, nonzero when the recorded launch was cooperative;
+    ``ATTRIBUTE_CLUSTER_DIMENSION``: x, y, z, zero when it had no cluster)."""
+    value = cgutils.alloca_once_value(builder, ir.Constant(_ATTR_VALUE, None))
+    status = driver.call(builder, "cuGraphKernelNodeGetAttribute",
+                         [node, ir.Constant(_i32, attr), builder.bitcast(value, _i8p)])
+    words = builder.bitcast(value, _i32.as_pointer())
+    return status, [builder.load(builder.gep(words, [ir.Constant(_i32, i)], inbounds=True))
+                    for i in range(count)]
 
 
 def emit_graph_destroy(builder, graph):
