@@ -25,6 +25,7 @@ from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.launch.launchconfig import LaunchConfig
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
+from numba_cuda_launch.launch.sync import jitted_call, python_stream
 from numba_cuda_launch.runtime import graph as _rt
 
 __all__ = [
@@ -73,12 +74,12 @@ class Graph(_Handle):
     def instantiate(self):
         """The executable graph (:class:`GraphExec`); raises
         :class:`CudaGraphError`."""
-        return _py_instantiate(self)
+        return jitted_call("instantiate", True)(self)
 
     def destroy(self):
         """Release the graph (its :class:`KernelNode` handles with it);
         returns the ``CUresult``. Destroying twice from Python is harmless."""
-        status = _py_graph_destroy(self) if self.handle else 0
+        status = jitted_call("destroy", True)(self) if self.handle else 0
         self.handle = 0
         return status
 
@@ -92,16 +93,16 @@ class GraphExec(_Handle):
     def launch(self, stream):
         """Replay the graph on *stream* (a numba-cuda stream or a raw
         ``CUstream`` integer); raises :class:`CudaGraphError`."""
-        _py_launch(self, stream)
+        jitted_call("launch", True)(self, python_stream(stream))
 
     def update(self, graph):
         """Take the parameters of *graph*, recorded with the same topology
         (``cuGraphExecUpdate``); raises :class:`CudaGraphError`."""
-        _py_update(self, graph)
+        jitted_call("update", True)(self, graph)
 
     def destroy(self):
         """Release the executable graph; returns the ``CUresult``."""
-        status = _py_exec_destroy(self) if self.handle else 0
+        status = jitted_call("destroy", True)(self) if self.handle else 0
         self.handle = 0
         return status
 
@@ -430,9 +431,7 @@ def abort_capture(stream):
 
 @overload_method(GraphType, "instantiate_status", target="cpu")
 def _ol_instantiate_status(graph):
-    def impl(graph):
-        return _instantiate(graph)
-    return impl
+    return lambda graph: _instantiate(graph)
 
 
 @overload_method(GraphType, "instantiate", target="cpu")
@@ -447,18 +446,13 @@ def _ol_instantiate(graph):
 
 @overload_method(GraphType, "destroy", target="cpu")
 def _ol_graph_destroy(graph):
-    def impl(graph):
-        return _graph_destroy(graph)
-    return impl
+    return lambda graph: _graph_destroy(graph)
 
 
 @overload_method(GraphExecType, "launch_status", target="cpu")
 def _ol_launch_status(exe, stream):
     _check_stream("GraphExec.launch_status", stream)
-
-    def impl(exe, stream):
-        return _graph_launch(exe, _stream_ptr(stream))
-    return impl
+    return lambda exe, stream: _graph_launch(exe, _stream_ptr(stream))
 
 
 @overload_method(GraphExecType, "launch", target="cpu")
@@ -475,11 +469,7 @@ def _ol_launch(exe, stream):
 @overload_method(GraphExecType, "update_status", target="cpu")
 def _ol_update_status(exe, graph):
     _check("GraphExec.update_status", graph, GraphType)
-
-    def impl(exe, graph):
-        status, result = _exec_update(exe, graph)
-        return status
-    return impl
+    return lambda exe, graph: _exec_update(exe, graph)[0]
 
 
 @overload_method(GraphExecType, "update", target="cpu")
@@ -495,9 +485,7 @@ def _ol_update(exe, graph):
 
 @overload_method(GraphExecType, "destroy", target="cpu")
 def _ol_exec_destroy(exe):
-    def impl(exe):
-        return _exec_destroy(exe)
-    return impl
+    return lambda exe: _exec_destroy(exe)
 
 
 # -- exe.update_launch(node, cfg, args...) -------------------------------------------
@@ -564,30 +552,3 @@ def _lower_update_launch(context, builder, sig, args):
                          _raiser("update_launch", details, sig.args[2].kernel_name),
                          status, reason)
     return context.get_dummy_value()
-
-
-# -- Python methods call the compiled code -------------------------------------------
-
-@njit
-def _py_instantiate(graph):
-    return graph.instantiate()
-
-
-@njit
-def _py_graph_destroy(graph):
-    return graph.destroy()
-
-
-@njit
-def _py_launch(exe, stream):
-    exe.launch(stream)
-
-
-@njit
-def _py_update(exe, graph):
-    exe.update(graph)
-
-
-@njit
-def _py_exec_destroy(exe):
-    return exe.destroy()

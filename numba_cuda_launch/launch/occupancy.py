@@ -1,26 +1,10 @@
-"""Occupancy queries on a configured kernel, in CPU nopython code.
+"""Occupancy queries on a configured kernel, in CPU nopython code:
+``cfg.max_active_blocks(args...)``, ``cfg.max_potential_block_size(args...)``
+and ``cfg.max_active_clusters(args...)``, each with a ``_status`` form.
 
-``kernel[griddim, blockdim, stream, sharedmem, cluster]`` answers the
-driver's occupancy questions for the overload its arguments select (the
-same selection as a launch: a lazy kernel compiles for their types); the
-arguments themselves are not used:
-
-* ``cfg.max_active_blocks(args...)`` -- blocks of ``blockdim`` threads with
-  ``sharedmem`` bytes of dynamic shared memory resident on one
-  multiprocessor (``cuOccupancyMaxActiveBlocksPerMultiprocessor``);
-* ``cfg.max_potential_block_size(args...)`` -- ``(min_grid_size,
-  block_size)``: the block size reaching the highest occupancy with
-  ``sharedmem`` bytes per block, and the smallest grid filling the device
-  with it (``cuOccupancyMaxPotentialBlockSize``, no block-size limit);
-* ``cfg.max_active_clusters(args...)`` -- clusters of the configuration's
-  cluster dimensions (or the kernel's compile-time ones) resident at once
-  for this grid, block and shared memory (``cuOccupancyMaxActiveClusters``).
-
-Each raises :class:`~numba_cuda_launch.CudaLaunchError` on failure and has
-a ``_status`` form returning the ``CUresult`` first:
-``status, blocks = cfg.max_active_blocks_status(args...)``. The kernel is
-asked about in the current context (its image loaded there, as
-``cfg.preload`` does); the answers are the device's.
+The arguments select the overload as a launch does (they are not used); the
+configuration gets a launch's checks (:mod:`.guards`) and the kernel is asked
+about in the current context. The user's guide is docs/graphs.md.
 """
 
 from llvmlite import ir

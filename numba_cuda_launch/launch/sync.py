@@ -1,29 +1,11 @@
-"""Waiting for the GPU from CPU nopython code: the device and streams.
+"""Waiting for the GPU from CPU nopython code (and from Python):
+``synchronize()``, ``stream_synchronize(s)``, ``stream_query(s)`` and the
+methods of a stream passed in, each with a ``*_status`` form returning the
+``CUresult``; the raising forms raise :class:`~numba_cuda_launch.CudaError`.
 
-In ``@njit`` and ``@cfunc`` code (and from Python)::
-
-    numba_cuda_launch.synchronize()          # cuCtxSynchronize: all work of this context
-    numba_cuda_launch.stream_synchronize(s)  # cuStreamSynchronize
-    numba_cuda_launch.stream_query(s)        # True when all work on s has completed
-    stream.synchronize()                     # the same on a numba-cuda Stream passed in
-    stream.query()
-
-``s`` is any stream a launch takes: a numba-cuda ``Stream`` passed into an
-``@njit`` function, a raw ``CUstream`` as ``voidptr`` or integer (0 is the
-default stream), or None. A thread with no current context uses device 0's
-primary context, as launches do.
-
-Errors, as for launches, in two forms: the plain form raises
-:class:`~numba_cuda_launch.CudaError` with the driver's error name (in a
-``@cfunc`` Numba reports it as unraisable); each has a ``*_status`` form
-that returns the ``CUresult`` (``int32``, 0 on success) and never raises:
-``synchronize_status()``, ``stream_synchronize_status(s)``,
-``stream_query_status(s)`` (``CUDA_ERROR_NOT_READY``, 600, while work is
-pending), ``stream.synchronize_status()``, ``stream.query_status()``.
-
-Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) simulated launches have
-completed when they return: synchronising does nothing and queries report
-idle streams.
+Also the helpers the Python forms of events and graphs share: a Python-given
+stream checked by one rule (:func:`python_stream`), compiled code run from
+Python (:func:`jitted_call`). The user's guide is docs/events.md.
 """
 
 import functools

@@ -22,8 +22,7 @@ active goes to the real driver.
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE,
-                                      CUDA_ERROR_NOT_READY)
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
 

@@ -2,18 +2,10 @@
 instantiation, replay and update, emitted for compiled code.
 
 Each emitter returns the ``CUresult`` (``i32``, 0 on success) and, where the
-driver hands something back, the handle (``i8*``, NULL on failure). Handles
-are the driver's own (``CUgraph``, ``CUgraphExec``, ``CUgraphNode``);
-nothing here allocates or keeps state. The typed values and the nopython
-surface over these are in :mod:`numba_cuda_launch.launch.graph`.
-
-Capture modes are the driver's ``CUstreamCaptureMode``. The default used by
-the launch layer is ``THREAD_LOCAL``: a capture forbids "potentially unsafe"
-calls (allocation, synchronous copies) on the capturing thread only, so
-other threads keep working and may capture on their own streams. Drivers of
-CUDA 12.3 and later allow loading a kernel image while a stream captures;
-older ones refuse it (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), and the
-image must be loaded before the capture (``cfg.preload(args...)``).
+driver hands something back, the handle (``i8*``, NULL on failure); nothing
+here allocates or keeps state. The nopython surface over these is
+:mod:`numba_cuda_launch.launch.graph`; capture modes and image loading
+during a capture are explained in docs/graphs.md.
 """
 
 from llvmlite import ir
