@@ -29,20 +29,19 @@ from numba.extending import (
     unbox,
 )
 
-from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_READY, CudaError, \
-    NopythonUsageError
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CudaError, NopythonUsageError
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.launch.sync import (
     check_status,
     check_stream,
-    cuda_error_raiser,
     emit_stream,
     jitted_call,
     python_stream,
     query_result,
     simulated,
+    status_check,
 )
 from numba_cuda_launch.runtime import events as _events
 
@@ -318,12 +317,11 @@ def _flags(timing, blocking):
 @overload(event, target="cpu")
 def _ov_event(timing=True, blocking=False):
     _check_flags("numba_cuda_launch.event()", timing, blocking)
-    raise_error = cuda_error_raiser("cuEventCreate")
+    check = status_check("cuEventCreate")
 
     def impl(timing=True, blocking=False):
         status, ev = _event_new(_flags(timing, blocking))
-        if status != 0:
-            raise_error(status, 0)
+        check(status)
         return ev
     return impl
 
@@ -334,16 +332,17 @@ def _ov_event_status(timing=True, blocking=False):
     return lambda timing=True, blocking=False: _event_new(_flags(timing, blocking))
 
 
-def _raising(name, operation, intrinsic_fn):
-    """The plain method *name*: *intrinsic_fn*'s status, raised if not 0."""
+def _raising(name, operation, intrinsic_fn, query=False):
+    """The method *name* (raising; with *query*, answering True/False) and
+    *name*``_status`` (the ``CUresult``): *intrinsic_fn*'s status."""
     @overload_method(EventType, name, target="cpu")
     def method(ev):
-        raise_error = cuda_error_raiser(operation)
+        check = status_check(operation, query)
+        if query:
+            return lambda ev: check(intrinsic_fn(ev))
 
         def impl(ev):
-            status = intrinsic_fn(ev)
-            if status != 0:
-                raise_error(status, 0)
+            check(intrinsic_fn(ev))
         return impl
 
     @overload_method(EventType, name + "_status", target="cpu")
@@ -353,17 +352,16 @@ def _raising(name, operation, intrinsic_fn):
 
 _raising("synchronize", "cuEventSynchronize", _event_synchronize)
 _raising("destroy", "cuEventDestroy", _event_destroy)
+_raising("query", "cuEventQuery", _event_query, query=True)
 
 
 @overload_method(EventType, "record", target="cpu")
 def _record(ev, stream=0):
     check_stream("CUDAEvent.record()", stream)
-    raise_error = cuda_error_raiser("cuEventRecord")
+    check = status_check("cuEventRecord")
 
     def impl(ev, stream=0):
-        status = _event_record(ev, stream)
-        if status != 0:
-            raise_error(status, 0)
+        check(_event_record(ev, stream))
     return impl
 
 
@@ -371,25 +369,6 @@ def _record(ev, stream=0):
 def _record_status(ev, stream=0):
     check_stream("CUDAEvent.record_status()", stream)
     return lambda ev, stream=0: _event_record(ev, stream)
-
-
-@overload_method(EventType, "query", target="cpu")
-def _query(ev):
-    raise_error = cuda_error_raiser("cuEventQuery")
-
-    def impl(ev):
-        status = _event_query(ev)
-        if status == 0:
-            return True
-        if status != CUDA_ERROR_NOT_READY:
-            raise_error(status, 0)
-        return False
-    return impl
-
-
-@overload_method(EventType, "query_status", target="cpu")
-def _query_status(ev):
-    return lambda ev: _event_query(ev)
 
 
 def _check_end(where, end):

@@ -10,6 +10,7 @@ Python (:func:`jitted_call`). The user's guide is docs/events.md.
 
 import functools
 
+import numpy as np
 from llvmlite import ir
 from numba import njit
 from numba.core import types
@@ -93,8 +94,10 @@ def python_stream(stream):
     if stream is None or isinstance(stream, _compat.stream_classes()):
         return stream
     # An integer is a handle in 0..2**64-1 as for stream objects (the same
-    # TypeError for a negative one, a float, a string, a bool, 2**64).
-    return stream_handle(stream)
+    # TypeError for a negative one, a float, a string, a bool, 2**64); one
+    # above int64 crosses into compiled code as uint64.
+    handle = stream_handle(stream)
+    return handle if handle < (1 << 63) else np.uint64(handle)
 
 
 def check_stream(where, ty):
@@ -183,14 +186,26 @@ def stream_query_status(stream=0):
     return jitted_call(stream_query_status)(python_stream(stream))
 
 
+@functools.lru_cache(maxsize=None)
+def status_check(operation, query=False):
+    """An ``@njit`` ``check(status)`` raising ``CudaError(status,
+    operation)`` unless *status* is 0; with *query*, one answering True for
+    0 and False for ``CUDA_ERROR_NOT_READY`` (raising for anything else)."""
+    raise_error = cuda_error_raiser(operation)
+
+    def check(status):
+        if status != 0 and not (query and status == CUDA_ERROR_NOT_READY):
+            raise_error(status, 0)
+        return status == 0
+    return njit(check)
+
+
 @overload(synchronize, target="cpu")
 def _ov_synchronize():
-    raise_error = cuda_error_raiser("cuCtxSynchronize")
+    check = status_check("cuCtxSynchronize")
 
     def impl():
-        status = _context_synchronize()
-        if status != 0:
-            raise_error(status, 0)
+        check(_context_synchronize())
     return impl
 
 
@@ -199,62 +214,38 @@ def _ov_synchronize_status():
     return lambda: _context_synchronize()
 
 
-@overload(stream_synchronize, target="cpu")
-def _ov_stream_synchronize(stream=0):
-    check_stream("numba_cuda_launch.stream_synchronize()", stream)
-    raise_error = cuda_error_raiser("cuStreamSynchronize")
+def _overload_stream_forms(plain, status_form, intrinsic_fn, operation, query=False):
+    """Overload *plain* (raising; with *query*, answering True/False) and
+    *status_form* (the ``CUresult``), both ``f(stream=0)``."""
+    check = status_check(operation, query)
 
-    def impl(stream=0):
-        status = _stream_synchronize(stream)
-        if status != 0:
-            raise_error(status, 0)
-    return impl
+    @overload(plain, target="cpu")
+    def _plain(stream=0):
+        check_stream("numba_cuda_launch.%s()" % plain.__name__, stream)
+        if query:
+            return lambda stream=0: check(intrinsic_fn(stream))
 
+        def impl(stream=0):
+            check(intrinsic_fn(stream))
+        return impl
 
-@overload(stream_synchronize_status, target="cpu")
-def _ov_stream_synchronize_status(stream=0):
-    check_stream("numba_cuda_launch.stream_synchronize_status()", stream)
-    return lambda stream=0: _stream_synchronize(stream)
-
-
-@overload(stream_query, target="cpu")
-def _ov_stream_query(stream=0):
-    check_stream("numba_cuda_launch.stream_query()", stream)
-    raise_error = cuda_error_raiser("cuStreamQuery")
-
-    def impl(stream=0):
-        status = _stream_query(stream)
-        if status == 0:
-            return True
-        if status != CUDA_ERROR_NOT_READY:
-            raise_error(status, 0)
-        return False
-    return impl
+    @overload(status_form, target="cpu")
+    def _status(stream=0):
+        check_stream("numba_cuda_launch.%s()" % status_form.__name__, stream)
+        return lambda stream=0: intrinsic_fn(stream)
 
 
-@overload(stream_query_status, target="cpu")
-def _ov_stream_query_status(stream=0):
-    check_stream("numba_cuda_launch.stream_query_status()", stream)
-    return lambda stream=0: _stream_query(stream)
+_overload_stream_forms(stream_synchronize, stream_synchronize_status, _stream_synchronize,
+                       "cuStreamSynchronize")
+_overload_stream_forms(stream_query, stream_query_status, _stream_query, "cuStreamQuery",
+                       query=True)
 
 
-# -- the same as methods of a Stream passed in --------------------------------
-
-@overload_method(CUDAStream, "synchronize", target="cpu")
-def _stream_synchronize_method(stream):
-    return lambda stream: stream_synchronize(stream)
+def _stream_method(fn):
+    """The overload of a Stream method calling module function *fn*."""
+    return lambda stream: (lambda stream: fn(stream))
 
 
-@overload_method(CUDAStream, "synchronize_status", target="cpu")
-def _stream_synchronize_status_method(stream):
-    return lambda stream: stream_synchronize_status(stream)
-
-
-@overload_method(CUDAStream, "query", target="cpu")
-def _stream_query_method(stream):
-    return lambda stream: stream_query(stream)
-
-
-@overload_method(CUDAStream, "query_status", target="cpu")
-def _stream_query_status_method(stream):
-    return lambda stream: stream_query_status(stream)
+# The same as methods of a Stream passed in.
+for _fn in (stream_synchronize, stream_synchronize_status, stream_query, stream_query_status):
+    overload_method(CUDAStream, _fn.__name__[len("stream_"):], target="cpu")(_stream_method(_fn))

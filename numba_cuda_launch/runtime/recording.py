@@ -72,6 +72,19 @@ class _UpdateInfoC(ctypes.Structure):  # CUgraphExecUpdateResultInfo
     _fields_ = [("result", _c_int), ("node", _vp), ("from_node", _vp)]
 
 
+def _launch_config(address):
+    """The ``CUlaunchConfig`` at *address* and its attributes, {id: values}."""
+    cfg = _LaunchConfigC.from_address(address)
+    attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
+    return cfg, {a.id: tuple(a.value[:3]) for a in attrs}
+
+
+def _live(table, handle):
+    """The graph or executable graph *handle* of *table*, None once destroyed."""
+    value = table.get(handle)
+    return None if value is None or value.destroyed else value
+
+
 __all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
            "occupancy_model"]
 
@@ -225,8 +238,8 @@ class RecordingDriver:
             cuGraphLaunch=self._graph_launch,
             cuGraphExecUpdate_v2=self._exec_update,
             cuGraphExecKernelNodeSetParams_v2=self._node_set_params,
-            cuGraphDestroy=self._graph_destroy,
-            cuGraphExecDestroy=self._exec_destroy,
+            cuGraphDestroy=lambda g: self._destroy(self.graphs, g),
+            cuGraphExecDestroy=lambda e: self._destroy(self.execs, e),
             cuOccupancyMaxActiveBlocksPerMultiprocessor=self._max_active_blocks,
             cuOccupancyMaxPotentialBlockSize=self._max_potential_block_size,
             cuOccupancyMaxActiveClusters=self._max_active_clusters,
@@ -364,14 +377,8 @@ class RecordingDriver:
     # -- cuLaunchKernelEx ----------------------------------------------------------
 
     def _launch_ex(self, config, f, params, extra):
-        cfg = _LaunchConfigC.from_address(config)
-        cluster, coop = None, False
-        attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
-        for attr in attrs:
-            if attr.id == _ATTR_CLUSTER:
-                cluster = tuple(attr.value[:3])
-            elif attr.id == _ATTR_COOPERATIVE:
-                coop = bool(attr.value[0])
+        cfg, attrs = _launch_config(config)
+        cluster, coop = attrs.get(_ATTR_CLUSTER), bool(attrs.get(_ATTR_COOPERATIVE, (0,))[0])
         if cluster is not None and any(c == 0 or g % c for g, c in zip(cfg.grid, cluster)):
             return _INVALID_CLUSTER_SIZE
         return self._record(f, *cfg.grid, *cfg.block, cfg.sharedmem, cfg.stream,
@@ -472,8 +479,8 @@ class RecordingDriver:
     # -- graphs ----------------------------------------------------------------------
 
     def _instantiate(self, out, graph, flags):
-        g = self.graphs.get(graph)
-        if g is None or g.destroyed:
+        g = _live(self.graphs, graph)
+        if g is None:
             return _INVALID_VALUE
         with self._lock:
             handle = self._handle(0x68000000)
@@ -483,8 +490,8 @@ class RecordingDriver:
         return 0
 
     def _graph_launch(self, exe, stream):
-        e = self.execs.get(exe)
-        if e is None or e.destroyed:
+        e = _live(self.execs, exe)
+        if e is None:
             return _INVALID_VALUE
         if not self._current():
             return _INVALID_CONTEXT
@@ -497,8 +504,8 @@ class RecordingDriver:
 
     def _exec_update(self, exe, graph, info):
         info = _UpdateInfoC.from_address(info)
-        e, g = self.execs.get(exe), self.graphs.get(graph)
-        if e is None or e.destroyed or g is None or g.destroyed:
+        e, g = _live(self.execs, exe), _live(self.graphs, graph)
+        if e is None or g is None:
             return _INVALID_VALUE
         status = 0
         if len(g.launches) != len(e.nodes):
@@ -513,8 +520,8 @@ class RecordingDriver:
         return status
 
     def _node_set_params(self, exe, node, params):
-        e = self.execs.get(exe)
-        if e is None or e.destroyed or node not in e.launches:
+        e = _live(self.execs, exe)
+        if e is None or node not in e.launches:
             return _INVALID_VALUE
         p = _KernelNodeParamsC.from_address(params)
         name = self._names.get(p.func or p.kern)
@@ -528,18 +535,12 @@ class RecordingDriver:
             self.node_updates.append((exe, node, launch))
         return 0
 
-    def _graph_destroy(self, graph):
-        g = self.graphs.get(graph)
-        if g is None or g.destroyed:
+    @staticmethod
+    def _destroy(table, handle):
+        value = _live(table, handle)
+        if value is None:
             return _INVALID_VALUE
-        g.destroyed = True
-        return 0
-
-    def _exec_destroy(self, exe):
-        e = self.execs.get(exe)
-        if e is None or e.destroyed:
-            return _INVALID_VALUE
-        e.destroyed = True
+        value.destroyed = True
         return 0
 
     def live_graphs(self):
@@ -575,9 +576,8 @@ class RecordingDriver:
     def _max_active_clusters(self, out, func, config):
         if func not in self._names:
             return _INVALID_HANDLE
-        cfg = _LaunchConfigC.from_address(config)
-        attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
-        cluster = next((tuple(a.value[:3]) for a in attrs if a.id == _ATTR_CLUSTER), None)
+        cfg, attrs = _launch_config(config)
+        cluster = attrs.get(_ATTR_CLUSTER)
         if cluster is None:
             return _INVALID_CLUSTER_SIZE  # no cluster given and none compiled in
         size = cluster[0] * cluster[1] * cluster[2]
