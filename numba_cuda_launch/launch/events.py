@@ -113,26 +113,34 @@ def _create_simulated(builder, payload, flags):
     return ir.Constant(_i32, 0)
 
 
+def _event_problems(builder, payload):
+    """Why the driver cannot time the event at *payload*: ``i1`` flags,
+    destroyed (or never made), made without timing, never recorded."""
+    field = functools.partial(_events.payload_field, builder, payload)
+    flags = builder.load(field("flags"))
+    return [cgutils.is_null(builder, builder.load(field("event")))] + [
+        builder.icmp_signed(op, builder.and_(flags, ir.Constant(_i32, bit)), ir.Constant(_i32, 0))
+        for op, bit in (("!=", _events.CU_EVENT_DISABLE_TIMING), ("==", _RECORDED))]
+
+
 def _elapsed_time_simulated(builder, ms, start, end):
     """The host time between two simulated events; as the driver,
     CUDA_ERROR_INVALID_HANDLE unless both exist, time and were recorded."""
-    usable = cgutils.true_bit
-    times = []
-    for payload in (start, end):
-        field = functools.partial(_events.payload_field, builder, payload)
-        alive = cgutils.is_not_null(builder, builder.load(field("event")))
-        timing = builder.icmp_signed("==", builder.and_(
-            builder.load(field("flags")), ir.Constant(_i32, _events.CU_EVENT_DISABLE_TIMING)),
-            ir.Constant(_i32, 0))
-        at = builder.load(field("host_ms"))
-        recorded = builder.fcmp_ordered("ord", at, at)
-        usable = builder.and_(usable, builder.and_(alive, builder.and_(timing, recorded)))
-        times.append(at)
+    usable = builder.not_(_any(builder, _event_problems(builder, start)
+                               + _event_problems(builder, end)))
+    times = [builder.load(_events.payload_field(builder, p, "host_ms")) for p in (start, end)]
     status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
     with builder.if_then(usable, likely=True):
         builder.store(builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms)
         builder.store(ir.Constant(_i32, 0), status)
     return builder.load(status)
+
+
+def _any(builder, bits):
+    out = cgutils.false_bit
+    for bit in bits:
+        out = builder.or_(out, bit)
+    return out
 
 
 @intrinsic
@@ -232,21 +240,12 @@ def _elapsed_reason(typingctx, start, end):
     *start* to *end*, or 0: asked after elapsed_time failed."""
     def codegen(context, builder, sig, args):
         reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-        index = len(_ELAPSED_MESSAGES)
+        problems = [p for ty, value in zip(sig.args, args)
+                    for p in _event_problems(builder, _payload(context, builder, ty, value))]
         # Last first, so that the first problem found is the one kept.
-        for ty, value in reversed(list(zip(sig.args, args))):
-            field = functools.partial(_events.payload_field, builder,
-                                      _payload(context, builder, ty, value))
-            flags = builder.load(field("flags"))
-            problems = [cgutils.is_null(builder, builder.load(field("event"))),
-                        builder.icmp_signed("!=", builder.and_(flags, ir.Constant(
-                            _i32, _events.CU_EVENT_DISABLE_TIMING)), ir.Constant(_i32, 0)),
-                        builder.icmp_signed("==", builder.and_(flags, ir.Constant(
-                            _i32, _RECORDED)), ir.Constant(_i32, 0))]
-            for problem in reversed(problems):
-                with builder.if_then(problem):
-                    builder.store(ir.Constant(_i32, index), reason)
-                index -= 1
+        for index, problem in reversed(list(enumerate(problems, 1))):
+            with builder.if_then(problem):
+                builder.store(ir.Constant(_i32, index), reason)
         return builder.load(reason)
     return types.int32(start, end), codegen
 
@@ -437,15 +436,9 @@ class Event:
         """Wait until the work before the event's record has completed."""
         check_status(self.synchronize_status(), "cuEventSynchronize")
 
-    def synchronize_status(self):
-        return jitted_call("synchronize_status", True)(self)
-
     def query(self):
         """True once the work before the event's record has completed."""
         return query_result(self.query_status(), "cuEventQuery")
-
-    def query_status(self):
-        return jitted_call("query_status", True)(self)
 
     def elapsed_time(self, end):
         """Milliseconds from this event to *end* (both recorded, completed)."""
@@ -457,33 +450,26 @@ class Event:
         check_status(status, "cuEventElapsedTime")
         return ms
 
-    def elapsed_time_status(self, end):
-        return jitted_call("elapsed_time_status", True)(self, end)
-
     def destroy(self):
         """Release the event now rather than when collected."""
         check_status(self.destroy_status(), "cuEventDestroy")
 
-    def destroy_status(self):
-        return jitted_call("destroy_status", True)(self)
-
     @property
     def handle(self):
         """The ``CUevent`` as an integer (0 once destroyed)."""
-        return jitted_call(_handle_of)(self) or 0
+        return jitted_call(_event_handle)(self) or 0
 
     def __repr__(self):
         return "<numba_cuda_launch.Event handle=%#x>" % self.handle
 
 
-def _handle_of(ev):
-    """The ``handle`` attribute (a function for :func:`jitted_call`)."""
-    raise NotImplementedError("nopython only")
+def _compiled_method(name):
+    """An Event method running the nopython method *name* of the event."""
+    return lambda self, *args: jitted_call(name, True)(self, *args)
 
 
-@overload(_handle_of, target="cpu")
-def _ov_handle_of(ev):
-    return lambda ev: ev.handle
+for _name in ("synchronize_status", "query_status", "elapsed_time_status", "destroy_status"):
+    setattr(Event, _name, _compiled_method(_name))
 
 
 @typeof_impl.register(Event)

@@ -144,29 +144,24 @@ def check_node_update(builder, guards, cfg, node, cooperative):
                      "was recorded from a plain launch and its replay would not be "
                      "cooperative: record the node with this kernel (or another "
                      "grid-sync kernel)")
-    recorded = _node_attribute(builder, guards, node, ATTRIBUTE_CLUSTER_DIMENSION, 3,
-                               "cluster dimensions")
+    # A node without a cluster reads as (0, 0, 0): a cluster of 1, none.
+    recorded = [builder.select(builder.icmp_unsigned("==", c, c.type(0)), c.type(1), c)
+                for c in _node_attribute(builder, guards, node, ATTRIBUTE_CLUSTER_DIMENSION, 3,
+                                         "cluster dimensions")]
     has_cluster, cluster = cluster_dims(builder, cfg)
+    guards.check(lambda: builder.and_(has_cluster, _any(builder, "!=", cluster, recorded)),
+                 "the cluster differs from the one the node was recorded with; an update "
+                 "cannot change a node's cluster (record the launch with this cluster)")
+    grid = launch_dims(builder, cfg)[:3]
+    guards.check(lambda: _any(builder, "!=", [builder.urem(g, c) for g, c in zip(grid, recorded)],
+                              [g.type(0) for g in grid]),
+                 "griddim is not a multiple of the cluster dimensions the node was recorded "
+                 "with in every direction (the grid is made of whole clusters)")
 
-    def other_cluster():
-        differs = cgutils.false_bit
-        for given, kept in zip(cluster, recorded):
-            # A node without a cluster reads as (0, 0, 0); a cluster of 1 is none too.
-            kept = builder.select(builder.icmp_unsigned("==", kept, kept.type(0)),
-                                  kept.type(1), kept)
-            differs = builder.or_(differs, builder.icmp_unsigned("!=", given, kept))
-        return builder.and_(has_cluster, differs)
-    guards.check(other_cluster, "the cluster differs from the one the node was recorded "
-                 "with; an update cannot change a node's cluster (record the launch with "
-                 "this cluster)")
 
-    def partial_clusters():
-        bad = cgutils.false_bit
-        for g, c in zip(launch_dims(builder, cfg)[:3], recorded):
-            divisor = builder.select(builder.icmp_unsigned("==", c, c.type(0)), c.type(1), c)
-            bad = builder.or_(bad, builder.icmp_unsigned("!=", builder.urem(g, divisor),
-                                                         g.type(0)))
-        return bad
-    guards.check(partial_clusters, "griddim is not a multiple of the cluster dimensions the "
-                 "node was recorded with in every direction (the grid is made of whole "
-                 "clusters)")
+def _any(builder, op, lhs, rhs):
+    """An ``i1``: some pair of *lhs* and *rhs* compares *op* (unsigned)."""
+    out = cgutils.false_bit
+    for a, b in zip(lhs, rhs):
+        out = builder.or_(out, builder.icmp_unsigned(op, a, b))
+    return out

@@ -263,27 +263,17 @@ def _table_global(module):
 def call(builder, name, args):
     """Emit a call of driver entry point *name* through the table."""
     restype, argtypes = ENTRY_POINTS[name]
-    index = list(ENTRY_POINTS).index(name)
-    slot = builder.gep(
-        _table_global(builder.module),
-        [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
-        inbounds=True,
-    )
     fnty = ir.FunctionType(restype, argtypes)
-    fnptr = builder.bitcast(builder.load(slot), fnty.as_pointer())
-    return builder.call(fnptr, args)
+    return builder.call(builder.bitcast(function_pointer(builder, name), fnty.as_pointer()), args)
 
 
 def function_pointer(builder, name):
     """Emit a load of entry point *name*'s address from the table (an
     ``i8*``): for code that must call later the very function bound now."""
     index = list(ENTRY_POINTS).index(name)
-    slot = builder.gep(
-        _table_global(builder.module),
-        [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
-        inbounds=True,
-    )
-    return builder.load(slot)
+    return builder.load(builder.gep(_table_global(builder.module),
+                                    [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
+                                    inbounds=True))
 
 
 def cold_function(module, name, argtypes):
