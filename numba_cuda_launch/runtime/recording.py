@@ -217,8 +217,8 @@ class RecordingDriver:
             cuLibraryLoadData=self._load,
             cuLibraryGetKernel=self._get_kernel,
             cuLibraryUnload=self._unload,
-            cuLaunchKernel=self._launch,
-            cuLaunchCooperativeKernel=self._launch_coop,
+            cuLaunchKernel=lambda *args: self._record(*args[:10], False),
+            cuLaunchCooperativeKernel=lambda *args: self._record(*args, True),
             cuCtxGetCurrent=self._get_context,
             cuCtxSetCurrent=self._set_context,
             cuDeviceGet=self._device_get,
@@ -433,9 +433,7 @@ class RecordingDriver:
                        for c in self._captures.values())
 
     def _is_capturing(self, stream, out):
-        capture = self._captures.get(stream or 0)
-        out[0] = 0 if capture is None else 2 if capture.invalidated else 1
-        return 0
+        return self._capture_info(stream, out, *[ctypes.pointer(_vp())] * 4)
 
     def _capture_info(self, stream, status, ident, graph, deps, count):
         capture = self._captures.get(stream or 0)
@@ -447,9 +445,7 @@ class RecordingDriver:
         return 0
 
     def _node_type(self, node, out):
-        known = any(node in g.nodes for g in self.graphs.values()) or any(
-            node in c.nodes for c in self._captures.values())
-        if not known:
+        if self._node_launch(node) is None:
             return _INVALID_VALUE
         out[0] = 0  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
         return 0
@@ -586,11 +582,6 @@ class RecordingDriver:
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 
-    def _launch(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
-        return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, False)
-
-    def _launch_coop(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params):
-        return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, True)
 
     # Synchronisation and events (numba_cuda_launch.runtime.events).
     #
