@@ -42,6 +42,7 @@ from numba_cuda_launch.launch.sync import (
     query_result,
     simulated,
     status_check,
+    status_intrinsic,
 )
 from numba_cuda_launch.runtime import events as _events
 
@@ -192,23 +193,10 @@ def _event_record(typingctx, ev, stream):
     return types.int32(ev, stream), codegen
 
 
-def _event_intrinsic(emit):
-    """An intrinsic ``f(event) -> CUresult`` calling ``emit(builder,
-    payload)`` (the simulator's status under the simulator)."""
-    @intrinsic
-    def call(typingctx, ev):
-        def codegen(context, builder, sig, args):
-            record_driver_calls(context)
-            payload = _payload(context, builder, sig.args[0], args[0])
-            if simulated():
-                return _sim_status(builder, payload)
-            return emit(builder, payload)
-        return types.int32(ev), codegen
-    return call
-
-
-_event_synchronize = _event_intrinsic(_events.emit_event_synchronize)
-_event_query = _event_intrinsic(_events.emit_event_query)
+_event_synchronize = status_intrinsic(_events.emit_event_synchronize, _payload, _sim_status)
+_event_query = status_intrinsic(_events.emit_event_query, _payload, _sim_status)
+_event_destroy = status_intrinsic(_events.emit_event_destroy, _payload,
+                                  _events.emit_event_destroy)
 
 
 @intrinsic
@@ -248,14 +236,6 @@ def _elapsed_reason(typingctx, start, end):
                 builder.store(ir.Constant(_i32, index), reason)
         return builder.load(reason)
     return types.int32(start, end), codegen
-
-
-@intrinsic
-def _event_destroy(typingctx, ev):
-    def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        return _events.emit_event_destroy(builder, _payload(context, builder, sig.args[0], args[0]))
-    return types.int32(ev), codegen
 
 
 @intrinsic

@@ -1,11 +1,8 @@
-"""The checks made in compiled code before a launch configuration reaches
-the driver: one set for launches, occupancy queries and updates of recorded
-launches in CUDA graphs (see docs/graphs.md and docs/reliability.md).
-
-A failed check refuses the operation with ``CUDA_ERROR_INVALID_VALUE`` (or
-the driver's own status for a failed query) and the index of the sentence
-saying why; nothing is ever submitted with a value the package changed.
-The checks are inlined IR: a passing launch costs a few compares, no call.
+"""The checks compiled code makes before a launch configuration reaches the
+driver: one set for launches, occupancy queries and updates of recorded
+launches in CUDA graphs (docs/reliability.md). A failed check refuses with a
+status and the sentence saying why, never submitting a changed value; the
+checks are inlined IR (a passing launch costs a few compares, no call).
 """
 
 from llvmlite import ir

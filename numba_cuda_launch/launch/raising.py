@@ -1,12 +1,10 @@
 """Raising this package's exceptions from compiled code: one factory.
 
-A failed launch, occupancy query, graph, event or synchronisation call
-raises in an ``@njit`` function of its own, made by :func:`raiser`. numba
-0.68 mishandles a dynamic exception (one with a run-time argument) raised in
-a ``@cfunc``'s body or in a ``compile_internal`` subroutine (the cfunc
-wrapper keeps the GIL; the arguments fail to box), but handles one
-propagated from a called dispatcher. The exception's text is constant per
-*reason* (a branch each), never a string picked at run time.
+Failed launches, occupancy queries, graph, event and synchronisation calls
+raise in an ``@njit`` function of its own (:func:`raiser`): numba 0.68
+mishandles a dynamic exception raised in a ``@cfunc``'s body or a
+``compile_internal`` subroutine, but handles one propagated from a called
+dispatcher. The text is constant per *reason* (a branch each).
 """
 
 import functools

@@ -129,22 +129,27 @@ def _context_synchronize(typingctx):
     return types.int32(), codegen
 
 
-def _stream_intrinsic(emit):
-    """An intrinsic ``f(stream) -> CUresult`` calling ``emit(builder,
-    handle)`` for the stream's raw handle (0 under the simulator)."""
+def status_intrinsic(emit, value, emit_simulated):
+    """An intrinsic ``f(x) -> CUresult``: ``emit(builder, v)`` with *v* =
+    ``value(context, builder, type, x)`` (``emit_simulated`` under the
+    simulator)."""
     @intrinsic
-    def call(typingctx, stream):
+    def call(typingctx, x):
         def codegen(context, builder, sig, args):
             record_driver_calls(context)
-            if simulated():
-                return ir.Constant(_i32, 0)
-            return emit(builder, emit_stream(context, builder, sig.args[0], args[0]))
-        return types.int32(stream), codegen
+            v = value(context, builder, sig.args[0], args[0])
+            return (emit_simulated if simulated() else emit)(builder, v)
+        return types.int32(x), codegen
     return call
 
 
-_stream_synchronize = _stream_intrinsic(_events.emit_stream_synchronize)
-_stream_query = _stream_intrinsic(_events.emit_stream_query)
+def _simulated_idle(builder, stream):
+    return ir.Constant(_i32, 0)  # simulated launches have completed when they return
+
+
+_stream_synchronize = status_intrinsic(_events.emit_stream_synchronize, emit_stream,
+                                       _simulated_idle)
+_stream_query = status_intrinsic(_events.emit_stream_query, emit_stream, _simulated_idle)
 
 
 # -- the public functions ----------------------------------------------------
