@@ -81,6 +81,35 @@ def test_plain_node_refuses_grid_sync_kernel_and_takes_a_plain_one():
     graph.destroy()
 
 
+@njit
+def record_grid_axpb(xp, n, stream):
+    graphs.begin_capture(stream)
+    status = grid_axpb[(n + 127) // 128, 128, stream].launch_status(view(xp, n), 1.0, 0.0)
+    found, node = graphs.last_launch_status(stream)
+    ended, graph = graphs.end_capture_status(stream)
+    return status or found or ended, graph, node
+
+
+def test_cooperative_node_takes_a_grid_sync_update():
+    n = 1_024
+    x0 = rng.standard_normal(n).astype(np.float32)
+    dx = cuda.to_device(x0)
+    stream = cuda.stream()
+    status, graph, node = record_grid_axpb(ptr(dx), n, stream)
+    if status != 0:  # this driver does not capture cooperative launches
+        assert graphs.abort_capture(stream) == 0
+        pytest.skip("cooperative launch not captured: %s" % ncl.error_name(status))
+    exe = graph.instantiate()
+    a, b = rng.uniform(0.5, 1.5), rng.standard_normal()
+    # The node's cooperative attribute (cuGraphKernelNodeGetAttribute) lets it in.
+    assert update_and_replay(exe, node, ptr(dx), n, stream, a, b, True) == 0
+    stream.synchronize()
+    want = (a * x0.astype(np.float64) + b).astype(np.float32)
+    np.testing.assert_allclose(dx.copy_to_host(), want, rtol=2e-6, atol=1e-6)
+    exe.destroy()
+    graph.destroy()
+
+
 def _cc():
     return tuple(cuda.get_current_device().compute_capability) if cuda.is_available() else (0, 0)
 
