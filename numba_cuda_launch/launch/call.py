@@ -112,31 +112,31 @@ def _check_arrays(context, builder, guards, backend, ty, val, where):
                           builder.extract_value(val, i), "%s[%d]" % (where, i))
         return
     if isinstance(ty, types.Array):
-        arr = cgutils.create_struct_proxy(ty)(context, builder, value=val)
-        owned = cgutils.alloca_once_value(builder, cgutils.false_bit)
-        refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
+        owned = []  # set when bad() is emitted: Numba owns the array (a meminfo)
 
-        def bad_owned():
-            builder.store(cgutils.is_not_null(builder, arr.meminfo), owned)
+        def bad():
+            arr = cgutils.create_struct_proxy(ty)(context, builder, value=val)
+            owned.append(cgutils.is_not_null(builder, arr.meminfo))
             asked = builder.and_(
                 builder.icmp_signed(">", arr.nitems, arr.nitems.type(0)),
-                builder.or_(builder.load(owned), emit_checked_mode(builder)))
+                builder.or_(owned[0], emit_checked_mode(builder)))
+            refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
             with builder.if_then(asked, likely=False):
                 data = builder.bitcast(arr.data, ir.IntType(8).as_pointer())
-                builder.store(builder.not_(backend.emit_is_device_accessible(
-                    builder, data, builder.load(owned))), refused)
-            return builder.and_(builder.load(owned), builder.load(refused))
-        guards.check(bad_owned, "%s is an array in host memory (a NumPy array, or one "
-                     "allocated in nopython code): kernels need device memory "
-                     "(a carray view of a device pointer, a device array, "
-                     "cuda.mapped_array/managed_array)" % where)
+                builder.store(builder.not_(
+                    backend.emit_is_device_accessible(builder, data, owned[0])), refused)
+            return builder.load(refused)
         # An array Numba does not own (a carray/farray view of a pointer, a
         # device array's data) is only asked about in the checked mode.
-        guards.check(lambda: builder.load(refused),
-                     "%s is an array view (carray/farray of a pointer, or a device "
-                     "array's data) of memory the device cannot reach (checked mode: "
-                     "cuPointerGetAttribute does not know it; with no CUDA driver it "
-                     "knows no address)" % where)
+        guards.check(bad, "%s is an array in host memory (a NumPy array, or one "
+                     "allocated in nopython code): kernels need device memory "
+                     "(a carray view of a device pointer, a device array, "
+                     "cuda.mapped_array/managed_array)" % where,
+                     (lambda: builder.not_(owned[0]),
+                      "%s is an array view (carray/farray of a pointer, or a device "
+                      "array's data) of memory the device cannot reach (checked mode: "
+                      "cuPointerGetAttribute does not know it; with no CUDA driver it "
+                      "knows no address)" % where))
     elif isinstance(ty, types.CPointer) or ty == types.voidptr:
         def bad():
             refused = cgutils.alloca_once_value(builder, cgutils.false_bit)

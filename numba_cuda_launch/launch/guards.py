@@ -43,17 +43,24 @@ class Guards:
         self.messages.append(message)
         return len(self.messages) - 1
 
-    def _refuse_if(self, bad, status, message):
-        index = self._index(message)
-        with self.builder.if_then(bad, likely=False):
-            self.builder.store(status, self.status)
-            self.builder.store(ir.Constant(_i32, index), self.reason)
+    def _refuse_if(self, bad, status, message, otherwise=None):
+        builder = self.builder
+        reason = ir.Constant(_i32, self._index(message))
+        other = otherwise and (otherwise[0], ir.Constant(_i32, self._index(otherwise[1])))
+        with builder.if_then(bad, likely=False):
+            builder.store(status, self.status)
+            if other:  # chosen on the failure path only
+                reason = builder.select(other[0](), other[1], reason)
+            builder.store(reason, self.reason)
 
-    def check(self, emit_bad, message):
+    def check(self, emit_bad, message, otherwise=None):
         """Run *emit_bad* (emits an ``i1``, true when the operation must be
-        refused) unless an earlier check failed."""
+        refused) unless an earlier check failed. *otherwise*: ``(emit_cond,
+        message)``, the sentence given instead when ``emit_cond()`` (emitted
+        only once refused) holds."""
         with self.builder.if_then(self.ok()):
-            self._refuse_if(emit_bad(), ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE), message)
+            self._refuse_if(emit_bad(), ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE), message,
+                            otherwise)
 
     def check_status(self, emit_status, message):
         """Run *emit_status* (emits a ``CUresult``, nonzero when the
