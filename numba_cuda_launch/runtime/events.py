@@ -24,7 +24,7 @@ from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
+from numba_cuda_launch.runtime.context import emit_in_context, emit_with_context
 
 __all__ = [
     "CU_EVENT_BLOCKING_SYNC",
@@ -75,13 +75,8 @@ def emit_context_synchronize(builder):
     """``cuCtxSynchronize()`` in this thread's context. The context is
     bound first, not on failure: a wait is slow anyway, and what the driver
     answers with no context current is then never relied on."""
-    def synchronize():
-        status = cgutils.alloca_once_value(builder, emit_ensure_context(builder))
-        with builder.if_then(builder.icmp_signed("==", builder.load(status), _i32c(0)),
-                             likely=True):
-            builder.store(driver.call(builder, "cuCtxSynchronize", []), status)
-        return builder.load(status)
-    return emit_in_context(builder, synchronize)
+    return emit_in_context(builder, lambda: emit_with_context(
+        builder, lambda: driver.call(builder, "cuCtxSynchronize", [])))
 
 
 def emit_stream_synchronize(builder, stream):

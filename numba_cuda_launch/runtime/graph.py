@@ -13,7 +13,7 @@ from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
+from numba_cuda_launch.runtime.context import emit_in_context, emit_with_context
 
 __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
@@ -52,12 +52,6 @@ UPDATE_RESULTS = {
 }
 
 
-def _status(builder, value):
-    slot = cgutils.alloca_once(builder, _i32)
-    builder.store(value, slot)
-    return slot
-
-
 def _ok(builder, status_slot):
     return builder.icmp_signed("==", builder.load(status_slot), ir.Constant(_i32, 0))
 
@@ -65,10 +59,8 @@ def _ok(builder, status_slot):
 def emit_begin_capture(builder, stream, mode):
     """``cuStreamBeginCapture_v2(stream, mode)`` in the current context (a
     thread without one gets device 0's primary context first)."""
-    status = _status(builder, emit_ensure_context(builder))
-    with builder.if_then(_ok(builder, status)):
-        builder.store(driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]), status)
-    return builder.load(status)
+    return emit_with_context(
+        builder, lambda: driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]))
 
 
 def emit_end_capture(builder, stream):
@@ -84,7 +76,8 @@ def emit_is_capturing(builder, stream):
     """An ``i1``: *stream* is capturing (a failed query reads as not
     capturing: the caller's next driver call on it reports the error)."""
     state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    status = _status(builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
+    status = cgutils.alloca_once_value(
+        builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
     return builder.and_(_ok(builder, status),
                         builder.icmp_signed("!=", builder.load(state),
                                             ir.Constant(_i32, _CAPTURE_STATUS_NONE)))
@@ -101,7 +94,8 @@ def emit_abort_capture(builder, stream):
     recorded: the way out after a failed operation left a stream capturing.
     Returns 0 when the stream is not capturing (any more)."""
     state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    status = _status(builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
+    status = cgutils.alloca_once_value(
+        builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
     capturing = builder.icmp_signed("!=", builder.load(state),
                                     ir.Constant(_i32, _CAPTURE_STATUS_NONE))
     with builder.if_then(builder.and_(_ok(builder, status), capturing)):
@@ -128,8 +122,8 @@ def emit_last_node(builder, stream):
     count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
     node = cgutils.alloca_once_value(builder, _NULL)
     reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, NODE_OK))
-    status = _status(builder, driver.call(builder, "cuStreamGetCaptureInfo_v2",
-                                          [stream, state, ident, graph, deps, count]))
+    status = cgutils.alloca_once_value(builder, driver.call(
+        builder, "cuStreamGetCaptureInfo_v2", [stream, state, ident, graph, deps, count]))
     invalid = ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE)
 
     def refuse(why):
@@ -165,11 +159,9 @@ def emit_last_node(builder, stream):
 def emit_instantiate(builder, graph, flags=0):
     """``cuGraphInstantiateWithFlags``; returns ``(status, CUgraphExec)``."""
     exe = cgutils.alloca_once_value(builder, _NULL)
-    status = _status(builder, emit_ensure_context(builder))
-    with builder.if_then(_ok(builder, status)):
-        builder.store(driver.call(builder, "cuGraphInstantiateWithFlags",
-                                  [exe, graph, ir.Constant(_i64, flags)]), status)
-    return builder.load(status), builder.load(exe)
+    status = emit_with_context(builder, lambda: driver.call(
+        builder, "cuGraphInstantiateWithFlags", [exe, graph, ir.Constant(_i64, flags)]))
+    return status, builder.load(exe)
 
 
 def emit_graph_launch(builder, exe, stream):
@@ -189,12 +181,9 @@ def emit_exec_update(builder, exe, graph):
     otherwise)."""
     info = cgutils.alloca_once(builder, _UPDATE_INFO)
     builder.store(ir.Constant(_UPDATE_INFO, None), info)
-    status = _status(builder, emit_ensure_context(builder))
-    with builder.if_then(_ok(builder, status)):
-        builder.store(driver.call(builder, "cuGraphExecUpdate_v2",
-                                  [exe, graph, builder.bitcast(info, _i8p)]), status)
-    result = builder.load(cgutils.gep_inbounds(builder, info, 0, 0))
-    return builder.load(status), result
+    status = emit_with_context(builder, lambda: driver.call(
+        builder, "cuGraphExecUpdate_v2", [exe, graph, builder.bitcast(info, _i8p)]))
+    return status, builder.load(cgutils.gep_inbounds(builder, info, 0, 0))
 
 
 def kernel_node_params_type():

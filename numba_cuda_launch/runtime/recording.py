@@ -11,17 +11,9 @@ layout)::
         my_cfunc_or_njit(...)
     print(rec.launches)
 
-Synchronisation and event calls are logged in order in ``rec.calls``
-(``("cuEventRecord", event, stream)``, ...), ``rec.statuses`` makes one
-driver function return an error (``{"cuStreamQuery": 600}``: a busy
-stream), and ``rec.events_created``/``events_destroyed``/``live_events``
-count the fake events.
-
-It also plays the driver's part in CUDA graphs (stream captures record
-launches into graphs, replays append the graph's launches to ``launches``,
-updates change them; ``graphs``, ``execs``, ``node_updates``,
-``exec_updates``) and answers occupancy queries from a simple model
-(``occupancy_queries``).
+It also plays the driver's part in synchronisation and events (``calls``,
+``statuses``: docs/events.md), CUDA graphs (captures, replays, updates and
+node attributes) and occupancy queries (a simple model): docs/graphs.md.
 """
 
 import ctypes
