@@ -16,8 +16,7 @@ from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_at
                              models, overload_method, register_model, typeof_impl, unbox)
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE,
-                                      CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, CudaGraphError,
+from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
 from numba_cuda_launch.launch.call import emit_launch
 from numba_cuda_launch.launch.guards import Guards, check_node_update
@@ -241,10 +240,7 @@ def _begin_capture(typingctx, stream, mode):
         guards.check_status(lambda: _rt.emit_begin_capture(builder, args[0],
                                                            builder.trunc(wide, _i32)), "")
         status = builder.load(guards.status)
-        guards.explain(lambda: builder.and_(
-            cgutils.is_null(builder, args[0]),
-            builder.icmp_signed("==", status, status.type(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED))),
-            _BEGIN_MESSAGES[3])
+        guards.explain(lambda: cgutils.is_null(builder, args[0]), _BEGIN_MESSAGES[3])
         guards.explain(lambda: builder.icmp_signed(
             "==", status, status.type(CUDA_ERROR_ILLEGAL_STATE)), _BEGIN_MESSAGES[4])
         status, reason, _ = guards.result()
@@ -340,13 +336,8 @@ def _raiser(operation, details=(), kernel=""):
                   tuple((r, (operation, text, kernel)) for r, text in details))
 
 
-def _numbered(messages):
-    """*messages* as ``(reason, text)`` pairs, reasons from 1."""
-    return tuple(enumerate(messages, 1))
-
-
 _NO_CAPTURE = 1
-_fail_begin = _raiser("begin_capture", _numbered(_BEGIN_MESSAGES))
+_fail_begin = _raiser("begin_capture", tuple(enumerate(_BEGIN_MESSAGES, 1)))
 _fail_end = _raiser("end_capture", (
     (_NO_CAPTURE, "no capture is in progress on this stream (begin one with "
                   "graphs.begin_capture)"),))

@@ -19,13 +19,13 @@ from numba.extending import intrinsic, overload, overload_method
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_NOT_READY, CudaError, NopythonUsageError
 from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.launch.stream import (
     CUDAStream,
     is_stream_type,
     stream_handle,
     stream_handle_value,
 )
-from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.runtime import events as _events
 
 __all__ = [
@@ -69,9 +69,10 @@ def jitted_call(fn, method=False):
 
 def check_status(status, operation, detail=""):
     """Raise ``CudaError(status, operation, detail)`` from Python unless
-    *status* is 0. The Python forms call the compiled status forms and raise here: an
-    exception raised in compiled code would keep the references that code
-    held (numba#1549), and an event passed in would never be released."""
+    *status* is 0. The Python forms call the compiled status forms and raise
+    here: an exception raised in compiled code would keep the references
+    that code held (numba#1549), and an event passed in would never be
+    released."""
     status = int(status)
     if status != 0:
         raise CudaError(status, operation, detail)
