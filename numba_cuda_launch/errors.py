@@ -10,31 +10,35 @@ __all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name", "erro
            "NopythonUsageError", "NopythonUnsupportedError", "KernelTypingError",
            "leading_line"]
 
-# The driver results this package produces or commonly reports. The full list
-# comes from cuda-bindings when it is installed; this table only keeps names
-# readable on machines without it.
-_KNOWN_NAMES = {
-    0: "CUDA_SUCCESS",
-    1: "CUDA_ERROR_INVALID_VALUE",
-    2: "CUDA_ERROR_OUT_OF_MEMORY",
-    3: "CUDA_ERROR_NOT_INITIALIZED",
-    100: "CUDA_ERROR_NO_DEVICE",
-    200: "CUDA_ERROR_INVALID_IMAGE",
-    201: "CUDA_ERROR_INVALID_CONTEXT",
-    209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
-    400: "CUDA_ERROR_INVALID_HANDLE",
-    500: "CUDA_ERROR_NOT_FOUND",
-    600: "CUDA_ERROR_NOT_READY",
-    701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
-    719: "CUDA_ERROR_LAUNCH_FAILED",
-    720: "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
-    900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-    901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
-    906: "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
-    908: "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
-    910: "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
-    912: "CUDA_ERROR_INVALID_CLUSTER_SIZE",
-}
+# The one table of the driver results (``CUresult``) this package produces,
+# tests for or commonly reports; every module imports its numbers from here.
+# The full list of names comes from cuda-bindings when it is installed; this
+# table keeps them readable on machines without it.
+CUDA_SUCCESS = 0
+CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_OUT_OF_MEMORY = 2
+CUDA_ERROR_NOT_INITIALIZED = 3
+CUDA_ERROR_NO_DEVICE = 100
+CUDA_ERROR_INVALID_IMAGE = 200
+CUDA_ERROR_INVALID_CONTEXT = 201
+CUDA_ERROR_NO_BINARY_FOR_GPU = 209
+CUDA_ERROR_INVALID_PTX = 218
+CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
+CUDA_ERROR_INVALID_HANDLE = 400
+CUDA_ERROR_ILLEGAL_STATE = 401
+CUDA_ERROR_NOT_FOUND = 500
+CUDA_ERROR_NOT_READY = 600
+CUDA_ERROR_ILLEGAL_ADDRESS = 700
+CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+CUDA_ERROR_LAUNCH_FAILED = 719
+CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900
+CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
+CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906
+CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908
+CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910
+CUDA_ERROR_INVALID_CLUSTER_SIZE = 912
+_KNOWN_NAMES = {value: name for name, value in globals().items() if name.startswith("CUDA_")}
 
 # What usually causes the errors of image loading, stream capture and
 # clusters, added to the messages of CudaLaunchError and CudaGraphError.
@@ -43,22 +47,27 @@ _IMAGE_LOAD = ("loading the kernel's image into the current context failed: the 
                "an image built without a GPU must be built for the device's compute "
                "capability (set_compute_capability, NUMBA_CUDA_LAUNCH_CC)")
 _HINTS = {
-    200: _IMAGE_LOAD,  # CUDA_ERROR_INVALID_IMAGE
-    209: _IMAGE_LOAD,  # CUDA_ERROR_NO_BINARY_FOR_GPU
-    218: _IMAGE_LOAD,  # CUDA_ERROR_INVALID_PTX
-    222: _IMAGE_LOAD,  # CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-    900: "the operation is not permitted while a stream is capturing: the legacy "
-         "default stream (0) cannot be captured or used during a capture, and drivers "
-         "older than CUDA 12.3 do not load kernel images during a capture (load them "
-         "first with cfg.preload(args...))",
-    901: "the capture was invalidated by an earlier operation that cannot be captured; "
-         "it must still be ended (graphs.end_capture or graphs.abort_capture)",
-    906: "a launch on the legacy default stream (0) would wait for a stream being "
-         "captured; launch on the capturing stream (or a non-blocking stream)",
-    908: "captures begun in the global or thread-local mode must end on the thread "
-         "that began them",
-    912: "the cluster is larger than the kernel or device allows (8 blocks is the "
-         "portable maximum) or does not divide the grid",
+    CUDA_ERROR_INVALID_IMAGE: _IMAGE_LOAD,
+    CUDA_ERROR_NO_BINARY_FOR_GPU: _IMAGE_LOAD,
+    CUDA_ERROR_INVALID_PTX: _IMAGE_LOAD,
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION: _IMAGE_LOAD,
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+        "the operation is not permitted while a stream is capturing: the legacy default "
+        "stream (0) cannot be captured or used during a capture, and drivers older than "
+        "CUDA 12.3 do not load kernel images during a capture (load them first with "
+        "cfg.preload(args...))",
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+        "the capture was invalidated by an earlier operation that cannot be captured; it "
+        "must still be ended (graphs.end_capture or graphs.abort_capture)",
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+        "a launch on the legacy default stream (0) would wait for a stream being captured; "
+        "launch on the capturing stream (or a non-blocking stream)",
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+        "captures begun in the global or thread-local mode must end on the thread that "
+        "began them",
+    CUDA_ERROR_INVALID_CLUSTER_SIZE:
+        "the cluster is larger than the kernel or device allows (8 blocks is the portable "
+        "maximum) or does not divide the grid",
 }
 
 

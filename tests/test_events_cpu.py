@@ -280,7 +280,8 @@ def test_elapsed_time_errors_are_named():
             elapsed_unrecorded()
         s1, s2, s3, ms = elapsed_status_forms()
     assert info.value.name == "CUDA_ERROR_INVALID_HANDLE"
-    assert str(info.value) == "cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE (400)"
+    assert str(info.value) == ("cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE (400): "
+                               "the end event was never recorded (call its record(stream) first)")
     assert (s1, s2, s3) == (INVALID_HANDLE, INVALID_HANDLE, 0)
     assert ms == np.float32(fake.elapsed_ms)
 

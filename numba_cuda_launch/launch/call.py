@@ -13,10 +13,7 @@ hands the launch to the kernel's backend (:mod:`.backends`). Three forms:
   that must not load modules later, such as CUDA graph capture.
 """
 
-import functools
-
 from llvmlite import ir
-from numba import njit
 from numba.core import cgutils, types
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, \
     signature
@@ -24,16 +21,17 @@ from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin
 
 from numba_cuda_launch.errors import CudaLaunchError, NopythonUnsupportedError
-from numba_cuda_launch.launch.backends import backend_for, call_jitted
+from numba_cuda_launch.launch.backends import backend_for
 from numba_cuda_launch.launch.caching import record_launch_target
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
-from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig, config_values
+from numba_cuda_launch.launch.guards import Guards, check_config
+from numba_cuda_launch.launch.launchconfig import LaunchConfig, config_values
 from numba_cuda_launch.launch.producer_wait import emit_producer_wait, producer_streams
-from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
+from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.runtime.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
 
-__all__ = ["emit_launch", "emit_preload"]
+__all__ = ["emit_launch", "emit_preload", "launch_error_raiser"]
 
 
 def _to_formal(context, builder, val, actual, formal):
@@ -103,48 +101,6 @@ def _check_integer_ranges(builder, guards, val, actual, formal, where):
                          % (where, formal, types.unliteral(actual)))
 
 
-class _Guards:
-    """The checks made before a launch reaches its backend, each with the
-    message the raising form reports. A failed check sets the status to
-    ``CUDA_ERROR_INVALID_VALUE``: the launch is refused, never made with a
-    value the package changed."""
-
-    def __init__(self, builder):
-        self.builder = builder
-        i32 = ir.IntType(32)
-        self.status = cgutils.alloca_once_value(builder, ir.Constant(i32, 0))
-        self.reason = cgutils.alloca_once_value(builder, ir.Constant(i32, 0))
-        self.messages = [""]  # reason 0: no message (the driver's own error)
-
-    def check(self, emit_bad, message):
-        """Run *emit_bad* (emits an ``i1``, true when the launch must be
-        refused) unless an earlier check failed."""
-        builder = self.builder
-        i32 = ir.IntType(32)
-        self.messages.append(message)
-        index = len(self.messages) - 1
-        with builder.if_then(self.ok()):
-            with builder.if_then(emit_bad(), likely=False):
-                builder.store(ir.Constant(i32, CUDA_ERROR_INVALID_VALUE), self.status)
-                builder.store(ir.Constant(i32, index), self.reason)
-
-    def check_status(self, emit_status, message):
-        """Run *emit_status* (emits a ``CUresult``, nonzero when the launch
-        must be refused with it) unless an earlier check failed."""
-        builder = self.builder
-        self.messages.append(message)
-        index = len(self.messages) - 1
-        with builder.if_then(self.ok()):
-            status = emit_status()
-            with builder.if_then(builder.icmp_signed("!=", status, status.type(0)), likely=False):
-                builder.store(status, self.status)
-                builder.store(ir.Constant(ir.IntType(32), index), self.reason)
-
-    def ok(self):
-        return self.builder.icmp_signed("==", self.builder.load(self.status),
-                                        ir.Constant(ir.IntType(32), 0))
-
-
 def _check_arrays(context, builder, guards, backend, ty, val, where):
     """Refuse host-only memory in the arrays of an argument (tuples
     searched): an array carrying a Numba meminfo is host memory unless the
@@ -156,22 +112,31 @@ def _check_arrays(context, builder, guards, backend, ty, val, where):
                           builder.extract_value(val, i), "%s[%d]" % (where, i))
         return
     if isinstance(ty, types.Array):
+        owned = []  # set when bad() is emitted: Numba owns the array (a meminfo)
+
         def bad():
             arr = cgutils.create_struct_proxy(ty)(context, builder, value=val)
-            owned = cgutils.is_not_null(builder, arr.meminfo)
+            owned.append(cgutils.is_not_null(builder, arr.meminfo))
             asked = builder.and_(
                 builder.icmp_signed(">", arr.nitems, arr.nitems.type(0)),
-                builder.or_(owned, emit_checked_mode(builder)))
+                builder.or_(owned[0], emit_checked_mode(builder)))
             refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
             with builder.if_then(asked, likely=False):
                 data = builder.bitcast(arr.data, ir.IntType(8).as_pointer())
                 builder.store(builder.not_(
-                    backend.emit_is_device_accessible(builder, data, owned)), refused)
+                    backend.emit_is_device_accessible(builder, data, owned[0])), refused)
             return builder.load(refused)
+        # An array Numba does not own (a carray/farray view of a pointer, a
+        # device array's data) is only asked about in the checked mode.
         guards.check(bad, "%s is an array in host memory (a NumPy array, or one "
                      "allocated in nopython code): kernels need device memory "
                      "(a carray view of a device pointer, a device array, "
-                     "cuda.mapped_array/managed_array)" % where)
+                     "cuda.mapped_array/managed_array)" % where,
+                     (lambda: builder.not_(owned[0]),
+                      "%s is an array view (carray/farray of a pointer, or a device "
+                      "array's data) of memory the device cannot reach (checked mode: "
+                      "cuPointerGetAttribute does not know it; with no CUDA driver it "
+                      "knows no address)" % where))
     elif isinstance(ty, types.CPointer) or ty == types.voidptr:
         def bad():
             refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
@@ -186,7 +151,7 @@ def _check_arrays(context, builder, guards, backend, ty, val, where):
 
 
 def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True,
-                submit=None):
+                submit=None, check=None):
     """Emit the launch of a configured kernel through its backend; returns
     ``(status, reason, messages)``: the ``CUresult``, and when the package
     refused the launch before calling the driver, the index in *messages*
@@ -197,16 +162,18 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     recorded launch): ``submit(backend, kernel, cfg, formal_types,
     values)``, *cfg* the configuration's
     :class:`~numba_cuda_launch.launch.launchconfig.ConfigValues`, returns
-    the ``CUresult``."""
+    the ``CUresult``; *check*, if given, adds its checks after the
+    configuration's: ``check(guards, backend, kernel, cfg)``, *cfg* the
+    configuration struct."""
     selection = select_kernel(cfg_ty.dispatcher, argtypes)  # chosen at typing
     kernel = selection.kernel
     backend = backend_for(kernel)
     record_launch_target(context)
     cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
-    guards = _Guards(builder)
-    for problem, text in CONFIG_PROBLEMS.items():
-        guards.check(lambda p=problem: builder.icmp_signed(
-            "==", cfg.problem, ir.Constant(ir.IntType(32), p)), text)
+    guards = Guards(builder)
+    check_config(builder, guards, cfg)
+    if check is not None:
+        check(guards, backend, kernel, cfg)
     names = selection.param_names
     # Parameters left to their defaults: constants after the arguments given.
     given = len(argtypes)
@@ -234,7 +201,7 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
             status = backend.emit_launch(context, builder, kernel, launch, selection.argtypes,
                                          values, catch)
         builder.store(status, guards.status)
-    return builder.load(guards.status), builder.load(guards.reason), tuple(guards.messages)
+    return guards.result()
 
 
 _PARFOR_BODY = "__numba_parfor_gufunc"  # Numba's name for outlined prange bodies
@@ -254,29 +221,17 @@ def lower_launch(context, builder, sig, args):
             "after the loop" % (cfg_ty.kernel_name, cfg_ty.kernel_name))
     status, reason, messages = emit_launch(context, builder, cfg_ty, args[0], sig.args[1:],
                                            args[1:], catch=False)
-    failed = builder.icmp_signed("!=", status, ir.Constant(status.type, 0))
-    with cgutils.if_unlikely(builder, failed):
-        call_jitted(context, builder, _launch_error_raiser(cfg_ty.kernel_name, messages),
-                    (types.int32, types.int32), [status, reason])
+    emit_raise_if_failed(context, builder, launch_error_raiser(cfg_ty.kernel_name, messages),
+                         status, reason)
     return context.get_dummy_value()
 
 
-@functools.lru_cache(maxsize=None)
-def _launch_error_raiser(kernel_name, messages):
-    # The exception is raised in an @njit function of its own: numba 0.68
-    # mishandles a dynamic exception (one with a run-time argument) raised in
-    # a @cfunc's body or in a compile_internal subroutine (the cfunc wrapper
-    # keeps the GIL; the arguments fail to box), but handles one propagated
-    # from a called dispatcher. The messages are branches, not a tuple
-    # indexed at run time, so that each raise has constant text.
-    src = ["def raise_launch_error(status, reason):"]
-    for i, text in enumerate(messages[1:], 1):
-        src.append("    if reason == %d:\n        raise CudaLaunchError(status, %r, %r)"
-                   % (i, kernel_name, text))
-    src.append("    raise CudaLaunchError(status, %r)" % kernel_name)
-    ns = {"CudaLaunchError": CudaLaunchError}
-    exec("\n".join(src), ns)
-    return njit(ns["raise_launch_error"])
+def launch_error_raiser(kernel_name, messages, what="launch"):
+    """The ``@njit`` ``raise_error(status, reason)`` of a launch (or of
+    occupancy query *what*): :class:`CudaLaunchError` with the text of
+    *messages* (see :func:`emit_launch`) for *reason*."""
+    return raiser(CudaLaunchError, (kernel_name, "", what),
+                  tuple((i, (kernel_name, text, what)) for i, text in enumerate(messages) if i))
 
 
 class _LaunchMethod(types.BoundFunction):

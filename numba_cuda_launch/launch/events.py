@@ -1,56 +1,11 @@
 """CUDA events in CPU nopython code (and from Python): timing and waiting.
 
-::
-
-    start = numba_cuda_launch.event()            # cuEventCreate
-    end = numba_cuda_launch.event()
-    start.record(stream)                         # cuEventRecord
-    kernel[grid, block, stream](args...)
-    end.record(stream)
-    end.synchronize()                            # cuEventSynchronize
-    ms = start.elapsed_time(end)                 # cuEventElapsedTime, float32 milliseconds
-    done = end.query()                           # cuEventQuery: True once completed
-
-``event(timing=True, blocking=False)``: ``timing=False`` makes an event
-without timing data (``CU_EVENT_DISABLE_TIMING``: cheaper, what waiting needs;
-``elapsed_time`` then fails with ``CUDA_ERROR_INVALID_HANDLE``);
-``blocking=True`` makes ``synchronize()`` sleep rather than spin
-(``CU_EVENT_BLOCKING_SYNC``). ``record()`` takes any stream a launch takes
-(default: the default stream). ``ev.handle`` is the ``CUevent`` (``voidptr``;
-an ``int`` from Python) for C code.
-
-Errors as for launches and :mod:`.sync`: each method raises
-:class:`~numba_cuda_launch.CudaError` naming the driver function and error,
-and has a ``*_status`` form returning the ``CUresult``:
-``event_status(...)`` gives ``(status, event)``, ``record_status(stream)``,
-``synchronize_status()``, ``query_status()`` (``CUDA_ERROR_NOT_READY``, 600,
-before completion), ``elapsed_time_status(end)`` gives ``(status, ms)``,
-``destroy_status()``. An event whose creation failed, or that was destroyed,
-reports ``CUDA_ERROR_INVALID_HANDLE`` without calling the driver.
-
-Release. An event is a reference-counted Numba object (a meminfo, like an
-array's) whose destructor calls ``cuEventDestroy``: it is released when its
-last reference goes -- at the end of the function that made it, or when the
-Python object it was returned as is collected. That is what CuPy and
-numba-cuda users know (their events are released by the garbage collector);
-nothing is destroyed twice or used after release, and a loop making an
-event per iteration holds one at a time. ``destroy()`` releases it earlier,
-for code that wants to say when (later uses then fail as above; a second
-destroy does nothing). An event is destroyed through the driver it was
-created with, also from a thread with no current context.
-
-One exception to automatic release is Numba's: when an exception leaves a
-compiled function, the references it holds are not released (numba#1549;
-arrays leak the same way), so an event alive in a function that raises is
-never destroyed. Code that must not leak on errors uses the ``*_status``
-forms, which never raise (they are also the ones to use inside ``prange``,
-where Numba does not propagate exceptions). The Python methods call the
-status forms and raise in Python, so they do not leak.
-
-Under the CUDA simulator, events record host time (``time.perf_counter``,
-through an object-mode call): a simulated launch has completed when it
-returns, so the time between two events is the time the launches between
-them took; ``synchronize`` and ``query`` report completion.
+``numba_cuda_launch.event()`` makes a reference-counted event (released
+with its last reference, or by ``destroy()``) with ``record``,
+``synchronize``, ``query``, ``elapsed_time`` and their ``*_status`` forms;
+the raising forms raise :class:`~numba_cuda_launch.CudaError` naming the
+driver function (and, for ``elapsed_time``, which event could not be
+timed). The user's guide is docs/events.md.
 """
 
 import functools
@@ -74,9 +29,10 @@ from numba.extending import (
     unbox,
 )
 
-from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CudaError, NopythonUsageError
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.launch.sync import (
     check_status,
     check_stream,
@@ -84,8 +40,9 @@ from numba_cuda_launch.launch.sync import (
     jitted_call,
     python_stream,
     query_result,
-    raiser,
     simulated,
+    status_check,
+    status_intrinsic,
 )
 from numba_cuda_launch.runtime import events as _events
 
@@ -93,7 +50,10 @@ __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-_INVALID_HANDLE = ir.Constant(_i32, _events.CUDA_ERROR_INVALID_HANDLE)
+_INVALID_HANDLE = ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE)
+# Set in an event's payload flags (beside the CU_EVENT_* creation flags) once
+# it was recorded: what elapsed_time's error says of an event never recorded.
+_RECORDED = 0x40000000
 
 
 class EventType(types.Type):
@@ -154,26 +114,34 @@ def _create_simulated(builder, payload, flags):
     return ir.Constant(_i32, 0)
 
 
+def _event_problems(builder, payload):
+    """Why the driver cannot time the event at *payload*: ``i1`` flags,
+    destroyed (or never made), made without timing, never recorded."""
+    field = functools.partial(_events.payload_field, builder, payload)
+    flags = builder.load(field("flags"))
+    return [cgutils.is_null(builder, builder.load(field("event")))] + [
+        builder.icmp_signed(op, builder.and_(flags, ir.Constant(_i32, bit)), ir.Constant(_i32, 0))
+        for op, bit in (("!=", _events.CU_EVENT_DISABLE_TIMING), ("==", _RECORDED))]
+
+
 def _elapsed_time_simulated(builder, ms, start, end):
     """The host time between two simulated events; as the driver,
     CUDA_ERROR_INVALID_HANDLE unless both exist, time and were recorded."""
-    usable = cgutils.true_bit
-    times = []
-    for payload in (start, end):
-        field = functools.partial(_events.payload_field, builder, payload)
-        alive = cgutils.is_not_null(builder, builder.load(field("event")))
-        timing = builder.icmp_signed("==", builder.and_(
-            builder.load(field("flags")), ir.Constant(_i32, _events.CU_EVENT_DISABLE_TIMING)),
-            ir.Constant(_i32, 0))
-        at = builder.load(field("host_ms"))
-        recorded = builder.fcmp_ordered("ord", at, at)
-        usable = builder.and_(usable, builder.and_(alive, builder.and_(timing, recorded)))
-        times.append(at)
+    usable = builder.not_(_any(builder, _event_problems(builder, start)
+                               + _event_problems(builder, end)))
+    times = [builder.load(_events.payload_field(builder, p, "host_ms")) for p in (start, end)]
     status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
     with builder.if_then(usable, likely=True):
         builder.store(builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms)
         builder.store(ir.Constant(_i32, 0), status)
     return builder.load(status)
+
+
+def _any(builder, bits):
+    out = cgutils.false_bit
+    for bit in bits:
+        out = builder.or_(out, bit)
+    return out
 
 
 @intrinsic
@@ -201,6 +169,14 @@ def _event_new(typingctx, flags):
     return types.Tuple((types.int32, event_type))(flags), codegen
 
 
+def _mark_recorded(builder, payload, status):
+    """After a record: set the payload's recorded bit when *status* is 0."""
+    flags = _events.payload_field(builder, payload, "flags")
+    with builder.if_then(builder.icmp_signed("==", status, status.type(0)), likely=True):
+        builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _RECORDED)), flags)
+    return status
+
+
 @intrinsic
 def _event_record(typingctx, ev, stream):
     def codegen(context, builder, sig, args):
@@ -210,29 +186,17 @@ def _event_record(typingctx, ev, stream):
             def stamp():
                 now = call_jitted(context, builder, _host_ms, (), [])
                 builder.store(now, _events.payload_field(builder, payload, "host_ms"))
-            return _sim_status(builder, payload, stamp)
+            return _mark_recorded(builder, payload, _sim_status(builder, payload, stamp))
         handle = emit_stream(context, builder, sig.args[1], args[1])
-        return _events.emit_event_record(builder, payload, handle)
+        return _mark_recorded(builder, payload,
+                              _events.emit_event_record(builder, payload, handle))
     return types.int32(ev, stream), codegen
 
 
-def _event_intrinsic(emit):
-    """An intrinsic ``f(event) -> CUresult`` calling ``emit(builder,
-    payload)`` (the simulator's status under the simulator)."""
-    @intrinsic
-    def call(typingctx, ev):
-        def codegen(context, builder, sig, args):
-            record_driver_calls(context)
-            payload = _payload(context, builder, sig.args[0], args[0])
-            if simulated():
-                return _sim_status(builder, payload)
-            return emit(builder, payload)
-        return types.int32(ev), codegen
-    return call
-
-
-_event_synchronize = _event_intrinsic(_events.emit_event_synchronize)
-_event_query = _event_intrinsic(_events.emit_event_query)
+_event_synchronize = status_intrinsic(_events.emit_event_synchronize, _payload, _sim_status)
+_event_query = status_intrinsic(_events.emit_event_query, _payload, _sim_status)
+_event_destroy = status_intrinsic(_events.emit_event_destroy, _payload,
+                                  _events.emit_event_destroy)
 
 
 @intrinsic
@@ -250,12 +214,28 @@ def _event_elapsed_time(typingctx, start, end):
     return types.Tuple((types.int32, types.float32))(start, end), codegen
 
 
+#: Why elapsed_time failed, by reason (from 1): each event checked in turn.
+_ELAPSED_MESSAGES = tuple(
+    text % which for which in ("start", "end") for text in (
+        "the %s event was destroyed (or its creation failed)",
+        "the %s event was made with timing=False (no timing data)",
+        "the %s event was never recorded (call its record(stream) first)"))
+
+
 @intrinsic
-def _event_destroy(typingctx, ev):
+def _elapsed_reason(typingctx, start, end):
+    """The index (from 1) in _ELAPSED_MESSAGES of why the driver cannot time
+    *start* to *end*, or 0: asked after elapsed_time failed."""
     def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        return _events.emit_event_destroy(builder, _payload(context, builder, sig.args[0], args[0]))
-    return types.int32(ev), codegen
+        reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+        problems = [p for ty, value in zip(sig.args, args)
+                    for p in _event_problems(builder, _payload(context, builder, ty, value))]
+        # Last first, so that the first problem found is the one kept.
+        for index, problem in reversed(list(enumerate(problems, 1))):
+            with builder.if_then(problem):
+                builder.store(ir.Constant(_i32, index), reason)
+        return builder.load(reason)
+    return types.int32(start, end), codegen
 
 
 @intrinsic
@@ -287,7 +267,7 @@ def event_status(timing=True, blocking=False):
     """:func:`event` returning ``(status, event)``: on failure the status is
     the ``CUresult`` and the event holds nothing (its methods report
     ``CUDA_ERROR_INVALID_HANDLE``)."""
-    return jitted_call(event_status, 2)(timing, blocking)
+    return jitted_call(event_status)(timing, blocking)
 
 
 def _check_flag(where, name, ty):
@@ -316,12 +296,11 @@ def _flags(timing, blocking):
 @overload(event, target="cpu")
 def _ov_event(timing=True, blocking=False):
     _check_flags("numba_cuda_launch.event()", timing, blocking)
-    raise_error = raiser("cuEventCreate")
+    check = status_check("cuEventCreate")
 
     def impl(timing=True, blocking=False):
         status, ev = _event_new(_flags(timing, blocking))
-        if status != 0:
-            raise_error(status)
+        check(status)
         return ev
     return impl
 
@@ -332,16 +311,17 @@ def _ov_event_status(timing=True, blocking=False):
     return lambda timing=True, blocking=False: _event_new(_flags(timing, blocking))
 
 
-def _raising(name, operation, intrinsic_fn):
-    """The plain method *name*: *intrinsic_fn*'s status, raised if not 0."""
+def _raising(name, operation, intrinsic_fn, query=False):
+    """The method *name* (raising; with *query*, answering True/False) and
+    *name*``_status`` (the ``CUresult``): *intrinsic_fn*'s status."""
     @overload_method(EventType, name, target="cpu")
     def method(ev):
-        raise_error = raiser(operation)
+        check = status_check(operation, query)
+        if query:
+            return lambda ev: check(intrinsic_fn(ev))
 
         def impl(ev):
-            status = intrinsic_fn(ev)
-            if status != 0:
-                raise_error(status)
+            check(intrinsic_fn(ev))
         return impl
 
     @overload_method(EventType, name + "_status", target="cpu")
@@ -351,17 +331,16 @@ def _raising(name, operation, intrinsic_fn):
 
 _raising("synchronize", "cuEventSynchronize", _event_synchronize)
 _raising("destroy", "cuEventDestroy", _event_destroy)
+_raising("query", "cuEventQuery", _event_query, query=True)
 
 
 @overload_method(EventType, "record", target="cpu")
 def _record(ev, stream=0):
     check_stream("CUDAEvent.record()", stream)
-    raise_error = raiser("cuEventRecord")
+    check = status_check("cuEventRecord")
 
     def impl(ev, stream=0):
-        status = _event_record(ev, stream)
-        if status != 0:
-            raise_error(status)
+        check(_event_record(ev, stream))
     return impl
 
 
@@ -371,40 +350,25 @@ def _record_status(ev, stream=0):
     return lambda ev, stream=0: _event_record(ev, stream)
 
 
-@overload_method(EventType, "query", target="cpu")
-def _query(ev):
-    raise_error = raiser("cuEventQuery")
-
-    def impl(ev):
-        status = _event_query(ev)
-        if status == 0:
-            return True
-        if status != _events.CUDA_ERROR_NOT_READY:
-            raise_error(status)
-        return False
-    return impl
-
-
-@overload_method(EventType, "query_status", target="cpu")
-def _query_status(ev):
-    return lambda ev: _event_query(ev)
-
-
 def _check_end(where, end):
     if end != event_type:
         raise NopythonUsageError("%s: the end event must be a CUDA event made by "
                           "numba_cuda_launch.event(), got %s" % (where, end))
 
 
+_fail_elapsed = raiser(CudaError, ("cuEventElapsedTime",), tuple(
+    (i, ("cuEventElapsedTime", text)) for i, text in enumerate(_ELAPSED_MESSAGES, 1)))
+
+
 @overload_method(EventType, "elapsed_time", target="cpu")
 def _elapsed_time(start, end):
     _check_end("CUDAEvent.elapsed_time()", end)
-    raise_error = raiser("cuEventElapsedTime")
 
     def impl(start, end):
         status, ms = _event_elapsed_time(start, end)
         if status != 0:
-            raise_error(status)
+            _fail_elapsed(status, _elapsed_reason(start, end)
+                          if status == CUDA_ERROR_INVALID_HANDLE else 0)
         return ms
     return impl
 
@@ -446,55 +410,46 @@ class Event:
         check_status(self.record_status(stream), "cuEventRecord")
 
     def record_status(self, stream=0):
-        return jitted_call("record_status", 2, True)(self, python_stream(stream))
+        return jitted_call("record_status", True)(self, python_stream(stream))
 
     def synchronize(self):
         """Wait until the work before the event's record has completed."""
         check_status(self.synchronize_status(), "cuEventSynchronize")
 
-    def synchronize_status(self):
-        return jitted_call("synchronize_status", 1, True)(self)
-
     def query(self):
         """True once the work before the event's record has completed."""
         return query_result(self.query_status(), "cuEventQuery")
 
-    def query_status(self):
-        return jitted_call("query_status", 1, True)(self)
-
     def elapsed_time(self, end):
         """Milliseconds from this event to *end* (both recorded, completed)."""
         status, ms = self.elapsed_time_status(end)
+        if status == CUDA_ERROR_INVALID_HANDLE and isinstance(end, Event):
+            reason = jitted_call(_elapsed_reason)(self, end)
+            check_status(status, "cuEventElapsedTime",
+                         _ELAPSED_MESSAGES[reason - 1] if reason else "")
         check_status(status, "cuEventElapsedTime")
         return ms
-
-    def elapsed_time_status(self, end):
-        return jitted_call("elapsed_time_status", 2, True)(self, end)
 
     def destroy(self):
         """Release the event now rather than when collected."""
         check_status(self.destroy_status(), "cuEventDestroy")
 
-    def destroy_status(self):
-        return jitted_call("destroy_status", 1, True)(self)
-
     @property
     def handle(self):
         """The ``CUevent`` as an integer (0 once destroyed)."""
-        return jitted_call(_handle_of, 1)(self) or 0
+        return jitted_call(_event_handle)(self) or 0
 
     def __repr__(self):
         return "<numba_cuda_launch.Event handle=%#x>" % self.handle
 
 
-def _handle_of(ev):
-    """The ``handle`` attribute (a function for :func:`jitted_call`)."""
-    raise NotImplementedError("nopython only")
+def _compiled_method(name):
+    """An Event method running the nopython method *name* of the event."""
+    return lambda self, *args: jitted_call(name, True)(self, *args)
 
 
-@overload(_handle_of, target="cpu")
-def _ov_handle_of(ev):
-    return lambda ev: ev.handle
+for _name in ("synchronize_status", "query_status", "elapsed_time_status", "destroy_status"):
+    setattr(Event, _name, _compiled_method(_name))
 
 
 @typeof_impl.register(Event)

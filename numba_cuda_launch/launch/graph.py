@@ -1,52 +1,12 @@
 """CUDA graphs from nopython code: record launches by stream capture,
-replay them, change their arguments. Public as
-:mod:`numba_cuda_launch.graphs`.
-
-A recorded loop, in an ``@njit`` (or ``@cfunc``) function::
-
-    from numba_cuda_launch import graphs
-
-    graphs.begin_capture(stream)            # launches on stream are recorded
-    scale[g, b, stream](x, 2.0)
-    node = graphs.last_launch(stream)       # that launch, to update later
-    shift[g, b, stream](x, y)
-    graph = graphs.end_capture(stream)      # a Graph
-    exe = graph.instantiate()               # a GraphExec
-    for i in range(steps):
-        exe.update_launch(node, scale[g, b], x, factors[i])  # new arguments
-        exe.launch(stream)                  # replays both launches
-    exe.destroy()
-    graph.destroy()
+replay them, change their arguments (public as :mod:`numba_cuda_launch.graphs`).
 
 ``Graph``, ``GraphExec`` and ``KernelNode`` are nopython types holding the
-driver's handles (``CUgraph``, ``CUgraphExec``, ``CUgraphNode``); they can
-be returned to Python, where they are objects with the same methods (each
-calls compiled code), and passed back in. Nothing is reference-counted:
-``destroy()`` releases a graph or an executable graph, once. A
-``KernelNode`` belongs to its graph: keep the graph until the last
-``update_launch`` of its nodes (an executable graph does not need its
-graph otherwise).
-
-Every operation that can fail has a raising form, which raises
-:class:`~numba_cuda_launch.CudaGraphError` (in a ``@cfunc`` an exception
-is reported as unraisable), and a ``_status`` form returning the
-``CUresult`` (0 on success) first: ``status, graph =
-graphs.end_capture_status(stream)``. ``destroy()`` returns the
-``CUresult`` and never raises.
-
-Captures use the driver's thread-local mode by default (``mode=`` takes
-:data:`CAPTURE_GLOBAL`, :data:`CAPTURE_THREAD_LOCAL` or
-:data:`CAPTURE_RELAXED`): other threads keep working and may capture on
-their own streams. Kernel images load on a function's first launch; drivers
-of CUDA 12.3 and later allow that during a capture, older ones refuse it
-(``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``): there, call
-``cfg.preload(args...)`` for each kernel before ``begin_capture``. A
-raising launch or operation that fails during a capture leaves the stream
-capturing: ``graphs.abort_capture(stream)`` ends the capture and drops
-what it recorded.
+driver's handles; each operation has a raising form
+(:class:`~numba_cuda_launch.CudaGraphError`) and a ``_status`` form. An
+update of a recorded launch gets every check a launch of that configuration
+gets (:mod:`.guards`). The user's guide is docs/graphs.md.
 """
-
-import functools
 
 from llvmlite import ir
 from numba import njit
@@ -56,14 +16,16 @@ from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_at
                              models, overload_method, register_model, typeof_impl, unbox)
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaGraphError, KernelTypingError, NopythonUsageError
-from numba_cuda_launch.launch.backends import call_jitted
+from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
+                                      KernelTypingError, NopythonUsageError)
 from numba_cuda_launch.launch.call import emit_launch
+from numba_cuda_launch.launch.guards import Guards, check_node_update
+from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.launch.launchconfig import LaunchConfig
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
+from numba_cuda_launch.launch.sync import jitted_call, python_stream
 from numba_cuda_launch.runtime import graph as _rt
-from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 __all__ = [
     "Graph", "GraphExec", "KernelNode",
@@ -111,12 +73,12 @@ class Graph(_Handle):
     def instantiate(self):
         """The executable graph (:class:`GraphExec`); raises
         :class:`CudaGraphError`."""
-        return _py_instantiate(self)
+        return jitted_call("instantiate", True)(self)
 
     def destroy(self):
         """Release the graph (its :class:`KernelNode` handles with it);
         returns the ``CUresult``. Destroying twice from Python is harmless."""
-        status = _py_graph_destroy(self) if self.handle else 0
+        status = jitted_call("destroy", True)(self) if self.handle else 0
         self.handle = 0
         return status
 
@@ -130,16 +92,16 @@ class GraphExec(_Handle):
     def launch(self, stream):
         """Replay the graph on *stream* (a numba-cuda stream or a raw
         ``CUstream`` integer); raises :class:`CudaGraphError`."""
-        _py_launch(self, stream)
+        jitted_call("launch", True)(self, python_stream(stream))
 
     def update(self, graph):
         """Take the parameters of *graph*, recorded with the same topology
         (``cuGraphExecUpdate``); raises :class:`CudaGraphError`."""
-        _py_update(self, graph)
+        jitted_call("update", True)(self, graph)
 
     def destroy(self):
         """Release the executable graph; returns the ``CUresult``."""
-        status = _py_exec_destroy(self) if self.handle else 0
+        status = jitted_call("destroy", True)(self) if self.handle else 0
         self.handle = 0
         return status
 
@@ -242,16 +204,48 @@ def _stream_ptr(typingctx, stream):
     return types.voidptr(stream), codegen
 
 
+#: Why begin_capture refused a capture (reasons 1.. in this order).
+_BEGIN_MESSAGES = (
+    "the stream is CU_STREAM_LEGACY (handle 1), the legacy default stream, which cannot "
+    "be captured: capture on a stream of your own (cuda.stream())",
+    "the stream is CU_STREAM_PER_THREAD (handle 2), the per-thread default stream: "
+    "capture on a stream of your own (cuda.stream())",
+    "mode must be graphs.CAPTURE_GLOBAL (0), graphs.CAPTURE_THREAD_LOCAL (1) or "
+    "graphs.CAPTURE_RELAXED (2)",
+    "the legacy default stream (0) cannot be captured: capture on a stream of your own "
+    "(cuda.stream())",
+    "the stream is already capturing: end that capture first (graphs.end_capture or "
+    "graphs.abort_capture)",
+)
+
+
 @intrinsic
 def _begin_capture(typingctx, stream, mode):
+    """``(status, reason)``: the capture begun, or refused (reason: the
+    index of the sentence in _BEGIN_MESSAGES, from 1)."""
     if not isinstance(mode, types.Integer):
         raise NopythonUsageError("graphs.begin_capture: mode must be an integer "
-                          "(graphs.CAPTURE_THREAD_LOCAL, ...), got %s" % mode)
+                                 "(graphs.CAPTURE_THREAD_LOCAL, ...), got %s" % mode)
+    ret = types.UniTuple(types.int32, 2)
 
     def codegen(context, builder, sig, args):
-        mode_val = context.cast(builder, args[1], sig.args[1], types.int32)
-        return _rt.emit_begin_capture(builder, args[0], mode_val)
-    return types.int32(types.voidptr, mode), codegen
+        guards = Guards(builder, _BEGIN_MESSAGES)
+        handle = builder.ptrtoint(args[0], ir.IntType(64))
+        for value, message in ((1, _BEGIN_MESSAGES[0]), (2, _BEGIN_MESSAGES[1])):
+            guards.check(lambda v=value: builder.icmp_unsigned("==", handle, handle.type(v)),
+                         message)
+        wide = context.cast(builder, args[1], sig.args[1], types.int64)
+        guards.check(lambda: builder.icmp_unsigned("<", wide.type(_rt.CAPTURE_RELAXED), wide),
+                     _BEGIN_MESSAGES[2])  # unsigned: a negative mode is out of range too
+        guards.check_status(lambda: _rt.emit_begin_capture(builder, args[0],
+                                                           builder.trunc(wide, _i32)), "")
+        status = builder.load(guards.status)
+        guards.explain(lambda: cgutils.is_null(builder, args[0]), _BEGIN_MESSAGES[3])
+        guards.explain(lambda: builder.icmp_signed(
+            "==", status, status.type(CUDA_ERROR_ILLEGAL_STATE)), _BEGIN_MESSAGES[4])
+        status, reason, _ = guards.result()
+        return context.make_tuple(builder, ret, [status, reason])
+    return ret(types.voidptr, mode), codegen
 
 
 @intrinsic
@@ -334,27 +328,19 @@ def _exec_destroy(typingctx, exe):
 
 # -- raising ---------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
 def _raiser(operation, details=(), kernel=""):
-    """An ``@njit`` ``raise_graph_error(status, reason)`` raising
-    CudaGraphError for *operation*, with the text of *details* (pairs
-    ``(reason, text)``) matching *reason*. Raised from a function of its
-    own, as launches do (see launch.call): each branch has constant text."""
-    src = ["def raise_graph_error(status, reason):"]
-    for reason, text in details:
-        src.append("    if reason == %d:\n        raise CudaGraphError(status, %r, %r, %r)"
-                   % (reason, operation, text, kernel))
-    src.append("    raise CudaGraphError(status, %r, '', %r)" % (operation, kernel))
-    ns = {"CudaGraphError": CudaGraphError}
-    exec("\n".join(src), ns)
-    return njit(ns["raise_graph_error"])
+    """The ``@njit`` ``raise_error(status, reason)`` of *operation*:
+    CudaGraphError with the text of *details* (pairs ``(reason, text)``)
+    for *reason*."""
+    return raiser(CudaGraphError, (operation, "", kernel),
+                  tuple((r, (operation, text, kernel)) for r, text in details))
 
 
-_LEGACY = 1
-_fail_begin = _raiser("begin_capture", (
-    (_LEGACY, "the legacy default stream (0) cannot be captured: capture on a stream "
-              "of your own (cuda.stream())"),))
-_fail_end = _raiser("end_capture")
+_NO_CAPTURE = 1
+_fail_begin = _raiser("begin_capture", tuple(enumerate(_BEGIN_MESSAGES, 1)))
+_fail_end = _raiser("end_capture", (
+    (_NO_CAPTURE, "no capture is in progress on this stream (begin one with "
+                  "graphs.begin_capture)"),))
 _fail_last = _raiser("last_launch", (
     (_rt.NODE_NOT_CAPTURING, "the stream is not capturing"),
     (_rt.NODE_NOT_ONE, "the stream's last captured operation is not one launch (call "
@@ -375,17 +361,16 @@ def begin_capture_status(stream, mode=CAPTURE_THREAD_LOCAL):
     """Start recording the work submitted to *stream* (``cuStreamBeginCapture``):
     launches on it are recorded, not run, until :func:`end_capture`.
     Returns the ``CUresult``."""
-    return _begin_capture(_stream_ptr(stream), mode)
+    return _begin_capture(_stream_ptr(stream), mode)[0]
 
 
 @njit
 def begin_capture(stream, mode=CAPTURE_THREAD_LOCAL):
     """:func:`begin_capture_status`, raising :class:`CudaGraphError` on
-    failure (the legacy default stream, 0, cannot be captured)."""
-    raw = _stream_ptr(stream)
-    status = _begin_capture(raw, mode)
+    failure (the default streams, 0, 1 and 2, are not captured)."""
+    status, reason = _begin_capture(_stream_ptr(stream), mode)
     if status != 0:
-        _fail_begin(status, _LEGACY if _is_null(raw) else 0)
+        _fail_begin(status, reason)
 
 
 @njit
@@ -402,7 +387,7 @@ def end_capture(stream):
     raises :class:`CudaGraphError` (the capture is ended all the same)."""
     status, graph = _end_capture(_stream_ptr(stream))
     if status != 0:
-        _fail_end(status, 0)
+        _fail_end(status, _NO_CAPTURE if status == CUDA_ERROR_ILLEGAL_STATE else 0)
     return graph
 
 
@@ -437,9 +422,7 @@ def abort_capture(stream):
 
 @overload_method(GraphType, "instantiate_status", target="cpu")
 def _ol_instantiate_status(graph):
-    def impl(graph):
-        return _instantiate(graph)
-    return impl
+    return lambda graph: _instantiate(graph)
 
 
 @overload_method(GraphType, "instantiate", target="cpu")
@@ -454,18 +437,13 @@ def _ol_instantiate(graph):
 
 @overload_method(GraphType, "destroy", target="cpu")
 def _ol_graph_destroy(graph):
-    def impl(graph):
-        return _graph_destroy(graph)
-    return impl
+    return lambda graph: _graph_destroy(graph)
 
 
 @overload_method(GraphExecType, "launch_status", target="cpu")
 def _ol_launch_status(exe, stream):
     _check_stream("GraphExec.launch_status", stream)
-
-    def impl(exe, stream):
-        return _graph_launch(exe, _stream_ptr(stream))
-    return impl
+    return lambda exe, stream: _graph_launch(exe, _stream_ptr(stream))
 
 
 @overload_method(GraphExecType, "launch", target="cpu")
@@ -482,11 +460,7 @@ def _ol_launch(exe, stream):
 @overload_method(GraphExecType, "update_status", target="cpu")
 def _ol_update_status(exe, graph):
     _check("GraphExec.update_status", graph, GraphType)
-
-    def impl(exe, graph):
-        status, result = _exec_update(exe, graph)
-        return status
-    return impl
+    return lambda exe, graph: _exec_update(exe, graph)[0]
 
 
 @overload_method(GraphExecType, "update", target="cpu")
@@ -502,9 +476,7 @@ def _ol_update(exe, graph):
 
 @overload_method(GraphExecType, "destroy", target="cpu")
 def _ol_exec_destroy(exe):
-    def impl(exe):
-        return _exec_destroy(exe)
-    return impl
+    return lambda exe: _exec_destroy(exe)
 
 
 # -- exe.update_launch(node, cfg, args...) -------------------------------------------
@@ -549,8 +521,11 @@ def _emit_update_launch(context, builder, sig, args):
     def submit(backend, kernel, cfg, formal_types, values):
         return backend.emit_node_update(context, builder, kernel, cfg, formal_types, values,
                                         exe, node)
+
+    def check(guards, backend, kernel, cfg):
+        check_node_update(builder, guards, cfg, node, backend.compiler.cooperative(kernel))
     return emit_launch(context, builder, sig.args[2], args[2], sig.args[3:], args[3:],
-                       submit=submit)
+                       submit=submit, check=check)
 
 
 @lower_builtin("GraphExec.update_launch_status", GraphExecType, types.VarArg(types.Any))
@@ -563,37 +538,8 @@ def _lower_update_launch_status(context, builder, sig, args):
 def _lower_update_launch(context, builder, sig, args):
     """``exe.update_launch(node, cfg, args...)``: raises CudaGraphError."""
     status, reason, messages = _emit_update_launch(context, builder, sig, args)
-    failed = builder.icmp_signed("!=", status, ir.Constant(status.type, 0))
     details = tuple((i, text) for i, text in enumerate(messages) if i)
-    with cgutils.if_unlikely(builder, failed):
-        call_jitted(context, builder,
-                    _raiser("update_launch", details, sig.args[2].kernel_name),
-                    (types.int32, types.int32), [status, reason])
+    emit_raise_if_failed(context, builder,
+                         _raiser("update_launch", details, sig.args[2].kernel_name),
+                         status, reason)
     return context.get_dummy_value()
-
-
-# -- Python methods call the compiled code -------------------------------------------
-
-@njit
-def _py_instantiate(graph):
-    return graph.instantiate()
-
-
-@njit
-def _py_graph_destroy(graph):
-    return graph.destroy()
-
-
-@njit
-def _py_launch(exe, stream):
-    exe.launch(stream)
-
-
-@njit
-def _py_update(exe, graph):
-    exe.update(graph)
-
-
-@njit
-def _py_exec_destroy(exe):
-    return exe.destroy()

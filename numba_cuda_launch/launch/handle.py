@@ -1,8 +1,8 @@
 """The launchable handle of a kernel overload, for launching from your own C.
 
-:func:`kernel_handle` answers the seed's other request: a supported way to
-get what ``cuLaunchKernel`` needs for a numba-cuda or numba-cuda-mlir kernel,
-with the layout of its parameters, without reaching into compiler internals.
+:func:`kernel_handle`: a supported way to get what ``cuLaunchKernel`` needs
+for a numba-cuda or numba-cuda-mlir kernel, with the layout of its
+parameters, without reaching into compiler internals.
 """
 
 from dataclasses import dataclass, field
@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from numba.core import types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaLaunchError
+from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CudaLaunchError
 from numba_cuda_launch.launch.params import KernelParam, param_layout
 from numba_cuda_launch.launch.selection import compiler_for, select_kernel
 from numba_cuda_launch.runtime.image import KernelImage, load_image
 
 __all__ = ["KernelHandle", "KernelParam", "kernel_handle"]
+
+_NO_DEVICE = ("no CUDA driver or GPU is available to load the kernel's image; "
+              "KernelHandle.image and .params work without one")
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,12 @@ class KernelHandle:
     def handle(self):
         """The ``CUkernel`` as an integer; loads the image on first use (with
         the loader compiled code uses). Raises :class:`CudaLaunchError` if
-        the driver refuses it."""
+        the driver refuses it (with no driver or GPU: ``image`` and
+        ``params`` need neither)."""
         status, kern = load_image(KernelImage(self.entry_name, self.image))
         if status != 0:
-            raise CudaLaunchError(status, self.kernel_name)
+            raise CudaLaunchError(status, self.kernel_name, _NO_DEVICE if status ==
+                                  CUDA_ERROR_NO_DEVICE else "", what="loading the image")
         return kern
 
 

@@ -1,93 +1,67 @@
-"""Occupancy queries on a configured kernel, in CPU nopython code.
+"""Occupancy queries on a configured kernel, in CPU nopython code:
+``cfg.max_active_blocks(args...)``, ``cfg.max_potential_block_size(args...)``
+and ``cfg.max_active_clusters(args...)``, each with a ``_status`` form.
 
-``kernel[griddim, blockdim, stream, sharedmem, cluster]`` answers the
-driver's occupancy questions for the overload its arguments select (the
-same selection as a launch: a lazy kernel compiles for their types); the
-arguments themselves are not used:
-
-* ``cfg.max_active_blocks(args...)`` -- blocks of ``blockdim`` threads with
-  ``sharedmem`` bytes of dynamic shared memory resident on one
-  multiprocessor (``cuOccupancyMaxActiveBlocksPerMultiprocessor``);
-* ``cfg.max_potential_block_size(args...)`` -- ``(min_grid_size,
-  block_size)``: the block size reaching the highest occupancy with
-  ``sharedmem`` bytes per block, and the smallest grid filling the device
-  with it (``cuOccupancyMaxPotentialBlockSize``, no block-size limit);
-* ``cfg.max_active_clusters(args...)`` -- clusters of the configuration's
-  cluster dimensions (or the kernel's compile-time ones) resident at once
-  for this grid, block and shared memory (``cuOccupancyMaxActiveClusters``).
-
-Each raises :class:`~numba_cuda_launch.CudaLaunchError` on failure and has
-a ``_status`` form returning the ``CUresult`` first:
-``status, blocks = cfg.max_active_blocks_status(args...)``. The kernel is
-asked about in the current context (its image loaded there, as
-``cfg.preload`` does); the answers are the device's.
+The arguments select the overload as a launch does (they are not used); the
+configuration gets a launch's checks (:mod:`.guards`) and the kernel is asked
+about in the current context. The user's guide is docs/graphs.md.
 """
 
-import functools
-
 from llvmlite import ir
-from numba import njit
 from numba.core import cgutils, types
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr
 from numba.extending import lower_builtin
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaLaunchError, KernelTypingError
-from numba_cuda_launch.launch.backends import backend_for, call_jitted
+from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.launch.backends import backend_for
 from numba_cuda_launch.launch.caching import record_launch_target
-from numba_cuda_launch.launch.launchconfig import (CONFIG_PROBLEMS, LaunchConfig, cluster_dims,
-                                                   launch_dims)
+from numba_cuda_launch.launch.call import launch_error_raiser
+from numba_cuda_launch.launch.guards import Guards, block_threads, check_block_threads, \
+    check_config
+from numba_cuda_launch.launch.launchconfig import LaunchConfig, cluster_dims, launch_dims
+from numba_cuda_launch.launch.raising import emit_raise_if_failed
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
 from numba_cuda_launch.runtime import occupancy as _rt
-from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
 
 __all__ = ["QUERIES"]
 
 _i32 = ir.IntType(32)
-_i64 = ir.IntType(64)
-_INT32_MAX = 2**31 - 1
+_NO_CLUSTER = ("the configuration has no cluster item and the kernel no compile-time "
+               "cluster dimensions: add the cluster item, "
+               "kernel[griddim, blockdim, stream, sharedmem, cluster]")
 
 
-def _block_size(builder, cfg):
-    """``(threads, ok)``: threads per block as ``i32``, and whether the
-    product fits the driver's ``int``."""
-    dims = launch_dims(builder, cfg)[3:]
-    total = ir.Constant(_i64, 1)
-    for d in dims:
-        total = builder.mul(total, builder.zext(d, _i64))
-    ok = builder.icmp_unsigned("<=", total, ir.Constant(_i64, _INT32_MAX))
-    return builder.trunc(total, _i32), ok
-
-
-def _max_active_blocks(builder, func, cfg):
-    threads, _ = _block_size(builder, cfg)
+def _max_active_blocks(builder, guards, func, cfg):
+    threads, _ = block_threads(builder, cfg)
     status, blocks = _rt.emit_max_active_blocks(builder, func, threads, cfg.sharedmem)
     return status, [blocks]
 
 
-def _max_potential_block_size(builder, func, cfg):
+def _max_potential_block_size(builder, guards, func, cfg):
     status, grid, block = _rt.emit_max_potential_block_size(
         builder, func, cfg.sharedmem, ir.Constant(_i32, 0))
     return status, [grid, block]
 
 
-def _max_active_clusters(builder, func, cfg):
+def _max_active_clusters(builder, guards, func, cfg):
     has_cluster, cluster = cluster_dims(builder, cfg)
-    out = cgutils.alloca_once(builder, _i32)
     count = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     dims = launch_dims(builder, cfg)
+
+    def query(cluster):
+        status, n = _rt.emit_max_active_clusters(builder, func, dims, cfg.sharedmem,
+                                                 cfg.stream, cluster)
+        builder.store(n, count)
+        return status
     with builder.if_else(has_cluster) as (given, compiled_in):
         with given:
-            status, n = _rt.emit_max_active_clusters(builder, func, dims, cfg.sharedmem,
-                                                     cfg.stream, cluster)
-            builder.store(status, out)
-            builder.store(n, count)
+            guards.check_status(lambda: query(cluster), "")
         with compiled_in:
-            status, n = _rt.emit_max_active_clusters(builder, func, dims, cfg.sharedmem,
-                                                     cfg.stream, None)
-            builder.store(status, out)
-            builder.store(n, count)
-    return builder.load(out), [builder.load(count)]
+            # Without the item only a kernel with compile-time cluster
+            # dimensions has an answer: a failure says to add the item.
+            guards.check_status(lambda: query(None), _NO_CLUSTER)
+    return ir.Constant(_i32, 0), [builder.load(count)]
 
 
 #: method name -> (emitter, number of results, whether the block size matters)
@@ -96,7 +70,6 @@ QUERIES = {
     "max_potential_block_size": (_max_potential_block_size, 2, False),
     "max_active_clusters": (_max_active_clusters, 1, True),
 }
-_TOO_MANY_THREADS = "blockdim has more than 2**31-1 threads in all"
 
 
 def _result_type(count, status):
@@ -143,49 +116,23 @@ def _emit_query(context, builder, sig, args, name):
     record_launch_target(context)
     cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=args[0])
     emit, count, uses_block = QUERIES[name]
-    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-    reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     results = [cgutils.alloca_once_value(builder, ir.Constant(_i32, 0)) for _ in range(count)]
-    messages = ("",) + tuple(CONFIG_PROBLEMS.values()) + (_TOO_MANY_THREADS,)
-
-    def refuse(index):
-        builder.store(ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE), status)
-        builder.store(ir.Constant(_i32, index), reason)
-
-    for i, problem in enumerate(CONFIG_PROBLEMS, 1):
-        with builder.if_then(builder.icmp_signed("==", cfg.problem, ir.Constant(_i32, problem)),
-                             likely=False):
-            refuse(i)
+    guards = Guards(builder)
+    check_config(builder, guards, cfg)
     if uses_block:
-        _, fits = _block_size(builder, cfg)
-        with builder.if_then(builder.not_(fits), likely=False):
-            refuse(len(messages) - 1)
-    ok = builder.icmp_signed("==", builder.load(status), ir.Constant(_i32, 0))
-    with builder.if_then(ok, likely=True):
+        check_block_threads(builder, guards, cfg)
+    with builder.if_then(guards.ok(), likely=True):
         status_ptr, func = backend.emit_function(context, builder, kernel)
-        builder.store(builder.load(status_ptr), status)
-        loaded = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(_i32, 0))
-        with builder.if_then(loaded, likely=True):
-            answer, values = emit(builder, func, cfg)
-            builder.store(answer, status)
+        guards.check_status(lambda: builder.load(status_ptr), "")
+
+        def ask():
+            answer, values = emit(builder, guards, func, cfg)
             for slot, value in zip(results, values):
                 builder.store(value, slot)
-    return (builder.load(status), builder.load(reason), [builder.load(r) for r in results],
-            messages)
-
-
-@functools.lru_cache(maxsize=None)
-def _query_error_raiser(kernel_name, query, messages):
-    """``raise_query_error(status, reason)``: CudaLaunchError naming the
-    query, with constant text per reason (see launch.call)."""
-    src = ["def raise_query_error(status, reason):"]
-    for i, text in enumerate(messages[1:], 1):
-        src.append("    if reason == %d:\n        raise CudaLaunchError(status, %r, %r, %r)"
-                   % (i, kernel_name, text, query))
-    src.append("    raise CudaLaunchError(status, %r, '', %r)" % (kernel_name, query))
-    ns = {"CudaLaunchError": CudaLaunchError}
-    exec("\n".join(src), ns)
-    return njit(ns["raise_query_error"])
+            return answer
+        guards.check_status(ask, "")
+    status, reason, messages = guards.result()
+    return status, reason, [builder.load(r) for r in results], messages
 
 
 def _lowering(name, status_form):
@@ -193,11 +140,9 @@ def _lowering(name, status_form):
         status, reason, values, messages = _emit_query(context, builder, sig, args, name)
         if status_form:
             return context.make_tuple(builder, sig.return_type, [status] + values)
-        failed = builder.icmp_signed("!=", status, ir.Constant(_i32, 0))
-        with cgutils.if_unlikely(builder, failed):
-            call_jitted(context, builder,
-                        _query_error_raiser(sig.args[0].kernel_name, name, messages),
-                        (types.int32, types.int32), [status, reason])
+        emit_raise_if_failed(context, builder,
+                             launch_error_raiser(sig.args[0].kernel_name, messages, name),
+                             status, reason)
         if len(values) == 1:
             return values[0]
         return context.make_tuple(builder, sig.return_type, values)

@@ -1,41 +1,25 @@
-"""Waiting for the GPU from CPU nopython code: the device and streams.
+"""Waiting for the GPU from CPU nopython code (and from Python):
+``synchronize()``, ``stream_synchronize(s)``, ``stream_query(s)`` and the
+methods of a stream passed in, each with a ``*_status`` form returning the
+``CUresult``; the raising forms raise :class:`~numba_cuda_launch.CudaError`.
 
-In ``@njit`` and ``@cfunc`` code (and from Python)::
-
-    numba_cuda_launch.synchronize()          # cuCtxSynchronize: all work of this context
-    numba_cuda_launch.stream_synchronize(s)  # cuStreamSynchronize
-    numba_cuda_launch.stream_query(s)        # True when all work on s has completed
-    stream.synchronize()                     # the same on a numba-cuda Stream passed in
-    stream.query()
-
-``s`` is any stream a launch takes: a numba-cuda ``Stream`` passed into an
-``@njit`` function, a raw ``CUstream`` as ``voidptr`` or integer (0 is the
-default stream), or None. A thread with no current context uses device 0's
-primary context, as launches do.
-
-Errors, as for launches, in two forms: the plain form raises
-:class:`~numba_cuda_launch.CudaError` with the driver's error name (in a
-``@cfunc`` Numba reports it as unraisable); each has a ``*_status`` form
-that returns the ``CUresult`` (``int32``, 0 on success) and never raises:
-``synchronize_status()``, ``stream_synchronize_status(s)``,
-``stream_query_status(s)`` (``CUDA_ERROR_NOT_READY``, 600, while work is
-pending), ``stream.synchronize_status()``, ``stream.query_status()``.
-
-Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) simulated launches have
-completed when they return: synchronising does nothing and queries report
-idle streams.
+Also the helpers the Python forms of events and graphs share: a Python-given
+stream checked by one rule (:func:`python_stream`), compiled code run from
+Python (:func:`jitted_call`). The user's guide is docs/events.md.
 """
 
 import functools
 
+import numpy as np
 from llvmlite import ir
 from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, overload, overload_method
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CudaError, NopythonUsageError
+from numba_cuda_launch.errors import CUDA_ERROR_NOT_READY, CudaError, NopythonUsageError
 from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.raising import raiser
 from numba_cuda_launch.launch.stream import (
     CUDAStream,
     is_stream_type,
@@ -54,7 +38,6 @@ __all__ = [
     "CUDA_ERROR_NOT_READY",
 ]
 
-CUDA_ERROR_NOT_READY = _events.CUDA_ERROR_NOT_READY
 _i32 = ir.IntType(32)
 
 
@@ -63,40 +46,36 @@ def simulated():
     return _compat.simulator_enabled()
 
 
-@functools.lru_cache(maxsize=None)
-def raiser(operation):
-    """An ``@njit`` function raising ``CudaError(status, operation)``.
-
-    Called from the implementations rather than raised in them: numba 0.68
-    mishandles a dynamic exception raised in a ``@cfunc``'s body or a
-    ``compile_internal`` subroutine, but handles one propagated from a
-    called dispatcher (as launches do, see ``launch/call.py``)."""
-    def raise_cuda_error(status):
-        raise CudaError(status, operation)
-    return njit(raise_cuda_error)
+def cuda_error_raiser(operation):
+    """The ``@njit`` ``raise_error(status, reason)`` raising
+    ``CudaError(status, operation)`` (see :mod:`.raising`)."""
+    return raiser(CudaError, (operation,))
 
 
 @functools.lru_cache(maxsize=None)
-def jitted_call(fn, nargs, method=False):
+def jitted_call(fn, method=False):
     """An ``@njit`` function calling *fn* (a function with a nopython
-    overload) with *nargs* arguments, or with *method* true the method named
+    overload) with its arguments, or with *method* true the method named
     *fn* of its first argument: how the Python forms run the nopython ones."""
-    names = ["a%d" % i for i in range(nargs)]
-    call = ("a0.%s(%s)" % (fn, ", ".join(names[1:])) if method
-            else "FN(%s)" % ", ".join(names))
-    ns = {"FN": fn}
-    exec("def call(%s):\n    return %s\n" % (", ".join(names), call), ns)
-    return njit(ns["call"])
+    if method:
+        def call_method(obj, *args):
+            return getattr(obj, fn)(*args)
+        return njit(call_method)
+
+    def call(*args):
+        return fn(*args)
+    return njit(call)
 
 
-def check_status(status, operation):
-    """Raise ``CudaError(status, operation)`` from Python unless *status* is
-    0. The Python forms call the compiled status forms and raise here: an
-    exception raised in compiled code would keep the references that code
-    held (numba#1549), and an event passed in would never be released."""
+def check_status(status, operation, detail=""):
+    """Raise ``CudaError(status, operation, detail)`` from Python unless
+    *status* is 0. The Python forms call the compiled status forms and raise
+    here: an exception raised in compiled code would keep the references
+    that code held (numba#1549), and an event passed in would never be
+    released."""
     status = int(status)
     if status != 0:
-        raise CudaError(status, operation)
+        raise CudaError(status, operation, detail)
 
 
 def query_result(status, operation):
@@ -115,10 +94,11 @@ def python_stream(stream):
     its raw handle."""
     if stream is None or isinstance(stream, _compat.stream_classes()):
         return stream
-    if isinstance(stream, int) and not isinstance(stream, bool) and \
-            -(1 << 63) <= stream < (1 << 64):
-        return stream  # as compiled code takes an integer: its 64 bits
-    return stream_handle(stream)  # TypeError for a float, a string, a bool, 2**64
+    # An integer is a handle in 0..2**64-1 as for stream objects (the same
+    # TypeError for a negative one, a float, a string, a bool, 2**64); one
+    # above int64 crosses into compiled code as uint64.
+    handle = stream_handle(stream)
+    return handle if handle < (1 << 63) else np.uint64(handle)
 
 
 def check_stream(where, ty):
@@ -150,22 +130,27 @@ def _context_synchronize(typingctx):
     return types.int32(), codegen
 
 
-def _stream_intrinsic(emit):
-    """An intrinsic ``f(stream) -> CUresult`` calling ``emit(builder,
-    handle)`` for the stream's raw handle (0 under the simulator)."""
+def status_intrinsic(emit, value, emit_simulated):
+    """An intrinsic ``f(x) -> CUresult``: ``emit(builder, v)`` with *v* =
+    ``value(context, builder, type, x)`` (``emit_simulated`` under the
+    simulator)."""
     @intrinsic
-    def call(typingctx, stream):
+    def call(typingctx, x):
         def codegen(context, builder, sig, args):
             record_driver_calls(context)
-            if simulated():
-                return ir.Constant(_i32, 0)
-            return emit(builder, emit_stream(context, builder, sig.args[0], args[0]))
-        return types.int32(stream), codegen
+            v = value(context, builder, sig.args[0], args[0])
+            return (emit_simulated if simulated() else emit)(builder, v)
+        return types.int32(x), codegen
     return call
 
 
-_stream_synchronize = _stream_intrinsic(_events.emit_stream_synchronize)
-_stream_query = _stream_intrinsic(_events.emit_stream_query)
+def _simulated_idle(builder, stream):
+    return ir.Constant(_i32, 0)  # simulated launches have completed when they return
+
+
+_stream_synchronize = status_intrinsic(_events.emit_stream_synchronize, emit_stream,
+                                       _simulated_idle)
+_stream_query = status_intrinsic(_events.emit_stream_query, emit_stream, _simulated_idle)
 
 
 # -- the public functions ----------------------------------------------------
@@ -179,7 +164,7 @@ def synchronize():
 
 def synchronize_status():
     """:func:`synchronize`, returning the ``CUresult`` instead of raising."""
-    return jitted_call(synchronize_status, 0)()
+    return jitted_call(synchronize_status)()
 
 
 def stream_synchronize(stream=0):
@@ -191,7 +176,7 @@ def stream_synchronize(stream=0):
 
 def stream_synchronize_status(stream=0):
     """:func:`stream_synchronize`, returning the ``CUresult``."""
-    return jitted_call(stream_synchronize_status, 1)(python_stream(stream))
+    return jitted_call(stream_synchronize_status)(python_stream(stream))
 
 
 def stream_query(stream=0):
@@ -204,17 +189,29 @@ def stream_query(stream=0):
 def stream_query_status(stream=0):
     """``cuStreamQuery``'s ``CUresult``: 0 when all work on *stream* has
     completed, ``CUDA_ERROR_NOT_READY`` (600) while some is pending."""
-    return jitted_call(stream_query_status, 1)(python_stream(stream))
+    return jitted_call(stream_query_status)(python_stream(stream))
+
+
+@functools.lru_cache(maxsize=None)
+def status_check(operation, query=False):
+    """An ``@njit`` ``check(status)`` raising ``CudaError(status,
+    operation)`` unless *status* is 0; with *query*, one answering True for
+    0 and False for ``CUDA_ERROR_NOT_READY`` (raising for anything else)."""
+    raise_error = cuda_error_raiser(operation)
+
+    def check(status):
+        if status != 0 and not (query and status == CUDA_ERROR_NOT_READY):
+            raise_error(status, 0)
+        return status == 0
+    return njit(check)
 
 
 @overload(synchronize, target="cpu")
 def _ov_synchronize():
-    raise_error = raiser("cuCtxSynchronize")
+    check = status_check("cuCtxSynchronize")
 
     def impl():
-        status = _context_synchronize()
-        if status != 0:
-            raise_error(status)
+        check(_context_synchronize())
     return impl
 
 
@@ -223,62 +220,38 @@ def _ov_synchronize_status():
     return lambda: _context_synchronize()
 
 
-@overload(stream_synchronize, target="cpu")
-def _ov_stream_synchronize(stream=0):
-    check_stream("numba_cuda_launch.stream_synchronize()", stream)
-    raise_error = raiser("cuStreamSynchronize")
+def _overload_stream_forms(plain, status_form, intrinsic_fn, operation, query=False):
+    """Overload *plain* (raising; with *query*, answering True/False) and
+    *status_form* (the ``CUresult``), both ``f(stream=0)``."""
+    check = status_check(operation, query)
 
-    def impl(stream=0):
-        status = _stream_synchronize(stream)
-        if status != 0:
-            raise_error(status)
-    return impl
+    @overload(plain, target="cpu")
+    def _plain(stream=0):
+        check_stream("numba_cuda_launch.%s()" % plain.__name__, stream)
+        if query:
+            return lambda stream=0: check(intrinsic_fn(stream))
 
+        def impl(stream=0):
+            check(intrinsic_fn(stream))
+        return impl
 
-@overload(stream_synchronize_status, target="cpu")
-def _ov_stream_synchronize_status(stream=0):
-    check_stream("numba_cuda_launch.stream_synchronize_status()", stream)
-    return lambda stream=0: _stream_synchronize(stream)
-
-
-@overload(stream_query, target="cpu")
-def _ov_stream_query(stream=0):
-    check_stream("numba_cuda_launch.stream_query()", stream)
-    raise_error = raiser("cuStreamQuery")
-
-    def impl(stream=0):
-        status = _stream_query(stream)
-        if status == 0:
-            return True
-        if status != CUDA_ERROR_NOT_READY:
-            raise_error(status)
-        return False
-    return impl
+    @overload(status_form, target="cpu")
+    def _status(stream=0):
+        check_stream("numba_cuda_launch.%s()" % status_form.__name__, stream)
+        return lambda stream=0: intrinsic_fn(stream)
 
 
-@overload(stream_query_status, target="cpu")
-def _ov_stream_query_status(stream=0):
-    check_stream("numba_cuda_launch.stream_query_status()", stream)
-    return lambda stream=0: _stream_query(stream)
+_overload_stream_forms(stream_synchronize, stream_synchronize_status, _stream_synchronize,
+                       "cuStreamSynchronize")
+_overload_stream_forms(stream_query, stream_query_status, _stream_query, "cuStreamQuery",
+                       query=True)
 
 
-# -- the same as methods of a Stream passed in --------------------------------
-
-@overload_method(CUDAStream, "synchronize", target="cpu")
-def _stream_synchronize_method(stream):
-    return lambda stream: stream_synchronize(stream)
+def _stream_method(fn):
+    """The overload of a Stream method calling module function *fn*."""
+    return lambda stream: (lambda stream: fn(stream))
 
 
-@overload_method(CUDAStream, "synchronize_status", target="cpu")
-def _stream_synchronize_status_method(stream):
-    return lambda stream: stream_synchronize_status(stream)
-
-
-@overload_method(CUDAStream, "query", target="cpu")
-def _stream_query_method(stream):
-    return lambda stream: stream_query(stream)
-
-
-@overload_method(CUDAStream, "query_status", target="cpu")
-def _stream_query_status_method(stream):
-    return lambda stream: stream_query_status(stream)
+# The same as methods of a Stream passed in.
+for _fn in (stream_synchronize, stream_synchronize_status, stream_query, stream_query_status):
+    overload_method(CUDAStream, _fn.__name__[len("stream_"):], target="cpu")(_stream_method(_fn))

@@ -9,14 +9,15 @@ primary context, as with the CUDA runtime API.
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
 from numba_cuda_launch.runtime import driver
 
-__all__ = ["ensure_context_function", "emit_ensure_context", "emit_in_context"]
+__all__ = ["ensure_context_function", "emit_ensure_context", "emit_with_context",
+           "emit_in_context"]
 
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
 _ENSURE_CONTEXT = "numba_cuda_launch_ensure_context"
-_CUDA_ERROR_NOT_INITIALIZED = 3
 
 
 def ensure_context_function(module):
@@ -32,7 +33,8 @@ def ensure_context_function(module):
     with builder.if_then(cgutils.is_not_null(builder, builder.load(ctx)), likely=True):
         builder.ret(ir.Constant(_i32, 0))
     dev = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-    driver.return_if_failed(builder, driver.call(builder, "cuDeviceGet", [dev, ir.Constant(_i32, 0)]))
+    driver.return_if_failed(builder, driver.call(builder, "cuDeviceGet",
+                                                 [dev, ir.Constant(_i32, 0)]))
     driver.return_if_failed(builder, driver.call(
         builder, "cuDevicePrimaryCtxRetain", [ctx, builder.load(dev)]))
     builder.ret(driver.call(builder, "cuCtxSetCurrent", [builder.load(ctx)]))
@@ -42,6 +44,18 @@ def ensure_context_function(module):
 def emit_ensure_context(builder):
     """Emit a call of :func:`ensure_context_function`; returns its status."""
     return builder.call(ensure_context_function(builder.module), [])
+
+
+def emit_with_context(builder, emit_call):
+    """Emit binding a context as :func:`ensure_context_function` does, then
+    *emit_call()* (a driver call returning its ``CUresult``) if that
+    succeeded; returns the status. For calls whose answer with no context
+    current must never be relied on."""
+    status = cgutils.alloca_once_value(builder, emit_ensure_context(builder))
+    with builder.if_then(builder.icmp_signed("==", builder.load(status), ir.Constant(_i32, 0)),
+                         likely=True):
+        builder.store(emit_call(), status)
+    return builder.load(status)
 
 
 def emit_in_context(builder, emit_call):
@@ -54,8 +68,8 @@ def emit_in_context(builder, emit_call):
     status = cgutils.alloca_once_value(builder, emit_call())
     first = builder.load(status)
     retry = builder.or_(
-        builder.icmp_signed("==", first, ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT)),
-        builder.icmp_signed("==", first, ir.Constant(_i32, _CUDA_ERROR_NOT_INITIALIZED)))
+        builder.icmp_signed("==", first, ir.Constant(_i32, CUDA_ERROR_INVALID_CONTEXT)),
+        builder.icmp_signed("==", first, ir.Constant(_i32, CUDA_ERROR_NOT_INITIALIZED)))
     with builder.if_then(retry, likely=False):
         bound = driver.call(builder, "cuInit", [ir.Constant(_i32, 0)])
         with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):

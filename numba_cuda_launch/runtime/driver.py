@@ -21,8 +21,12 @@ import threading
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
 
+from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CUDA_ERROR_NOT_FOUND
+
 __all__ = [
     "ENTRY_POINTS",
+    "PROTOTYPES",
+    "prototype",
     "TABLE_SYMBOL",
     "driver_problem",
     "use_functions",
@@ -36,91 +40,103 @@ __all__ = [
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
 _i64 = ir.IntType(64)
+_vp = ctypes.c_void_p
 
-#: The driver functions compiled code may call: name -> (LLVM return type,
-#: LLVM argument types). Order is the table's layout; append only.
-ENTRY_POINTS = {
-    "cuInit": (_i32, (_i32,)),
+#: The C types of the prototypes below: (LLVM type for compiled code, ctypes
+#: type for Python stand-ins such as the recording fake driver).
+C_TYPES = {
+    "int": (_i32, ctypes.c_int),
+    "unsigned": (_i32, ctypes.c_uint),
+    "size_t": (_i64, ctypes.c_uint64),
+    "CUdeviceptr": (_i64, ctypes.c_uint64),
+    "void*": (_i8p, _vp),
+    "const char*": (_i8p, ctypes.c_char_p),
+    "void**": (_i8p.as_pointer(), ctypes.POINTER(_vp)),
+    "void***": (_i8p.as_pointer().as_pointer(), ctypes.POINTER(_vp)),
+    "int*": (_i32.as_pointer(), ctypes.POINTER(ctypes.c_int)),
+    "size_t*": (_i64.as_pointer(), ctypes.POINTER(ctypes.c_uint64)),
+    "float*": (ir.FloatType().as_pointer(), ctypes.POINTER(ctypes.c_float)),
+}
+
+#: The one declaration of the driver functions compiled code may call: name
+#: -> C argument types (every one returns a ``CUresult``, an ``int``). Order
+#: is the table's layout; append only.
+PROTOTYPES = {
+    "cuInit": ("unsigned",),
     # (CUlibrary* out, const void* image, CUjit_option*, void**, unsigned,
     #  CUlibraryOption*, void**, unsigned)
-    "cuLibraryLoadData": (
-        _i32,
-        (_i8p.as_pointer(), _i8p, _i8p, _i8p, _i32, _i8p, _i8p, _i32),
-    ),
-    "cuLibraryGetKernel": (_i32, (_i8p.as_pointer(), _i8p, _i8p)),
-    "cuLibraryUnload": (_i32, (_i8p,)),
+    "cuLibraryLoadData": ("void**", "void*", "void*", "void*", "unsigned", "void*", "void*",
+                          "unsigned"),
+    "cuLibraryGetKernel": ("void**", "void*", "const char*"),
+    "cuLibraryUnload": ("void*",),
     # (f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem, stream,
     #  void** kernelParams, void** extra)
-    "cuLaunchKernel": (
-        _i32,
-        (_i8p,) + (_i32,) * 7 + (_i8p, _i8p.as_pointer(), _i8p.as_pointer()),
-    ),
-    "cuLaunchCooperativeKernel": (
-        _i32,
-        (_i8p,) + (_i32,) * 7 + (_i8p, _i8p.as_pointer()),
-    ),
-    "cuGetErrorName": (_i32, (_i32, _i8p.as_pointer())),
-    "cuCtxGetCurrent": (_i32, (_i8p.as_pointer(),)),
-    "cuCtxSetCurrent": (_i32, (_i8p,)),
-    "cuDeviceGet": (_i32, (_i32.as_pointer(), _i32)),
-    "cuDevicePrimaryCtxRetain": (_i32, (_i8p.as_pointer(), _i32)),
-    "cuKernelGetFunction": (_i32, (_i8p.as_pointer(), _i8p)),
+    "cuLaunchKernel": ("void*",) + ("unsigned",) * 7 + ("void*", "void**", "void**"),
+    "cuLaunchCooperativeKernel": ("void*",) + ("unsigned",) * 7 + ("void*", "void**"),
+    "cuGetErrorName": ("int", "void**"),
+    "cuCtxGetCurrent": ("void**",),
+    "cuCtxSetCurrent": ("void*",),
+    "cuDeviceGet": ("int*", "int"),
+    "cuDevicePrimaryCtxRetain": ("void**", "int"),
+    "cuKernelGetFunction": ("void**", "void*"),
     # (void* data, CUpointer_attribute, CUdeviceptr)
-    "cuPointerGetAttribute": (_i32, (_i8p, _i32, ir.IntType(64))),
+    "cuPointerGetAttribute": ("void*", "int", "CUdeviceptr"),
     # Synchronisation and events (runtime/events.py). Symbols every CUDA 12
     # and 13 driver exports: cuEventDestroy_v2 is what cuda.h has named
     # cuEventDestroy since CUDA 4.0; cuEventElapsedTime_v2 and
     # cuCtxSynchronize_v2 are newer than CUDA 12.0, so the plain ones.
-    "cuCtxSynchronize": (_i32, ()),
-    "cuStreamSynchronize": (_i32, (_i8p,)),
-    "cuStreamQuery": (_i32, (_i8p,)),
-    # (CUevent* out, unsigned flags)
-    "cuEventCreate": (_i32, (_i8p.as_pointer(), _i32)),
-    # (CUevent, CUstream)
-    "cuEventRecord": (_i32, (_i8p, _i8p)),
-    "cuEventQuery": (_i32, (_i8p,)),
-    "cuEventSynchronize": (_i32, (_i8p,)),
-    # (float* ms, CUevent start, CUevent end)
-    "cuEventElapsedTime": (_i32, (ir.FloatType().as_pointer(), _i8p, _i8p)),
-    "cuEventDestroy_v2": (_i32, (_i8p,)),
+    "cuCtxSynchronize": (),
+    "cuStreamSynchronize": ("void*",),
+    "cuStreamQuery": ("void*",),
+    "cuEventCreate": ("void**", "unsigned"),
+    "cuEventRecord": ("void*", "void*"),  # (CUevent, CUstream)
+    "cuEventQuery": ("void*",),
+    "cuEventSynchronize": ("void*",),
+    "cuEventElapsedTime": ("float*", "void*", "void*"),  # (ms, start, end)
+    "cuEventDestroy_v2": ("void*",),
     # Launch attributes (clusters): (const CUlaunchConfig*, f, void** params,
     # void** extra)
-    "cuLaunchKernelEx": (_i32, (_i8p, _i8p, _i8p.as_pointer(), _i8p.as_pointer())),
+    "cuLaunchKernelEx": ("void*", "void*", "void**", "void**"),
     # Stream capture and graphs (versioned names: the ABI of the name the
     # CUDA 12/13 headers map to; the table binds symbols as they are).
-    "cuStreamBeginCapture_v2": (_i32, (_i8p, _i32)),
-    "cuStreamEndCapture": (_i32, (_i8p, _i8p.as_pointer())),
-    "cuStreamIsCapturing": (_i32, (_i8p, _i32.as_pointer())),
-    "cuThreadExchangeStreamCaptureMode": (_i32, (_i32.as_pointer(),)),
+    "cuStreamBeginCapture_v2": ("void*", "int"),
+    "cuStreamEndCapture": ("void*", "void**"),
+    "cuStreamIsCapturing": ("void*", "int*"),
+    "cuThreadExchangeStreamCaptureMode": ("int*",),
     # (stream, status*, id*, CUgraph*, const CUgraphNode** deps, size_t* n)
-    "cuStreamGetCaptureInfo_v2": (_i32, (_i8p, _i32.as_pointer(), _i64.as_pointer(),
-                                         _i8p.as_pointer(), _i8p.as_pointer().as_pointer(),
-                                         _i64.as_pointer())),
-    "cuGraphNodeGetType": (_i32, (_i8p, _i32.as_pointer())),
-    "cuGraphInstantiateWithFlags": (_i32, (_i8p.as_pointer(), _i8p, _i64)),
-    "cuGraphLaunch": (_i32, (_i8p, _i8p)),
+    "cuStreamGetCaptureInfo_v2": ("void*", "int*", "size_t*", "void**", "void***", "size_t*"),
+    "cuGraphNodeGetType": ("void*", "int*"),
+    "cuGraphInstantiateWithFlags": ("void**", "void*", "size_t"),
+    "cuGraphLaunch": ("void*", "void*"),
     # (CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*)
-    "cuGraphExecUpdate_v2": (_i32, (_i8p, _i8p, _i8p)),
+    "cuGraphExecUpdate_v2": ("void*", "void*", "void*"),
     # (CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2*)
-    "cuGraphExecKernelNodeSetParams_v2": (_i32, (_i8p, _i8p, _i8p)),
-    "cuGraphDestroy": (_i32, (_i8p,)),
-    "cuGraphExecDestroy": (_i32, (_i8p,)),
+    "cuGraphExecKernelNodeSetParams_v2": ("void*", "void*", "void*"),
+    "cuGraphDestroy": ("void*",),
+    "cuGraphExecDestroy": ("void*",),
     # Occupancy: (int* out, CUfunction, int blockSize, size_t dynamicSMem)
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor": (
-        _i32, (_i32.as_pointer(), _i8p, _i32, _i64)),
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor": ("int*", "void*", "int", "size_t"),
     # (int* minGrid, int* block, CUfunction, callback (NULL), size_t smem,
     #  int blockSizeLimit)
-    "cuOccupancyMaxPotentialBlockSize": (
-        _i32, (_i32.as_pointer(), _i32.as_pointer(), _i8p, _i8p, _i64, _i32)),
+    "cuOccupancyMaxPotentialBlockSize": ("int*", "int*", "void*", "void*", "size_t", "int"),
     # (int* out, CUfunction, const CUlaunchConfig*)
-    "cuOccupancyMaxActiveClusters": (_i32, (_i32.as_pointer(), _i8p, _i8p)),
+    "cuOccupancyMaxActiveClusters": ("int*", "void*", "void*"),
+    # (CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue* out)
+    "cuGraphKernelNodeGetAttribute": ("void*", "int", "void*"),
 }
 
-TABLE_SYMBOL = "numba_cuda_launch_driver_table"
+#: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.
+ENTRY_POINTS = {name: (_i32, tuple(C_TYPES[t][0] for t in args))
+                for name, args in PROTOTYPES.items()}
 
-CUDA_ERROR_INVALID_VALUE = 1
-CUDA_ERROR_NO_DEVICE = 100
-CUDA_ERROR_INVALID_CONTEXT = 201
+
+def prototype(name):
+    """The ctypes function type of entry point *name* (``CFUNCTYPE``), from
+    :data:`PROTOTYPES`: what a Python stand-in for it is wrapped in."""
+    return ctypes.CFUNCTYPE(ctypes.c_int, *(C_TYPES[t][1] for t in PROTOTYPES[name]))
+
+
+TABLE_SYMBOL = "numba_cuda_launch_driver_table"
 
 
 class _Table(ctypes.Structure):
@@ -140,7 +156,6 @@ def _no_driver_stub():
 
 
 _NO_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int)(_no_driver_stub)
-CUDA_ERROR_NOT_FOUND = 500
 _MISSING = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: CUDA_ERROR_NOT_FOUND)
 #: Entry points a driver may lack (added after CUDA 12.0): bound to a stub
 #: returning CUDA_ERROR_NOT_FOUND there, so that launches still work.
@@ -248,27 +263,17 @@ def _table_global(module):
 def call(builder, name, args):
     """Emit a call of driver entry point *name* through the table."""
     restype, argtypes = ENTRY_POINTS[name]
-    index = list(ENTRY_POINTS).index(name)
-    slot = builder.gep(
-        _table_global(builder.module),
-        [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
-        inbounds=True,
-    )
     fnty = ir.FunctionType(restype, argtypes)
-    fnptr = builder.bitcast(builder.load(slot), fnty.as_pointer())
-    return builder.call(fnptr, args)
+    return builder.call(builder.bitcast(function_pointer(builder, name), fnty.as_pointer()), args)
 
 
 def function_pointer(builder, name):
     """Emit a load of entry point *name*'s address from the table (an
     ``i8*``): for code that must call later the very function bound now."""
     index = list(ENTRY_POINTS).index(name)
-    slot = builder.gep(
-        _table_global(builder.module),
-        [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
-        inbounds=True,
-    )
-    return builder.load(slot)
+    return builder.load(builder.gep(_table_global(builder.module),
+                                    [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
+                                    inbounds=True))
 
 
 def cold_function(module, name, argtypes):

@@ -22,12 +22,11 @@ active goes to the real driver.
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
+from numba_cuda_launch.runtime.context import emit_in_context, emit_with_context
 
 __all__ = [
-    "CUDA_ERROR_INVALID_HANDLE",
-    "CUDA_ERROR_NOT_READY",
     "CU_EVENT_BLOCKING_SYNC",
     "CU_EVENT_DISABLE_TIMING",
     "EVENT_PAYLOAD",
@@ -44,8 +43,6 @@ __all__ = [
     "payload_field",
 ]
 
-CUDA_ERROR_INVALID_HANDLE = 400
-CUDA_ERROR_NOT_READY = 600
 CU_EVENT_BLOCKING_SYNC = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
 
@@ -78,13 +75,8 @@ def emit_context_synchronize(builder):
     """``cuCtxSynchronize()`` in this thread's context. The context is
     bound first, not on failure: a wait is slow anyway, and what the driver
     answers with no context current is then never relied on."""
-    def synchronize():
-        status = cgutils.alloca_once_value(builder, emit_ensure_context(builder))
-        with builder.if_then(builder.icmp_signed("==", builder.load(status), _i32c(0)),
-                             likely=True):
-            builder.store(driver.call(builder, "cuCtxSynchronize", []), status)
-        return builder.load(status)
-    return emit_in_context(builder, synchronize)
+    return emit_in_context(builder, lambda: emit_with_context(
+        builder, lambda: driver.call(builder, "cuCtxSynchronize", [])))
 
 
 def emit_stream_synchronize(builder, stream):
@@ -181,7 +173,7 @@ def _destroy_function(module):
     fnty = ir.FunctionType(_i32, (_i8p,))
     destroy = builder.bitcast(destroy, fnty.as_pointer())
     status = builder.call(destroy, [event])
-    no_context = builder.icmp_signed("==", status, _i32c(driver.CUDA_ERROR_INVALID_CONTEXT))
+    no_context = builder.icmp_signed("==", status, _i32c(CUDA_ERROR_INVALID_CONTEXT))
     with builder.if_then(no_context, likely=False):
         previous = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         driver.call(builder, "cuCtxGetCurrent", [previous])

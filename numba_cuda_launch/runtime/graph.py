@@ -2,25 +2,18 @@
 instantiation, replay and update, emitted for compiled code.
 
 Each emitter returns the ``CUresult`` (``i32``, 0 on success) and, where the
-driver hands something back, the handle (``i8*``, NULL on failure). Handles
-are the driver's own (``CUgraph``, ``CUgraphExec``, ``CUgraphNode``);
-nothing here allocates or keeps state. The typed values and the nopython
-surface over these are in :mod:`numba_cuda_launch.launch.graph`.
-
-Capture modes are the driver's ``CUstreamCaptureMode``. The default used by
-the launch layer is ``THREAD_LOCAL``: a capture forbids "potentially unsafe"
-calls (allocation, synchronous copies) on the capturing thread only, so
-other threads keep working and may capture on their own streams. Drivers of
-CUDA 12.3 and later allow loading a kernel image while a stream captures;
-older ones refuse it (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), and the
-image must be loaded before the capture (``cfg.preload(args...)``).
+driver hands something back, the handle (``i8*``, NULL on failure); nothing
+here allocates or keeps state. The nopython surface over these is
+:mod:`numba_cuda_launch.launch.graph`; capture modes and image loading
+during a capture are explained in docs/graphs.md.
 """
 
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.runtime.context import emit_in_context, emit_with_context
 
 __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
@@ -28,7 +21,7 @@ __all__ = [
     "UPDATE_RESULTS", "kernel_node_params_type",
     "emit_begin_capture", "emit_end_capture", "emit_abort_capture",
     "emit_last_node", "emit_instantiate", "emit_graph_launch",
-    "emit_exec_update", "emit_kernel_node_set_params",
+    "emit_exec_update", "emit_kernel_node_set_params", "emit_kernel_node_attribute",
     "emit_graph_destroy", "emit_exec_destroy",
 ]
 
@@ -40,7 +33,6 @@ _NULL = ir.Constant(_i8p, None)
 #: CUstreamCaptureMode
 CAPTURE_GLOBAL, CAPTURE_THREAD_LOCAL, CAPTURE_RELAXED = 0, 1, 2
 _CAPTURE_STATUS_NONE, _CAPTURE_STATUS_ACTIVE = 0, 1
-CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
 _NODE_TYPE_KERNEL = 0
 
 #: Why :func:`emit_last_node` found no kernel node (0: it did).
@@ -60,12 +52,6 @@ UPDATE_RESULTS = {
 }
 
 
-def _status(builder, value):
-    slot = cgutils.alloca_once(builder, _i32)
-    builder.store(value, slot)
-    return slot
-
-
 def _ok(builder, status_slot):
     return builder.icmp_signed("==", builder.load(status_slot), ir.Constant(_i32, 0))
 
@@ -73,10 +59,8 @@ def _ok(builder, status_slot):
 def emit_begin_capture(builder, stream, mode):
     """``cuStreamBeginCapture_v2(stream, mode)`` in the current context (a
     thread without one gets device 0's primary context first)."""
-    status = _status(builder, emit_ensure_context(builder))
-    with builder.if_then(_ok(builder, status)):
-        builder.store(driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]), status)
-    return builder.load(status)
+    return emit_with_context(
+        builder, lambda: driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]))
 
 
 def emit_end_capture(builder, stream):
@@ -92,7 +76,8 @@ def emit_is_capturing(builder, stream):
     """An ``i1``: *stream* is capturing (a failed query reads as not
     capturing: the caller's next driver call on it reports the error)."""
     state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    status = _status(builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
+    status = cgutils.alloca_once_value(
+        builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
     return builder.and_(_ok(builder, status),
                         builder.icmp_signed("!=", builder.load(state),
                                             ir.Constant(_i32, _CAPTURE_STATUS_NONE)))
@@ -109,7 +94,8 @@ def emit_abort_capture(builder, stream):
     recorded: the way out after a failed operation left a stream capturing.
     Returns 0 when the stream is not capturing (any more)."""
     state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    status = _status(builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
+    status = cgutils.alloca_once_value(
+        builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
     capturing = builder.icmp_signed("!=", builder.load(state),
                                     ir.Constant(_i32, _CAPTURE_STATUS_NONE))
     with builder.if_then(builder.and_(_ok(builder, status), capturing)):
@@ -136,9 +122,9 @@ def emit_last_node(builder, stream):
     count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
     node = cgutils.alloca_once_value(builder, _NULL)
     reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, NODE_OK))
-    status = _status(builder, driver.call(builder, "cuStreamGetCaptureInfo_v2",
-                                          [stream, state, ident, graph, deps, count]))
-    invalid = ir.Constant(_i32, driver.CUDA_ERROR_INVALID_VALUE)
+    status = cgutils.alloca_once_value(builder, driver.call(
+        builder, "cuStreamGetCaptureInfo_v2", [stream, state, ident, graph, deps, count]))
+    invalid = ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE)
 
     def refuse(why):
         builder.store(invalid, status)
@@ -173,24 +159,15 @@ def emit_last_node(builder, stream):
 def emit_instantiate(builder, graph, flags=0):
     """``cuGraphInstantiateWithFlags``; returns ``(status, CUgraphExec)``."""
     exe = cgutils.alloca_once_value(builder, _NULL)
-    status = _status(builder, emit_ensure_context(builder))
-    with builder.if_then(_ok(builder, status)):
-        builder.store(driver.call(builder, "cuGraphInstantiateWithFlags",
-                                  [exe, graph, ir.Constant(_i64, flags)]), status)
-    return builder.load(status), builder.load(exe)
+    status = emit_with_context(builder, lambda: driver.call(
+        builder, "cuGraphInstantiateWithFlags", [exe, graph, ir.Constant(_i64, flags)]))
+    return status, builder.load(exe)
 
 
 def emit_graph_launch(builder, exe, stream):
     """``cuGraphLaunch(exe, stream)``; a thread with no current context gets
     device 0's primary context and launches again (as kernel launches do)."""
-    status = _status(builder, driver.call(builder, "cuGraphLaunch", [exe, stream]))
-    no_context = builder.icmp_signed("==", builder.load(status),
-                                     ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT))
-    with builder.if_then(no_context, likely=False):
-        bound = emit_ensure_context(builder)
-        with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
-            builder.store(driver.call(builder, "cuGraphLaunch", [exe, stream]), status)
-    return builder.load(status)
+    return emit_in_context(builder, lambda: driver.call(builder, "cuGraphLaunch", [exe, stream]))
 
 
 # CUgraphExecUpdateResultInfo: result (i32), errorNode, errorFromNode.
@@ -204,12 +181,9 @@ def emit_exec_update(builder, exe, graph):
     otherwise)."""
     info = cgutils.alloca_once(builder, _UPDATE_INFO)
     builder.store(ir.Constant(_UPDATE_INFO, None), info)
-    status = _status(builder, emit_ensure_context(builder))
-    with builder.if_then(_ok(builder, status)):
-        builder.store(driver.call(builder, "cuGraphExecUpdate_v2",
-                                  [exe, graph, builder.bitcast(info, _i8p)]), status)
-    result = builder.load(cgutils.gep_inbounds(builder, info, 0, 0))
-    return builder.load(status), result
+    status = emit_with_context(builder, lambda: driver.call(
+        builder, "cuGraphExecUpdate_v2", [exe, graph, builder.bitcast(info, _i8p)]))
+    return status, builder.load(cgutils.gep_inbounds(builder, info, 0, 0))
 
 
 def kernel_node_params_type():
@@ -231,6 +205,23 @@ def emit_kernel_node_set_params(builder, exe, node, func, dims, sharedmem, param
         builder.store(v, cgutils.gep_inbounds(builder, struct, 0, i))
     return driver.call(builder, "cuGraphExecKernelNodeSetParams_v2",
                        [exe, node, builder.bitcast(struct, _i8p)])
+
+
+# CUkernelNodeAttrValue: a 64-byte union (eight 8-byte words, as launchex's).
+_ATTR_VALUE = ir.ArrayType(_i64, 8)
+
+
+def emit_kernel_node_attribute(builder, node, attr, count):
+    """``cuGraphKernelNodeGetAttribute(node, attr)``: ``(status, values)``,
+    the first *count* ``unsigned`` of the value (``ATTRIBUTE_COOPERATIVE``:
+    one, nonzero when the recorded launch was cooperative;
+    ``ATTRIBUTE_CLUSTER_DIMENSION``: x, y, z, zero when it had no cluster)."""
+    value = cgutils.alloca_once_value(builder, ir.Constant(_ATTR_VALUE, None))
+    status = driver.call(builder, "cuGraphKernelNodeGetAttribute",
+                         [node, ir.Constant(_i32, attr), builder.bitcast(value, _i8p)])
+    words = builder.bitcast(value, _i32.as_pointer())
+    return status, [builder.load(builder.gep(words, [ir.Constant(_i32, i)], inbounds=True))
+                    for i in range(count)]
 
 
 def emit_graph_destroy(builder, graph):

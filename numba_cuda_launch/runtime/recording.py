@@ -11,17 +11,9 @@ layout)::
         my_cfunc_or_njit(...)
     print(rec.launches)
 
-Synchronisation and event calls are logged in order in ``rec.calls``
-(``("cuEventRecord", event, stream)``, ...), ``rec.statuses`` makes one
-driver function return an error (``{"cuStreamQuery": 600}``: a busy
-stream), and ``rec.events_created``/``events_destroyed``/``live_events``
-count the fake events.
-
-It also plays the driver's part in CUDA graphs (stream captures record
-launches into graphs, replays append the graph's launches to ``launches``,
-updates change them; ``graphs``, ``execs``, ``node_updates``,
-``exec_updates``) and answers occupancy queries from a simple model
-(``occupancy_queries``).
+It also plays the driver's part in synchronisation and events (``calls``,
+``statuses``: docs/events.md), CUDA graphs (captures, replays, updates and
+node attributes) and occupancy queries (a simple model): docs/graphs.md.
 """
 
 import ctypes
@@ -29,54 +21,27 @@ import dataclasses
 import threading
 from dataclasses import dataclass, field
 
-from numba_cuda_launch.errors import error_name
+from numba_cuda_launch.errors import (
+    CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE as _UPDATE_FAILURE,
+    CUDA_ERROR_ILLEGAL_STATE as _ILLEGAL_STATE,
+    CUDA_ERROR_INVALID_CLUSTER_SIZE as _INVALID_CLUSTER_SIZE,
+    CUDA_ERROR_INVALID_CONTEXT as _INVALID_CONTEXT,
+    CUDA_ERROR_INVALID_HANDLE as _INVALID_HANDLE,
+    CUDA_ERROR_INVALID_VALUE as _INVALID_VALUE,
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT as _CAPTURE_IMPLICIT,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED as _CAPTURE_INVALIDATED,
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED as _CAPTURE_UNSUPPORTED,
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD as _CAPTURE_WRONG_THREAD,
+    error_name,
+)
 from numba_cuda_launch.runtime import driver
 from numba_cuda_launch.runtime.image import param_sizes
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint
-_INIT = ctypes.CFUNCTYPE(ctypes.c_int, _u32)
-_LOAD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp, _vp, _vp, _u32, _vp, _vp, _u32)
-_GETK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp, ctypes.c_char_p)
-_UNLOAD = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
-_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp))
-_GETCTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp))
-_SETCTX = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
-_DEVGET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int)
-_RETAIN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), ctypes.c_int)
-_GETFUNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _vp)
-_ERRNAME = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(_vp))
+_c_int = ctypes.c_int
 _PRIMARY_CONTEXT = 0xC0
-_COOP = ctypes.CFUNCTYPE(ctypes.c_int, _vp, *([_u32] * 7), _vp, ctypes.POINTER(_vp))
-_PTRATTR = ctypes.CFUNCTYPE(ctypes.c_int, _vp, ctypes.c_int, ctypes.c_uint64)
-_NOARGS = ctypes.CFUNCTYPE(ctypes.c_int)
-_ONEPTR = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
-_EVCREATE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_vp), _u32)
-_EVRECORD = ctypes.CFUNCTYPE(ctypes.c_int, _vp, _vp)
-_ELAPSED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_float), _vp, _vp)
 _CU_EVENT_DISABLE_TIMING = 0x2
-_c_int, _u64 = ctypes.c_int, ctypes.c_uint64
-_LAUNCHEX = ctypes.CFUNCTYPE(_c_int, _vp, _vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp))
-_BEGIN = ctypes.CFUNCTYPE(_c_int, _vp, _c_int)
-_END = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_vp))
-_ISCAP = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int))
-_EXCHANGE = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int))
-_CAPINFO = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int), ctypes.POINTER(_u64),
-                            ctypes.POINTER(_vp), ctypes.POINTER(_vp), ctypes.POINTER(_u64))
-_NODETYPE = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_c_int))
-_INSTANTIATE = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_vp), _vp, _u64)
-_GRAPHLAUNCH = ctypes.CFUNCTYPE(_c_int, _vp, _vp)
-_THREE = ctypes.CFUNCTYPE(_c_int, _vp, _vp, _vp)
-_DESTROY = ctypes.CFUNCTYPE(_c_int, _vp)
-_OCC_BLOCKS = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int), _vp, _c_int, _u64)
-_OCC_POTENTIAL = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int), ctypes.POINTER(_c_int), _vp,
-                                  _vp, _u64, _c_int)
-_OCC_CLUSTERS = ctypes.CFUNCTYPE(_c_int, ctypes.POINTER(_c_int), _vp, _vp)
-
-# Driver results the fake returns.
-_INVALID_VALUE, _INVALID_HANDLE, _ILLEGAL_STATE = 1, 400, 401
-_CAPTURE_UNSUPPORTED, _CAPTURE_INVALIDATED, _CAPTURE_IMPLICIT = 900, 901, 906
-_CAPTURE_WRONG_THREAD, _UPDATE_FAILURE, _INVALID_CLUSTER_SIZE = 908, 910, 912
 _RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 _ATTR_COOPERATIVE, _ATTR_CLUSTER = 2, 4
 
@@ -97,6 +62,19 @@ class _KernelNodeParamsC(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2
 
 class _UpdateInfoC(ctypes.Structure):  # CUgraphExecUpdateResultInfo
     _fields_ = [("result", _c_int), ("node", _vp), ("from_node", _vp)]
+
+
+def _launch_config(address):
+    """The ``CUlaunchConfig`` at *address* and its attributes, {id: values}."""
+    cfg = _LaunchConfigC.from_address(address)
+    attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
+    return cfg, {a.id: tuple(a.value[:3]) for a in attrs}
+
+
+def _live(table, handle):
+    """The graph or executable graph *handle* of *table*, None once destroyed."""
+    value = table.get(handle)
+    return None if value is None or value.destroyed else value
 
 
 __all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
@@ -227,37 +205,40 @@ class RecordingDriver:
         self._thread = threading.local()
         self._lock = threading.Lock()
         self._fns = dict(
-            cuInit=_INIT(lambda flags: 0),
-            cuLibraryLoadData=_LOAD(self._load),
-            cuLibraryGetKernel=_GETK(self._get_kernel),
-            cuLibraryUnload=_UNLOAD(self._unload),
-            cuLaunchKernel=_LAUNCH(self._launch),
-            cuLaunchCooperativeKernel=_COOP(self._launch_coop),
-            cuCtxGetCurrent=_GETCTX(self._get_context),
-            cuCtxSetCurrent=_SETCTX(self._set_context),
-            cuDeviceGet=_DEVGET(self._device_get),
-            cuDevicePrimaryCtxRetain=_RETAIN(self._retain),
-            cuKernelGetFunction=_GETFUNC(self._get_function),
-            cuGetErrorName=_ERRNAME(self._error_name),
-            cuPointerGetAttribute=_PTRATTR(self._pointer_attribute),
-            cuLaunchKernelEx=_LAUNCHEX(self._launch_ex),
-            cuStreamBeginCapture_v2=_BEGIN(self._begin_capture),
-            cuStreamEndCapture=_END(self._end_capture),
-            cuStreamIsCapturing=_ISCAP(self._is_capturing),
-            cuThreadExchangeStreamCaptureMode=_EXCHANGE(self._exchange_capture_mode),
-            cuStreamGetCaptureInfo_v2=_CAPINFO(self._capture_info),
-            cuGraphNodeGetType=_NODETYPE(self._node_type),
-            cuGraphInstantiateWithFlags=_INSTANTIATE(self._instantiate),
-            cuGraphLaunch=_GRAPHLAUNCH(self._graph_launch),
-            cuGraphExecUpdate_v2=_THREE(self._exec_update),
-            cuGraphExecKernelNodeSetParams_v2=_THREE(self._node_set_params),
-            cuGraphDestroy=_DESTROY(self._graph_destroy),
-            cuGraphExecDestroy=_DESTROY(self._exec_destroy),
-            cuOccupancyMaxActiveBlocksPerMultiprocessor=_OCC_BLOCKS(self._max_active_blocks),
-            cuOccupancyMaxPotentialBlockSize=_OCC_POTENTIAL(self._max_potential_block_size),
-            cuOccupancyMaxActiveClusters=_OCC_CLUSTERS(self._max_active_clusters),
+            cuInit=lambda flags: 0,
+            cuLibraryLoadData=self._load,
+            cuLibraryGetKernel=self._get_kernel,
+            cuLibraryUnload=self._unload,
+            cuLaunchKernel=lambda *args: self._record(*args[:10], False),
+            cuLaunchCooperativeKernel=lambda *args: self._record(*args, True),
+            cuCtxGetCurrent=self._get_context,
+            cuCtxSetCurrent=self._set_context,
+            cuDeviceGet=self._device_get,
+            cuDevicePrimaryCtxRetain=self._retain,
+            cuKernelGetFunction=self._get_function,
+            cuGetErrorName=self._error_name,
+            cuPointerGetAttribute=self._pointer_attribute,
+            cuLaunchKernelEx=self._launch_ex,
+            cuStreamBeginCapture_v2=self._begin_capture,
+            cuStreamEndCapture=self._end_capture,
+            cuStreamIsCapturing=self._is_capturing,
+            cuThreadExchangeStreamCaptureMode=self._exchange_capture_mode,
+            cuStreamGetCaptureInfo_v2=self._capture_info,
+            cuGraphNodeGetType=self._node_type,
+            cuGraphKernelNodeGetAttribute=self._node_attribute,
+            cuGraphInstantiateWithFlags=self._instantiate,
+            cuGraphLaunch=self._graph_launch,
+            cuGraphExecUpdate_v2=self._exec_update,
+            cuGraphExecKernelNodeSetParams_v2=self._node_set_params,
+            cuGraphDestroy=lambda g: self._destroy(self.graphs, g),
+            cuGraphExecDestroy=lambda e: self._destroy(self.execs, e),
+            cuOccupancyMaxActiveBlocksPerMultiprocessor=self._max_active_blocks,
+            cuOccupancyMaxPotentialBlockSize=self._max_potential_block_size,
+            cuOccupancyMaxActiveClusters=self._max_active_clusters,
         )
         self._init_events()
+        # Each stand-in wrapped in its entry point's C prototype (driver.PROTOTYPES).
+        self._fns = {name: driver.prototype(name)(fn) for name, fn in self._fns.items()}
         self._active = False
 
     def register(self, handle):
@@ -278,7 +259,7 @@ class RecordingDriver:
         if any(lo <= address < hi for lo, hi in self.device_memory):
             ctypes.cast(out, ctypes.POINTER(ctypes.c_uint))[0] = 2  # CU_MEMORYTYPE_DEVICE
             return 0
-        return 1  # CUDA_ERROR_INVALID_VALUE
+        return _INVALID_VALUE
 
     def _current(self):
         return getattr(self._thread, "ctx", _PRIMARY_CONTEXT if self._has_context else None)
@@ -305,7 +286,7 @@ class RecordingDriver:
 
     def _get_function(self, out, kernel):
         if kernel not in self._names:
-            return 400  # CUDA_ERROR_INVALID_HANDLE
+            return _INVALID_HANDLE
         with self._lock:
             self.functions.append((self._current(), self._names[kernel]))
         out[0] = kernel
@@ -356,10 +337,10 @@ class RecordingDriver:
 
     def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop, cluster=None):
         if not self._current():
-            return 201  # CUDA_ERROR_INVALID_CONTEXT
+            return _INVALID_CONTEXT
         name = self._names.get(f)
         if name is None:
-            return 400  # CUDA_ERROR_INVALID_HANDLE
+            return _INVALID_HANDLE
         launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
                         self._params(name, params), coop, cluster)
         with self._lock:
@@ -388,14 +369,8 @@ class RecordingDriver:
     # -- cuLaunchKernelEx ----------------------------------------------------------
 
     def _launch_ex(self, config, f, params, extra):
-        cfg = _LaunchConfigC.from_address(config)
-        cluster, coop = None, False
-        attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
-        for attr in attrs:
-            if attr.id == _ATTR_CLUSTER:
-                cluster = tuple(attr.value[:3])
-            elif attr.id == _ATTR_COOPERATIVE:
-                coop = bool(attr.value[0])
+        cfg, attrs = _launch_config(config)
+        cluster, coop = attrs.get(_ATTR_CLUSTER), bool(attrs.get(_ATTR_COOPERATIVE, (0,))[0])
         if cluster is not None and any(c == 0 or g % c for g, c in zip(cfg.grid, cluster)):
             return _INVALID_CLUSTER_SIZE
         return self._record(f, *cfg.grid, *cfg.block, cfg.sharedmem, cfg.stream,
@@ -450,9 +425,7 @@ class RecordingDriver:
                        for c in self._captures.values())
 
     def _is_capturing(self, stream, out):
-        capture = self._captures.get(stream or 0)
-        out[0] = 0 if capture is None else 2 if capture.invalidated else 1
-        return 0
+        return self._capture_info(stream, out, *[ctypes.pointer(_vp())] * 4)
 
     def _capture_info(self, stream, status, ident, graph, deps, count):
         capture = self._captures.get(stream or 0)
@@ -464,18 +437,38 @@ class RecordingDriver:
         return 0
 
     def _node_type(self, node, out):
-        known = any(node in g.nodes for g in self.graphs.values()) or any(
-            node in c.nodes for c in self._captures.values())
-        if not known:
+        if self._node_launch(node) is None:
             return _INVALID_VALUE
         out[0] = 0  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
+        return 0
+
+    def _node_launch(self, node):
+        """The recorded launch of kernel node *node*, or None."""
+        for owner in list(self.graphs.values()) + list(self._captures.values()):
+            if node in owner.nodes:
+                return owner.launches[owner.nodes.index(node)]
+        return None
+
+    def _node_attribute(self, node, attr, out):
+        # cuGraphKernelNodeGetAttribute: what the node was recorded with (a
+        # cluster of (0, 0, 0) and not cooperative unless the launch set them).
+        launch = self._node_launch(node)
+        if launch is None:
+            return _INVALID_VALUE
+        value = (_u32 * 16).from_address(out)
+        if attr == _ATTR_COOPERATIVE:
+            value[0] = int(launch.cooperative)
+        elif attr == _ATTR_CLUSTER:
+            value[:3] = launch.cluster or (0, 0, 0)
+        else:
+            return _INVALID_VALUE
         return 0
 
     # -- graphs ----------------------------------------------------------------------
 
     def _instantiate(self, out, graph, flags):
-        g = self.graphs.get(graph)
-        if g is None or g.destroyed:
+        g = _live(self.graphs, graph)
+        if g is None:
             return _INVALID_VALUE
         with self._lock:
             handle = self._handle(0x68000000)
@@ -485,11 +478,11 @@ class RecordingDriver:
         return 0
 
     def _graph_launch(self, exe, stream):
-        e = self.execs.get(exe)
-        if e is None or e.destroyed:
+        e = _live(self.execs, exe)
+        if e is None:
             return _INVALID_VALUE
         if not self._current():
-            return 201
+            return _INVALID_CONTEXT
         with self._lock:
             self.graph_launches.append((exe, stream or 0))
             for node in e.nodes:
@@ -499,8 +492,8 @@ class RecordingDriver:
 
     def _exec_update(self, exe, graph, info):
         info = _UpdateInfoC.from_address(info)
-        e, g = self.execs.get(exe), self.graphs.get(graph)
-        if e is None or e.destroyed or g is None or g.destroyed:
+        e, g = _live(self.execs, exe), _live(self.graphs, graph)
+        if e is None or g is None:
             return _INVALID_VALUE
         status = 0
         if len(g.launches) != len(e.nodes):
@@ -515,8 +508,8 @@ class RecordingDriver:
         return status
 
     def _node_set_params(self, exe, node, params):
-        e = self.execs.get(exe)
-        if e is None or e.destroyed or node not in e.launches:
+        e = _live(self.execs, exe)
+        if e is None or node not in e.launches:
             return _INVALID_VALUE
         p = _KernelNodeParamsC.from_address(params)
         name = self._names.get(p.func or p.kern)
@@ -530,18 +523,12 @@ class RecordingDriver:
             self.node_updates.append((exe, node, launch))
         return 0
 
-    def _graph_destroy(self, graph):
-        g = self.graphs.get(graph)
-        if g is None or g.destroyed:
+    @staticmethod
+    def _destroy(table, handle):
+        value = _live(table, handle)
+        if value is None:
             return _INVALID_VALUE
-        g.destroyed = True
-        return 0
-
-    def _exec_destroy(self, exe):
-        e = self.execs.get(exe)
-        if e is None or e.destroyed:
-            return _INVALID_VALUE
-        e.destroyed = True
+        value.destroyed = True
         return 0
 
     def live_graphs(self):
@@ -577,9 +564,8 @@ class RecordingDriver:
     def _max_active_clusters(self, out, func, config):
         if func not in self._names:
             return _INVALID_HANDLE
-        cfg = _LaunchConfigC.from_address(config)
-        attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
-        cluster = next((tuple(a.value[:3]) for a in attrs if a.id == _ATTR_CLUSTER), None)
+        cfg, attrs = _launch_config(config)
+        cluster = attrs.get(_ATTR_CLUSTER)
         if cluster is None:
             return _INVALID_CLUSTER_SIZE  # no cluster given and none compiled in
         size = cluster[0] * cluster[1] * cluster[2]
@@ -588,11 +574,6 @@ class RecordingDriver:
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 
-    def _launch(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
-        return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, False)
-
-    def _launch_coop(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params):
-        return self._record(f, gx, gy, gz, bx, by, bz, shmem, stream, params, True)
 
     # Synchronisation and events (numba_cuda_launch.runtime.events).
     #
@@ -617,15 +598,14 @@ class RecordingDriver:
         self.events_destroyed = 0
         self._events = {}  # live handle -> [flags, recorded stream or None]
         self._fns.update(
-            cuCtxSynchronize=_NOARGS(self._ctx_synchronize),
-            cuStreamSynchronize=_ONEPTR(lambda s: self._sync_call("cuStreamSynchronize", s)),
-            cuStreamQuery=_ONEPTR(lambda s: self._sync_call("cuStreamQuery", s)),
-            cuEventCreate=_EVCREATE(self._event_create),
-            cuEventRecord=_EVRECORD(self._event_record),
-            cuEventQuery=_ONEPTR(lambda e: self._event_call("cuEventQuery", e)),
-            cuEventSynchronize=_ONEPTR(lambda e: self._event_call("cuEventSynchronize", e)),
-            cuEventElapsedTime=_ELAPSED(self._event_elapsed),
-            cuEventDestroy_v2=_EVENT_DESTROY,
+            cuCtxSynchronize=self._ctx_synchronize,
+            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
+            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
+            cuEventCreate=self._event_create,
+            cuEventRecord=self._event_record,
+            cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
+            cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
+            cuEventElapsedTime=self._event_elapsed,
         )
 
     @property
@@ -641,7 +621,7 @@ class RecordingDriver:
         if not self._current():
             # The driver needs a current context (the pessimistic reading
             # for cuEventDestroy, which runtime/events.py copes with).
-            return 201  # CUDA_ERROR_INVALID_CONTEXT
+            return _INVALID_CONTEXT
         return status
 
     def _ctx_synchronize(self):
@@ -670,7 +650,7 @@ class RecordingDriver:
     def _event_call(self, name, event, *more):
         status = self._log(name, event, *more)
         if not status and event not in self._events:
-            return 400  # CUDA_ERROR_INVALID_HANDLE
+            return _INVALID_HANDLE
         return status
 
     def _event_record(self, event, stream):
@@ -686,7 +666,7 @@ class RecordingDriver:
         for event in (start, end):
             state = self._events.get(event)
             if state is None or state[1] is None or state[0] & _CU_EVENT_DISABLE_TIMING:
-                return 400  # CUDA_ERROR_INVALID_HANDLE
+                return _INVALID_HANDLE
         out[0] = self.elapsed_ms
         return 0
 
@@ -696,7 +676,7 @@ class RecordingDriver:
             return status
         with self._lock:
             if self._events.pop(event, None) is None:
-                return 400  # CUDA_ERROR_INVALID_HANDLE
+                return _INVALID_HANDLE
             self.events_destroyed += 1
         return 0
 
@@ -704,7 +684,7 @@ class RecordingDriver:
         if self._active:
             raise RuntimeError("this RecordingDriver is already active: one instance "
                                "is entered once at a time (make another to nest)")
-        self._ctx = driver.use_functions(**self._fns)
+        self._ctx = driver.use_functions(cuEventDestroy_v2=_EVENT_DESTROY, **self._fns)
         self._ctx.__enter__()
         self._active = True
         return self
@@ -719,11 +699,11 @@ def _destroy_fake_event(event):
     # function they were created with, which must outlive the fake.
     owner = RecordingDriver._event_owners.get(event)
     if owner is None:
-        return 400  # CUDA_ERROR_INVALID_HANDLE
+        return _INVALID_HANDLE
     status = owner._event_destroy(event)
     if status == 0:
         RecordingDriver._event_owners.pop(event, None)
     return status
 
 
-_EVENT_DESTROY = _ONEPTR(_destroy_fake_event)
+_EVENT_DESTROY = driver.prototype("cuEventDestroy_v2")(_destroy_fake_event)

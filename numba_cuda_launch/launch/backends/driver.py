@@ -20,7 +20,7 @@ from numba_cuda_launch.launch.caching import record_param_sizes
 from numba_cuda_launch.launch.params import emit_param_array, flatten_values
 from numba_cuda_launch.launch.selection import COMPILERS
 from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
 from numba_cuda_launch.runtime.graph import emit_kernel_node_set_params
 from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.runtime.launchex import emit_launch_ex
@@ -108,16 +108,9 @@ class DriverBackend(LaunchBackend):
                         builder.store(plain(), out)
                 return builder.load(out)
 
-            builder.store(launch(), status_ptr)
             # A thread with no current context (a fresh thread of the
             # caller's) gets device 0's primary context, then launches again.
-            no_context = builder.icmp_signed(
-                "==", builder.load(status_ptr),
-                ir.Constant(_i32, driver.CUDA_ERROR_INVALID_CONTEXT))
-            with builder.if_then(no_context, likely=False):
-                bound = emit_ensure_context(builder)
-                with builder.if_then(builder.icmp_signed("==", bound, ir.Constant(_i32, 0))):
-                    builder.store(launch(), status_ptr)
+            builder.store(emit_in_context(builder, launch), status_ptr)
         return builder.load(status_ptr)
 
     def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):

@@ -30,12 +30,12 @@ from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.errors import CUDA_ERROR_LAUNCH_FAILED
 from numba_cuda_launch.launch import launchconfig
 from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register
 
 __all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
 
-CUDA_ERROR_LAUNCH_FAILED = 719
 _lock = threading.RLock()
 
 
