@@ -179,20 +179,20 @@ def _reader_agrees_with_interface(obj):
     type equals the interface's type."""
     from numba.core.typing.typeof import typeof
 
-    from numba_cuda_launch.interop import arrays
+    from numba_cuda_launch.launch.devicearray import fastpaths, readers, typeof as typing, unbox
 
     ty = typeof(obj)  # the first one teaches the class its fast path
     cai = obj.__cuda_array_interface__
     ndim = len(cai["shape"])
-    want = arrays._fields_from_cai(cai, ndim)
-    reader = arrays._READERS.get(type(obj))
+    want = unbox._fields_from_cai(obj, cai, ty)
+    reader = unbox.READERS.get(type(obj))
     assert reader is not None, type(obj)
     assert reader(obj, ndim) == want
-    assert arrays.device_array_type(arrays._from_cai(cai)) == ty
-    read = arrays._producers.fast_path(type(obj), arrays._sync_enabled)
+    assert readers.device_array_type(readers._from_cai(cai)) == ty
+    read = fastpaths.fast_path(type(obj), readers.sync_enabled)
     if read is not None:  # the keyed typing gives the interface's type and fields too
-        assert arrays._keyed_typeof(read)(obj) == ty
-        assert arrays.TYPED_FIELDS[id(obj)][2] == want
+        assert typing._keyed_typeof(read)(obj) == ty
+        assert unbox.TYPED_FIELDS.fields_of(obj) == want
 
 
 def test_cupy_fast_reader_agrees_with_its_interface():

@@ -28,7 +28,7 @@ from numba_cuda_launch.launch.backends import backend_for, call_jitted
 from numba_cuda_launch.launch.caching import record_launch_target
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig
-from numba_cuda_launch.launch.producer_wait import emit_producer_wait, producer_streams
+from numba_cuda_launch.launch.devicearray.producer_wait import emit_producer_wait, producer_streams
 from numba_cuda_launch.runtime.driver import CUDA_ERROR_INVALID_VALUE
 from numba_cuda_launch.runtime.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel

@@ -1,40 +1,52 @@
-"""Unboxing: a device array object from Python becomes a ``DeviceArray``.
+"""Unboxing: a device array object from Python becomes a ``DeviceArray``
+(see ``docs/devicearrays.md``).
 
 At every call from Python each device-array argument is read: its data
 pointer, shape, strides, and the producer stream to wait for (CUDA Array
 Interface v3). Three ways:
 
-0. *typed fields*: the interop layer's typing of CuPy and PyTorch arrays
-   reads their fields too, into :data:`TYPED_FIELDS`; the call's wrapper,
-   which runs right after the dispatcher typed its arguments, takes them
-   from there (one Python call per argument instead of two), for its
-   positional arguments only. Items of tuple or list arguments and
-   unboxing elsewhere (``objmode``) never do: those objects were not typed
-   just before by the dispatcher;
+0. *typed fields*: typing CuPy and PyTorch arrays reads their fields too,
+   into :data:`TYPED_FIELDS`; the call's wrapper, which runs right after the
+   dispatcher typed its arguments, takes them from there (one Python call
+   per argument instead of two), for its positional arguments only. Items
+   of tuple or list arguments and unboxing elsewhere (``objmode``) never
+   do: those objects were not typed just before by the dispatcher;
 1. *cached fields*: objects of the classes given to
    :func:`set_cached_classes` (numba-cuda's arrays, whose memory, shape and
    strides never change) may carry :data:`CACHED_FIELDS`, ``(stream,
    fields)``, valid while their ``stream`` attribute is that very object
    (fields None: read each time): compiled code reads two attributes;
-2. the *describer* (:func:`set_describer`, a Python function of the interop
-   layer, with fast readers for CuPy and PyTorch) for everything else, and
-   whenever 1 cannot answer. Reading CuPy's attributes from compiled code
-   instead was measured slower than its Python reader: ``PyObject_GetAttr``
-   has none of the interpreter's attribute caches.
+2. :func:`read_fields`, in Python (with the fast readers of :mod:`.fastpaths`
+   for CuPy and PyTorch), for everything else and whenever 1 cannot answer.
+   Reading CuPy's attributes from compiled code instead was measured slower
+   than its Python reader: ``PyObject_GetAttr`` has none of the
+   interpreter's attribute caches.
 
-The producer stream travels with the value; a launch on another stream
-waits for it (:mod:`.producer_wait`).
+What is read must be what the type says (dtype, ndim, layout, writability):
+an object whose interface changed since it was typed is refused
+(TypeError), never launched. A DLPack tensor read here is held until the
+call returns. The producer stream travels with the value; a launch on
+another stream waits for it (:mod:`.producer_wait`).
 """
 
+import re
+import threading
+import weakref
+
+import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import NativeValue, box, unbox
 
-from numba_cuda_launch.launch.devicearray import DeviceArray, make_device_array
-from numba_cuda_launch.launch.producer_wait import forget_waits
+from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
+from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
+from numba_cuda_launch.launch.devicearray.readers import c_strides, cai_stream, describe, \
+    device_array_type, read_cai, sync_enabled, _extent_error
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.pyobjects import python_object
 
-__all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "set_describer", "set_cached_classes"]
+__all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields", "set_cached_classes"]
 
 _i64 = ir.IntType(64)
 
@@ -42,30 +54,132 @@ _i64 = ir.IntType(64)
 #: (data, itemsize, shape..., strides..., 0))``, or ``(stream, None)``.
 CACHED_FIELDS = "_numba_cuda_launch_fields"
 
-#: Fields read while typing an argument, by ``id`` of the object:
-#: ``(weakref.ref(obj), threading.get_ident(), fields)``, *fields* as the
-#: describer returns them. An entry is overwritten each time its object is
-#: typed; an entry of another thread or of a dead object is not used.
-TYPED_FIELDS = {}
+#: class -> ``fn(obj, ndim)``: the fields of its objects, or None (read
+#: them through the interface).
+READERS = {}
 
-_describer = None
+
+class TypedFields:
+    """Fields read while typing a call's arguments, waiting for that call's
+    unboxing. Compiled code looks an object up in :attr:`entries` by its
+    address: ``(weakref.ref(obj), threading.get_ident(), fields)``; an
+    entry is replaced each time its object is typed, and one of another
+    thread or of a dead object is not used."""
+
+    __slots__ = ("entries",)
+    _LIMIT = 256  # entries of objects since gone are dropped beyond it
+
+    def __init__(self):
+        self.entries = {}
+
+    def keep(self, obj, fields):
+        if len(self.entries) > self._LIMIT:
+            self.entries.clear()
+        self.entries[id(obj)] = (weakref.ref(obj), threading.get_ident(), fields)
+
+    def forget(self, obj):
+        self.entries.pop(id(obj), None)
+
+    def fields_of(self, obj):
+        """The fields kept for *obj* in this thread, or None."""
+        entry = self.entries.get(id(obj))
+        if entry is None or entry[0]() is not obj or entry[1] != threading.get_ident():
+            return None
+        return entry[2]
+
+
+TYPED_FIELDS = TypedFields()
 _cached_classes = ()
-
-
-def set_describer(fn):
-    """Install ``fn(obj, ndim) -> (data, itemsize, shape..., strides...,
-    stream)``, the function unboxing calls to read a device array object
-    (see :mod:`numba_cuda_launch.interop.arrays`); *stream* is the
-    producer's stream, which launches on other streams wait for, 0 for
-    none."""
-    global _describer
-    _describer = fn
 
 
 def set_cached_classes(classes):
     """The classes whose objects may carry :data:`CACHED_FIELDS`."""
     global _cached_classes
     _cached_classes = tuple(classes)
+
+
+def _stream_to_wait(stream):
+    """The producer stream an array carries (launches on other streams wait
+    for it): 0 for none, or when the setting is off."""
+    return cai_stream(stream) if stream is not None and sync_enabled() else 0
+
+
+_DTYPES = {}  # typestr -> (Numba dtype, itemsize)
+
+
+def _dtype(typestr):
+    found = _DTYPES.get(typestr)
+    if found is None:
+        dtype = np.dtype(typestr)
+        found = _DTYPES[typestr] = (numba.from_dtype(dtype), dtype.itemsize)
+    return found
+
+
+def _changed(obj, ty, what):
+    return TypeError("a %s device array's interface changed between typing and reading it "
+                     "(typed %s): %s; it is not launched" % (type(obj).__name__, ty, what))
+
+
+def _check_type(obj, ty, dtype, readonly):
+    """Refuse data of another dtype than *ty*'s, or read-only memory under
+    a writable type."""
+    if dtype != ty.dtype:
+        raise _changed(obj, ty, "its dtype is now %s" % dtype)
+    if readonly and not ty.readonly:
+        raise _changed(obj, ty, "its memory is now read-only")
+
+
+def _fields_from_cai(obj, cai, ty):
+    """``(data, itemsize, shape..., strides..., stream)`` from a CUDA Array
+    Interface dict, checked against *ty*; None if it is not one of
+    ``ty.ndim`` dimensions or not a plain one (then described, which says
+    what is wrong)."""
+    try:
+        if cai.get("version", 0) < 2 or cai.get("mask") is not None:
+            return None
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides")
+        if len(shape) != ty.ndim or (strides is not None and len(strides) != ty.ndim) or \
+                min(shape, default=0) < 0:
+            return None
+        (dtype, itemsize), (pointer, readonly) = _dtype(cai["typestr"]), cai["data"]
+        strides = c_strides(shape, itemsize) if strides is None else tuple(strides)
+        pointer = pointer or 0
+        if _extent_error(pointer, shape, strides, itemsize) is not None:
+            return None  # described: says what is wrong
+    except (TypeError, ValueError, KeyError, AttributeError, NotImplementedError,
+            numba.core.errors.NumbaError):
+        return None
+    _check_type(obj, ty, dtype, readonly)
+    return (pointer, itemsize) + shape + strides + (_stream_to_wait(cai.get("stream")),)
+
+
+def read_fields(obj, ty):
+    """Unboxing an object typed *ty*: ``(data, itemsize, shape..., strides...,
+    stream)``, the stream being the producer's, which launches on other
+    streams wait for (0: none), and, for a consumed DLPack tensor, what
+    keeps it alive until the call returns. Read by the producer's own reader
+    when it has one (:data:`READERS`), else from its CUDA Array Interface
+    dict, else described; TypeError when that is not what *ty* says."""
+    reader = READERS.get(type(obj))
+    if reader is not None:
+        fields = reader(obj, ty.ndim)
+        if fields is not None:
+            return fields
+    if type(obj) is not np.ndarray and not _compat.simulator_enabled():
+        cai = read_cai(obj)
+        if cai is not None:
+            fields = _fields_from_cai(obj, cai, ty)
+            if fields is not None:
+                return fields
+    desc = describe(obj)
+    if desc is None or len(desc.shape) != ty.ndim:
+        raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
+    found = device_array_type(desc)
+    _check_type(obj, ty, found.dtype, found.readonly)
+    fields = (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides + \
+        (_stream_to_wait(desc.stream),)
+    return fields if desc.owner is None else fields + (desc.owner,)
 
 
 class _Ref:
@@ -87,7 +201,7 @@ _cached_classes_ref = _Ref(_get_cached_classes)
 
 
 def _get_typed_fields():
-    return TYPED_FIELDS
+    return TYPED_FIELDS.entries
 
 
 _typed_fields_ref = _Ref(_get_typed_fields)
@@ -186,16 +300,17 @@ def _typed_fields(c, obj):
     return builder.load(result)
 
 
-def _describe(c, obj, n):
-    """Way 2: the describer's fields tuple (a new reference), or NULL with
-    the Python exception set."""
+def _read_fields(c, obj, typ):
+    """Way 2: :func:`read_fields`' tuple (a new reference), or NULL with the
+    Python exception set."""
     builder, pyapi = c.builder, c.pyapi
     result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
-    describe = python_object(c, _describer, "numba_cuda_launch.describe_device_array")
-    with builder.if_then(cgutils.is_not_null(builder, describe), likely=True):
-        ndim = pyapi.long_from_longlong(c.context.get_constant(types.longlong, n))
-        builder.store(pyapi.call_function_objargs(describe, [obj, ndim]), result)
-        pyapi.decref(ndim)
+    read = python_object(c, read_fields, "numba_cuda_launch.read_device_array_fields")
+    expected = python_object(c, typ, "numba_cuda_launch.device_array_type.%s"
+                             % re.sub(r"\W", "_", str(typ)))
+    with builder.if_then(builder.and_(cgutils.is_not_null(builder, read),
+                                      cgutils.is_not_null(builder, expected)), likely=True):
+        builder.store(pyapi.call_function_objargs(read, [obj, expected]), result)
     return builder.load(result)
 
 
@@ -207,11 +322,25 @@ def _unbox_device_array(typ, obj, c):
     tuple_type = types.UniTuple(types.intp, count)
     fields = cgutils.alloca_once(builder, ir.ArrayType(_i64, count), zfill=True)
     read = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    owner = cgutils.alloca_once_value(builder, pyapi.get_null_object())  # held until cleanup
+    tuple_size = _c_function(pyapi, "PyTuple_Size", pyapi.py_ssize_t, [pyapi.pyobj])
+    get_slice = _c_function(pyapi, "PyTuple_GetSlice", pyapi.pyobj,
+                            [pyapi.pyobj, pyapi.py_ssize_t, pyapi.py_ssize_t])
 
     def from_tuple(tup, last=False):
-        # Store a fields tuple (a new reference, or NULL) in *fields*. A
-        # tuple that does not fit leaves the error set only from the last
-        # way (the next way must start with none).
+        # Store a fields tuple (a new reference, or NULL) in *fields*; one
+        # item more is its owner (a DLPack tensor), held until the call
+        # returns. A tuple that does not fit leaves the error set only from
+        # the last way (the next way must start with none).
+        slot = cgutils.alloca_once_value(builder, tup)
+        size = ir.Constant(pyapi.py_ssize_t, count)
+        with builder.if_then(cgutils.is_not_null(builder, tup), likely=True):
+            with builder.if_then(builder.icmp_signed("==", builder.call(tuple_size, [tup]),
+                                                     builder.add(size, size.type(1))),
+                                 likely=False):
+                builder.store(tup, owner)
+                builder.store(builder.call(get_slice, [tup, size.type(0), size]), slot)
+        tup = builder.load(slot)
         with builder.if_then(cgutils.is_not_null(builder, tup), likely=True):
             native = c.unbox(tuple_type, tup)
             pyapi.decref(tup)
@@ -235,31 +364,46 @@ def _unbox_device_array(typ, obj, c):
         forget_waits(builder)
         from_tuple(_cached_fields(c, obj))
     with builder.if_then(builder.not_(builder.load(read)), likely=False):
-        from_tuple(_describe(c, obj, n), last=True)
-    _check_itemsize(c, typ, fields, read)
-    out = cgutils.create_struct_proxy(typ.as_array)(c.context, builder)
+        from_tuple(_read_fields(c, obj, typ), last=True)
     vals = [builder.load(cgutils.gep_inbounds(builder, fields, 0, i)) for i in range(count)]
+    _check_layout(c, typ, vals, read)
+    with builder.if_then(builder.not_(builder.load(read)), likely=False):
+        pyapi.decref(builder.load(owner))  # no cleanup follows a failed unboxing
+        builder.store(pyapi.get_null_object(), owner)
+    out = cgutils.create_struct_proxy(typ.as_array)(c.context, builder)
     with builder.if_then(builder.load(read), likely=True):
         _fill(c, out, n, vals)
     value = make_device_array(c.context, builder, typ, out._getvalue(), vals[-1])
-    return NativeValue(value, is_error=builder.not_(builder.load(read)))
+    return NativeValue(value, is_error=builder.not_(builder.load(read)),
+                       cleanup=lambda: pyapi.decref(builder.load(owner)))
 
 
-def _check_itemsize(c, typ, fields, read):
-    """The fields were read after the object was typed (its interface read
-    again): an item size that is not the type's means the object changed
-    in between; refused (TypeError), never launched with data of another
-    dtype."""
-    builder = c.builder
+def _check_layout(c, typ, vals, read):
+    """The fields of an object were read after it was typed (its interface
+    read again): an item size or strides that are not what the type says
+    (its dtype's size, C or F contiguity) mean the object changed in
+    between; refused (TypeError), never launched."""
+    builder, n = c.builder, typ.ndim
     itemsize = c.context.get_abi_sizeof(c.context.get_data_type(typ.dtype))
-    got = builder.load(cgutils.gep_inbounds(builder, fields, 0, 1))
-    changed = builder.and_(builder.load(read),
-                           builder.icmp_unsigned("!=", got, ir.Constant(_i64, itemsize)))
-    with builder.if_then(changed, likely=False):
+    good = builder.icmp_unsigned("==", vals[1], ir.Constant(_i64, itemsize))
+    shape, strides = vals[2:2 + n], vals[2 + n:2 + 2 * n]
+    if typ.layout in "CF" and n:
+        dims = list(zip(shape, strides))
+        if typ.layout == "C":
+            dims.reverse()
+        contiguous, empty, expect = cgutils.true_bit, cgutils.false_bit, vals[1]
+        for extent, stride in dims:
+            contiguous = builder.and_(contiguous, builder.or_(
+                builder.icmp_signed("==", extent, _i64(1)),
+                builder.icmp_signed("==", stride, expect)))
+            empty = builder.or_(empty, builder.icmp_signed("==", extent, _i64(0)))
+            expect = builder.mul(expect, extent)
+        good = builder.and_(good, builder.or_(contiguous, empty))
+    with builder.if_then(builder.and_(builder.load(read), builder.not_(good)), likely=False):
         c.pyapi.err_set_string(
             "PyExc_TypeError",
-            "a device array's interface changed between typing and reading it: its item "
-            "size is no longer %d bytes (%s)" % (itemsize, typ))
+            "a device array's interface changed between typing and reading it: its item size "
+            "or strides are no longer those of %s; it is not launched" % (typ,))
         builder.store(cgutils.false_bit, read)
 
 

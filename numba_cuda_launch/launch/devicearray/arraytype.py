@@ -1,8 +1,8 @@
-"""Device arrays as values of CPU nopython code.
+"""Device arrays as values of CPU nopython code (see ``docs/devicearrays.md``).
 
 A device array passed into an ``@njit``/``@cfunc`` function (numba-cuda's
 ``DeviceNDArray``, anything with ``__cuda_array_interface__`` or DLPack: see
-:mod:`numba_cuda_launch.interop.arrays`) becomes a :class:`DeviceArray`: its
+:mod:`.readers`) becomes a :class:`DeviceArray`: its
 dtype, ndim, layout and writability are part of the type, its data pointer,
 shape and strides are values. On the host it offers what does not touch
 device memory -- ``shape``, ``strides``, ``size``, ``ndim``, ``dtype``,
@@ -302,7 +302,7 @@ for _key in _ELEMENT_OPERATORS:
 
 # Numba writes a changed list argument back into the caller's list, boxing
 # each item; a device array cannot become a Python object again (see
-# devicearray_unbox), and the write-back stores what boxing returns without
+# .unbox), and the write-back stores what boxing returns without
 # checking it. Changing such a list is refused when typing.
 _LIST_MUTATORS = ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort")
 
