@@ -75,15 +75,19 @@ class _DLManagedTensorVersioned(ctypes.Structure):
 
 _DL_FLAG_READ_ONLY = 1
 _DL_MAJOR = 1  # the major version of the layout above
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_name = ctypes.pythonapi.PyCapsule_GetName
-_capsule_name.restype = ctypes.c_char_p
-_capsule_name.argtypes = [ctypes.py_object]
-_capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
-_capsule_set_name.restype = ctypes.c_int
-_capsule_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _python_api(name, restype, *argtypes):
+    """A C API function with prototypes of its own (``ctypes.pythonapi``'s
+    attributes are shared: another module may set theirs)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+_capsule_pointer = _python_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object,
+                               ctypes.c_char_p)
+_capsule_name = _python_api("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
+_capsule_set_name = _python_api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object,
+                                ctypes.c_char_p)
 _PyCapsule = type(datetime.datetime_CAPI)
 # A consumed capsule's name; the capsule keeps the pointer: these bytes
 # live as long as the module.
@@ -113,11 +117,11 @@ class _ManagedTensor:
     __slots__ = ("address", "deleter")
 
     def __init__(self, address, deleter):
-        self.address, self.deleter = address, deleter
+        self.address, self.deleter = address, _DELETER(deleter) if deleter else None
 
     def __del__(self):
-        if self.deleter:
-            _DELETER(self.deleter)(self.address)
+        if self.deleter is not None:
+            self.deleter(self.address)
 
 
 class _Described:
