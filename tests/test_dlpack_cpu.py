@@ -282,3 +282,22 @@ def test_a_tensor_whose_dtype_changed_after_typing_is_refused(fake_driver):
         launch_double.overloads[launch_double.signatures[0]].entry_point(p)
     assert len(fake_driver.launches) == 1
     assert p.live == {}
+
+
+def test_a_tensor_leaving_an_objmode_block_is_refused(fake_driver):
+    # Numba cleans up what objmode hands back right after reading it: the
+    # tensor would be deleted before the launch.
+    p = Producer(np.zeros(4, np.float32))
+    ty = numba.typeof(p)
+
+    @njit
+    def f():
+        with numba.objmode(v=ty):
+            v = p
+        double[1, 32](v)
+
+    with pytest.raises(TypeError, match=r"a DLPack producer cannot leave an objmode block as "
+                                        r"DeviceArray\(float32, 1d, C\)"):
+        f()
+    assert fake_driver.launches == []
+    assert p.live == {}

@@ -354,7 +354,8 @@ def _unbox_device_array(typ, obj, c):
                                       cgutils.gep_inbounds(builder, fields, 0, i))
                     builder.store(cgutils.true_bit, read)
 
-    if _in_call_wrapper(builder):
+    in_call = _in_call_wrapper(builder)
+    if in_call:
         from_tuple(_typed_fields(c, obj))
         with builder.if_then(builder.not_(builder.load(read)), likely=False):
             from_tuple(_cached_fields(c, obj))
@@ -365,6 +366,14 @@ def _unbox_device_array(typ, obj, c):
         from_tuple(_cached_fields(c, obj))
     with builder.if_then(builder.not_(builder.load(read)), likely=False):
         from_tuple(_read_fields(c, obj, typ), last=True)
+    if not in_call:  # objmode cleans up right after unboxing: the tensor would be freed
+        with builder.if_then(cgutils.is_not_null(builder, builder.load(owner)), likely=False):
+            pyapi.err_set_string(
+                "PyExc_TypeError",
+                "a DLPack producer cannot leave an objmode block as %s: its tensor would be "
+                "released before any launch used it; pass it to the function as an argument"
+                % (typ,))
+            builder.store(cgutils.false_bit, read)
     vals = [builder.load(cgutils.gep_inbounds(builder, fields, 0, i)) for i in range(count)]
     _check_layout(c, typ, vals, read)
     with builder.if_then(builder.not_(builder.load(read)), likely=False):
