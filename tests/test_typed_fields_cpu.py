@@ -117,7 +117,7 @@ def test_objmode_unboxing_reads_afresh(fake_driver, counted_reads):
     x, other = np.zeros(4, np.float32), np.zeros(4, np.float32)
     t = Tensor(x)
     launch.typeof_pyval(t)  # a typing of t, then a change its entry does not know
-    assert TYPED_FIELDS.fields_of(t)[0] == x.ctypes.data
+    assert TYPED_FIELDS.entries[id(t)][2][0] == x.ctypes.data
     t.a = other
     ty = DeviceArray(numba.float32, 1, "C")
 

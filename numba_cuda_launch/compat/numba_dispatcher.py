@@ -271,22 +271,15 @@ def _argument_problems(disp, args, explain):
 def route_arguments_with(arguments):
     """Replace the dispatcher's ``_compile_for_args``, ``add_overload`` and
     ``_reset_overloads`` (when :data:`AVAILABLE`) with versions consulting
-    *arguments*, an object with
-
-    * ``should_route(value, type)``: route calls with such arguments whose
-      ``_numba_type_`` differs from *type* (what ``typeof`` gave; see the
-      module docstring);
-    * ``guard(cres)``: the positions of a newly compiled overload at which
-      such arguments may arrive although C would hand them to it (host
-      arrays, for an overload that uses CUDA): a router is installed for it
-      at once, so that they reach the slow path instead of its unboxer;
-    * ``explain(value)``: when compiling for a call fails with a typing
-      error, why an argument that claims to be something (a device array,
-      say) cannot be read as one, or None; the reasons lead the error,
-      naming the argument, instead of Numba's ``non-precise type pyobject``.
-
-    Class-level: a router is only built for a dispatcher that saw such a
-    call; for every other one this adds a dictionary lookup at compile time."""
+    *arguments*: ``should_route(value, type)``, route calls with such
+    arguments whose ``_numba_type_`` is not *type* (see the module
+    docstring); ``guard(cres)``, the positions of a new overload where such
+    arguments may arrive although C hands them to it (host arrays): routed
+    at once, so they reach the slow path, not its unboxer;
+    ``explain(value)``, why an argument cannot be what it claims to be (a
+    device array), leading a typing error instead of ``non-precise type
+    pyobject``. A router is only built for a dispatcher that saw such a
+    call; for the others this adds a dictionary lookup at compile time."""
     if not AVAILABLE:
         return
     compile_for_args = _dispatcher._DispatcherBase._compile_for_args

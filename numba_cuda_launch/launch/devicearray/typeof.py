@@ -10,6 +10,8 @@ routing of numba-cuda's arrays and its explanation of unusable arguments
 consult :data:`ARGUMENT_TYPING`.
 """
 
+from types import SimpleNamespace
+
 from numba.core import types
 from numba.core.typing.typeof import typeof_impl
 
@@ -21,8 +23,7 @@ from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
     device_array_type, numba_cuda_array_classes, on_stream, read_cai, sync_enabled, \
     why_not_a_device_array, _from_cai
-from numba_cuda_launch.launch.devicearray.unbox import CACHED_FIELDS, READERS, TYPED_FIELDS, \
-    set_cached_classes
+from numba_cuda_launch.launch.devicearray.unbox import CACHED_FIELDS, READERS, TYPED_FIELDS
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
 
 __all__ = ["ARGUMENT_TYPING"]
@@ -30,11 +31,7 @@ __all__ = ["ARGUMENT_TYPING"]
 
 class _TypeCache:
     """The types handed to Numba's dispatcher, which keeps only their codes
-    (so every one is kept alive), and those of the layouts and keys seen,
-    for repeated calls."""
-
-    __slots__ = ("by_key", "by_declared", "kept")
-    _LIMIT = 4096
+    (so every one is kept alive), and those of the layouts and keys seen."""
 
     def __init__(self):
         self.by_key, self.by_declared, self.kept = {}, {}, set()
@@ -44,7 +41,7 @@ class _TypeCache:
         return ty
 
     def remember(self, key, ty):
-        if len(self.by_key) > self._LIMIT:
+        if len(self.by_key) > 4096:
             self.by_key.clear()
         self.by_key[key] = ty
         return self.keep(ty)
@@ -187,28 +184,24 @@ def _fields_reader(read):
     return reader
 
 
-class _ArgumentTyping:
-    """What Numba's dispatcher asks about the arguments of a call (see
-    :func:`..compat.numba_dispatcher.route_arguments_with`)."""
-
-    @staticmethod
-    def should_route(value, ty):
-        """numba-cuda's device arrays are routed by class."""
-        return isinstance(ty, DeviceArray) and isinstance(value, declaring_classes())
-
-    @staticmethod
-    def guard(cres):
-        """The host-array positions of a newly compiled overload that uses
-        CUDA: numba-cuda's arrays given there reach C as host arrays.
-        Other functions are left alone."""
-        if not declaring_classes() or not has_reload_checks(cres):
-            return ()
-        return tuple(i for i, t in enumerate(cres.signature.args) if isinstance(t, types.Array))
-
-    explain = staticmethod(why_not_a_device_array)
+def _route(value, ty):
+    """numba-cuda's device arrays are routed by class."""
+    return isinstance(ty, DeviceArray) and isinstance(value, declaring_classes())
 
 
-ARGUMENT_TYPING = _ArgumentTyping()
+def _guard(cres):
+    """The host-array positions of a newly compiled overload that uses CUDA:
+    numba-cuda's arrays given there reach C as host arrays. Other functions
+    are left alone."""
+    if not declaring_classes() or not has_reload_checks(cres):
+        return ()
+    return tuple(i for i, t in enumerate(cres.signature.args) if isinstance(t, types.Array))
+
+
+#: What Numba's dispatcher asks about the arguments of a call (see
+#: :func:`..compat.numba_dispatcher.route_arguments_with`).
+ARGUMENT_TYPING = SimpleNamespace(should_route=_route, guard=_guard,
+                                  explain=why_not_a_device_array)
 
 
 def _register_generic_typeof():
@@ -227,7 +220,6 @@ def _register():
         for cls in classes:
             register_typeof(cls, _typeof_declared)
         fastpaths.install_numba_cuda_readers(READERS, sync_enabled, classes, CACHED_FIELDS)
-        set_cached_classes(classes)
     _register_generic_typeof()
     route_arguments_with(ARGUMENT_TYPING)
 

@@ -11,9 +11,8 @@ Interface v3). Three ways:
    per argument instead of two), for its positional arguments only. Items
    of tuple or list arguments and unboxing elsewhere (``objmode``) never
    do: those objects were not typed just before by the dispatcher;
-1. *cached fields*: objects of the classes given to
-   :func:`set_cached_classes` (numba-cuda's arrays, whose memory, shape and
-   strides never change) may carry :data:`CACHED_FIELDS`, ``(stream,
+1. *cached fields*: numba-cuda's arrays (whose memory, shape and strides
+   never change) may carry :data:`CACHED_FIELDS`, ``(stream,
    fields)``, valid while their ``stream`` attribute is that very object
    (fields None: read each time): compiled code reads two attributes;
 2. :func:`read_fields`, in Python (with the fast readers of :mod:`.fastpaths`
@@ -39,14 +38,14 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import NativeValue, box, unbox
 
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
 from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
 from numba_cuda_launch.launch.devicearray.readers import c_strides, cai_stream, describe, \
     device_array_type, read_cai, sync_enabled, _extent_error
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.pyobjects import python_object
 
-__all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields", "set_cached_classes"]
+__all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields"]
 
 _i64 = ir.IntType(64)
 
@@ -80,22 +79,8 @@ class TypedFields:
     def forget(self, obj):
         self.entries.pop(id(obj), None)
 
-    def fields_of(self, obj):
-        """The fields kept for *obj* in this thread, or None."""
-        entry = self.entries.get(id(obj))
-        if entry is None or entry[0]() is not obj or entry[1] != threading.get_ident():
-            return None
-        return entry[2]
-
 
 TYPED_FIELDS = TypedFields()
-_cached_classes = ()
-
-
-def set_cached_classes(classes):
-    """The classes whose objects may carry :data:`CACHED_FIELDS`."""
-    global _cached_classes
-    _cached_classes = tuple(classes)
 
 
 def _stream_to_wait(stream):
@@ -194,7 +179,8 @@ class _Ref:
 
 
 def _get_cached_classes():
-    return _cached_classes
+    """The classes whose objects may carry :data:`CACHED_FIELDS`."""
+    return _compat.numba_cuda_array_classes()
 
 
 _cached_classes_ref = _Ref(_get_cached_classes)
