@@ -157,23 +157,41 @@ def _contiguous(shape, strides, itemsize, fortran):
     return True
 
 
+def _span(shape, strides, itemsize):
+    """``(lowest, highest + 1)`` byte offsets from the data pointer that an
+    array of *shape* and *strides* (bytes) addresses, ``(0, 0)`` for none;
+    or why it cannot be addressed (every value must be an intp)."""
+    if shape and (max(shape) >= _INTP_END or math.prod(shape) * itemsize >= _INTP_END):
+        return "'shape' %r of %d-byte items is larger than the address space" % (shape, itemsize)
+    if shape and not -_INTP_END < min(strides) <= max(strides) < _INTP_END:
+        return "'strides' %r are larger than the address space" % (strides,)
+    if 0 in shape:
+        return 0, 0
+    return (sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0),
+            sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + itemsize)
+
+
+_SPANS = {}  # (shape, strides, itemsize) -> _span(...): read at every call
+
+
 def _extent_error(data, shape, strides, itemsize):
     """Why memory of *shape* and *strides* (bytes) from pointer *data*
-    cannot be addressed by compiled code (None: it can): every value an
-    intp, the bytes from the lowest to the highest addressed in 64 bits."""
-    if any(n >= _INTP_END for n in shape) or math.prod(shape) * itemsize >= _INTP_END:
-        return "'shape' %r of %d-byte items is larger than the address space" % (shape, itemsize)
-    if any(not -_INTP_END < s < _INTP_END for s in strides):
-        return "'strides' %r are larger than the address space" % (strides,)
+    cannot be addressed by compiled code (None: it can): the bytes from the
+    lowest to the highest addressed must lie in 64-bit addresses."""
+    key = (shape, strides, itemsize)
+    span = _SPANS.get(key)
+    if span is None:
+        if len(_SPANS) > 4096:
+            _SPANS.clear()
+        span = _SPANS[key] = _span(shape, strides, itemsize)
+    if type(span) is str:
+        return span
     if not 0 <= data < _INTP_END:
         return "the 'data' pointer must be between 0 and 2**63-1, not %r" % (data,)
-    if 0 in shape:
-        return None  # addresses nothing
-    low = data + sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
-    high = data + sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + itemsize
-    if low < 0 or high > _ADDRESS_END:
+    if span != (0, 0) and (data + span[0] < 0 or data + span[1] > _ADDRESS_END):
         return ("'shape' %r with 'strides' %r from pointer %#x addresses bytes %d to %d, "
-                "beyond 64-bit addresses" % (shape, strides, data, low, high - 1))
+                "beyond 64-bit addresses"
+                % (shape, strides, data, data + span[0], data + span[1] - 1))
     return None
 
 

@@ -108,7 +108,7 @@ def _changed(obj, ty, what):
 def _check_type(obj, ty, dtype, readonly):
     """Refuse data of another dtype than *ty*'s, or read-only memory under
     a writable type."""
-    if dtype != ty.dtype:
+    if dtype is not ty.dtype and dtype != ty.dtype:  # Numba's types are mostly interned
         raise _changed(obj, ty, "its dtype is now %s" % dtype)
     if readonly and not ty.readonly:
         raise _changed(obj, ty, "its memory is now read-only")
