@@ -425,7 +425,7 @@ def _box_device_array(typ, val, c):
     # the memory: a Python object made here could outlive it. Refused when
     # it happens, not when compiling: a list of device arrays passed in
     # compiles boxing code for its reflection, which runs only if the list
-    # was changed -- which devicearray.py refuses when typing, as Numba's
+    # was changed -- which arraytype.py refuses when typing, as Numba's
     # reflection would store the NULL into the caller's list.
     c.pyapi.err_set_string(
         "PyExc_TypeError",
