@@ -34,8 +34,8 @@ from numba._dispatcher import compute_fingerprint  # noqa: E402
 
 import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch.compat import numba_dispatcher  # noqa: E402
-from numba_cuda_launch.interop import arrays  # noqa: E402
-from numba_cuda_launch.launch.devicearray_unbox import TYPED_FIELDS  # noqa: E402
+from numba_cuda_launch.launch.devicearray.typeof import TYPES  # noqa: E402
+from numba_cuda_launch.launch.devicearray.unbox import TYPED_FIELDS  # noqa: E402
 from devicearray_overhead import add3, launcher  # noqa: E402  (this folder is on the path)
 
 N = 1024
@@ -105,7 +105,7 @@ def _key_typing(cls):
                  val.requires_grad, val.layout)
         else:
             k = (type(val), val.dtype, val.shape, val.strides)
-        return arrays._TYPES[k]
+        return TYPES.by_key[k]
     return typeof
 
 
@@ -120,7 +120,7 @@ def typed_fields_ab(a, b, c, rounds=30):
             numba_dispatcher._TYPEOF[cls] = fields_typing
             once.append(batch_us(lambda: take3(a, b, c)))
             numba_dispatcher._TYPEOF[cls] = key_typing
-            TYPED_FIELDS.clear()
+            TYPED_FIELDS.entries.clear()
             twice.append(batch_us(lambda: take3(a, b, c)))
     finally:
         numba_dispatcher._TYPEOF[cls] = fields_typing

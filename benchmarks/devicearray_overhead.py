@@ -156,7 +156,7 @@ def main():
         # Both launch on cstream, inside ``with cstream`` as a CuPy user
         # writes it: CuPy then names cstream for its arrays, the launch
         # stream, so the call does not wait (the CAI v3 rule as applied at
-        # launches, see launch/producer_wait.py).
+        # launches, see launch/devicearray/producer_wait.py).
         ours, base, ratio = paired_us(
             lambda: launcher(ca, cb, cc, cstream),
             lambda: raw((N // 256,), (256,), (ca, cb, cc, np.int32(N))),

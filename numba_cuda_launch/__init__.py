@@ -39,7 +39,7 @@ from numba_cuda_launch.errors import (  # noqa: E402
     error_name,
 )
 from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
-from numba_cuda_launch.interop.arrays import on_stream  # noqa: E402  (device arrays)
+from numba_cuda_launch.launch.devicearray import on_stream  # noqa: E402  (device arrays)
 from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
 from numba_cuda_launch.launch.events import Event, event, event_status  # noqa: E402
 from numba_cuda_launch.launch.sync import (  # noqa: E402

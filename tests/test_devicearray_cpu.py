@@ -3,6 +3,7 @@ the CPU: fake producers over host memory (the CUDA Array Interface, DLPack),
 launches recorded by the recording driver and compared with the parameters
 numba-cuda's own launch builds for the same array."""
 
+import re
 import struct
 import sys
 
@@ -637,6 +638,10 @@ _DROP = object()
     (dict(strides=(2 ** 64,)), "'strides' (18446744073709551616,) are larger than"),
     (dict(shape=(0, 2 ** 62), strides=None), "is larger than the address space"),
     (dict(typestr="|O8"), "'typestr' '|O8' is Python objects, which device memory cannot hold"),
+    (dict(shape=(2 ** 40,), strides=(2 ** 40,)), "'shape' (1099511627776,) with 'strides' "
+                                                 "(1099511627776,) from pointer"),
+    (dict(data=(16, False), strides=(-4,)), "from pointer 0x10 addresses bytes -12 to 19, "
+                                            "beyond 64-bit addresses"),
 ])
 def test_a_malformed_interface_is_a_typing_error_naming_the_argument(changes, says):
     a = np.zeros(8, np.float32)
@@ -669,11 +674,31 @@ def test_an_interface_that_raises_is_a_typing_error_naming_the_argument():
         "no export today")
 
 
-@pytest.mark.parametrize("stream", [-5, 1.5, "x", True])
+def test_an_interface_property_raising_attribute_error_is_explained():
+    # getattr() with a default would read it as "no interface" (then Numba's
+    # "non-precise type pyobject").
+    class Broken:
+        @property
+        def __cuda_array_interface__(self):
+            return self.missing
+
+    @njit
+    def f(x):
+        return x.size
+
+    with pytest.raises(TypingError) as info:
+        f(Broken())
+    assert first_line(info.value) == (
+        "f(): argument 1 'x': reading its __cuda_array_interface__ raised AttributeError: "
+        "'Broken' object has no attribute 'missing'")
+
+
+@pytest.mark.parametrize("stream", [-5, 1.5, "x", True, 2 ** 64 - 1])
 def test_a_stream_entry_that_is_no_handle_is_refused(fake_driver, stream):
     a = np.zeros(8, np.float32)
     launch_scale(CAI(a), CAI(a), 0)  # compiled for these types
-    with pytest.raises((TypeError, TypingError), match="'stream' must be"):
+    with pytest.raises((TypeError, TypingError), match="'stream' must be .*not %s"
+                       % re.escape(repr(stream))):
         launch_scale(RawCAI(_cai_dict(a, stream=stream)), CAI(a), 0)
     assert len(fake_driver.launches) == 1
 
@@ -789,3 +814,45 @@ def test_on_stream_of_something_else_names_the_argument(inner, says):
     with pytest.raises(TypingError) as info:
         size(ncl.on_stream(inner, 0))
     assert first_line(info.value) == "size(): argument 1 'x': " + says
+
+
+_BUFFER = np.zeros(16, np.float32)
+
+
+@pytest.mark.parametrize("changes, says", [
+    (dict(typestr="<i4"), "(typed DeviceArray(float32, 1d, C)): its dtype is now int32; it is "
+                          "not launched"),
+    (dict(data=(_BUFFER.ctypes.data, True)), "(typed DeviceArray(float32, 1d, C)): its memory is "
+                                             "now read-only; it is not launched"),
+    (dict(strides=(8,)), "its item size or strides are no longer those of "
+                         "DeviceArray(float32, 1d, C); it is not launched"),
+])
+def test_an_interface_read_again_must_say_what_its_type_says(fake_driver, changes, says):
+    # An object typed, then read again by the call's unboxing (the compiled
+    # entry point, called directly, is that second reading).
+    a = _BUFFER[:8]
+
+    @njit
+    def f(x):
+        return scale[1, 32].launch_status(2.0, x, x)
+
+    f(RawCAI(_cai_dict(a)))
+    with pytest.raises(TypeError) as info:
+        f.overloads[f.signatures[0]].entry_point(RawCAI(_cai_dict(a, **changes)))
+    assert says in str(info.value)
+    assert len(fake_driver.launches) == 1
+
+
+def test_an_interface_read_again_must_lie_in_64_bit_addresses(fake_driver):
+    a = _BUFFER[::2]
+
+    @njit
+    def f(x):
+        return scale[1, 32].launch_status(2.0, x, x)
+
+    f(RawCAI(_cai_dict(a)))  # an 'A' layout: any strides fit the type
+    with pytest.raises(TypeError) as info:
+        f.overloads[f.signatures[0]].entry_point(RawCAI(_cai_dict(a, strides=(2 ** 62,))))
+    assert "'strides' (4611686018427387904,) from pointer" in str(info.value)
+    assert "beyond 64-bit addresses" in str(info.value)
+    assert len(fake_driver.launches) == 1

@@ -123,6 +123,31 @@ def test_torch_tensors_and_stream():
     np.testing.assert_array_equal(tout2.cpu().numpy(), 2 * tt.t().cpu().numpy())
 
 
+class TemporaryExport:
+    """A DLPack producer exporting a fresh CuPy copy of *host* at each
+    ``__dlpack__``: the capsule is the only owner of that copy."""
+
+    def __init__(self, cp, host):
+        self.cp, self.host = cp, host
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0
+
+    def __dlpack__(self, stream=None, max_version=None):
+        return self.cp.asarray(self.host).__dlpack__(stream=stream, max_version=max_version)
+
+
+def test_a_dlpack_capsule_owning_its_memory_lives_until_the_call_returns():
+    # Freed at once after reading x, its block would be CuPy's next one of
+    # that size: y's copy, and the kernel would read y as x.
+    cp = pytest.importorskip("cupy")
+    x, y, a = inputs()
+    cout = cp.full(x.shape, cp.nan, cp.float32)
+    launch_axpy(a, TemporaryExport(cp, x), TemporaryExport(cp, y), cout, 0)
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(cp.asnumpy(cout), a * x + y, rtol=1e-5, atol=1e-6)
+
+
 def test_jax_array_through_dlpack():
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
@@ -179,20 +204,20 @@ def _reader_agrees_with_interface(obj):
     type equals the interface's type."""
     from numba.core.typing.typeof import typeof
 
-    from numba_cuda_launch.interop import arrays
+    from numba_cuda_launch.launch.devicearray import fastpaths, readers, typeof as typing, unbox
 
     ty = typeof(obj)  # the first one teaches the class its fast path
     cai = obj.__cuda_array_interface__
     ndim = len(cai["shape"])
-    want = arrays._fields_from_cai(cai, ndim)
-    reader = arrays._READERS.get(type(obj))
+    want = unbox._fields_from_cai(obj, cai, ty)
+    reader = unbox.READERS.get(type(obj))
     assert reader is not None, type(obj)
     assert reader(obj, ndim) == want
-    assert arrays.device_array_type(arrays._from_cai(cai)) == ty
-    read = arrays._producers.fast_path(type(obj), arrays._sync_enabled)
+    assert readers.device_array_type(readers._from_cai(cai)) == ty
+    read = fastpaths.fast_path(type(obj), readers.sync_enabled)
     if read is not None:  # the keyed typing gives the interface's type and fields too
-        assert arrays._keyed_typeof(read)(obj) == ty
-        assert arrays.TYPED_FIELDS[id(obj)][2] == want
+        assert typing._keyed_typeof(read)(obj) == ty
+        assert unbox.TYPED_FIELDS.entries[id(obj)][2] == want
 
 
 def test_cupy_fast_reader_agrees_with_its_interface():

@@ -215,19 +215,19 @@ def test_functions_without_cuda_keep_numbas_dispatch_for_host_arrays():
 
 
 def test_fields_of_a_numba_cuda_array_are_read_once_and_follow_its_stream(fake_driver):
-    from numba_cuda_launch.interop import arrays
+    from numba_cuda_launch.launch.devicearray.unbox import READERS
 
     launch = new_launcher()
     x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
     dx, dout = device_array(x), device_array(out)
     reads = []
-    reader = arrays._READERS[DeviceNDArray]
+    reader = READERS[DeviceNDArray]
 
     def counting(obj, ndim):
         reads.append(obj)
         return reader(obj, ndim)
 
-    arrays._READERS[DeviceNDArray] = counting
+    READERS[DeviceNDArray] = counting
     try:
         for _ in range(3):
             launch(dx, dout)
@@ -235,7 +235,7 @@ def test_fields_of_a_numba_cuda_array_are_read_once_and_follow_its_stream(fake_d
         dx.stream = 0x66  # a producer stream now: read again, and waited for
         launch(dx, dout)
     finally:
-        arrays._READERS[DeviceNDArray] = reader
+        READERS[DeviceNDArray] = reader
     assert reads[2:] == [dx]
     assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [0x66]
     assert all(params(launch_) == array_params(x) + array_params(out)

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 from numba import cuda, njit
 
-from numba_cuda_launch.interop import arrays
 from numba_cuda_launch.launch.devicearray import DeviceArray
-from numba_cuda_launch.launch.devicearray_unbox import TYPED_FIELDS
+from numba_cuda_launch.launch.devicearray.unbox import READERS, TYPED_FIELDS
 
 rng = np.random.default_rng()
 
@@ -62,16 +61,16 @@ def fake_driver():
 def counted_reads():
     """The unboxing reads of Tensor objects that did not come from typing."""
     numba.typeof(Tensor(np.zeros(2, np.float32)))  # the class learns its fast path
-    reader = arrays._READERS[Tensor]
+    reader = READERS[Tensor]
     reads = []
 
     def counting(obj, ndim):
         reads.append(obj)
         return reader(obj, ndim)
 
-    arrays._READERS[Tensor] = counting
+    READERS[Tensor] = counting
     yield reads
-    arrays._READERS[Tensor] = reader
+    READERS[Tensor] = reader
 
 
 @cuda.jit
@@ -118,7 +117,7 @@ def test_objmode_unboxing_reads_afresh(fake_driver, counted_reads):
     x, other = np.zeros(4, np.float32), np.zeros(4, np.float32)
     t = Tensor(x)
     launch.typeof_pyval(t)  # a typing of t, then a change its entry does not know
-    assert TYPED_FIELDS[id(t)][2][0] == x.ctypes.data
+    assert TYPED_FIELDS.entries[id(t)][2][0] == x.ctypes.data
     t.a = other
     ty = DeviceArray(numba.float32, 1, "C")
 
@@ -185,11 +184,11 @@ def test_an_entry_of_another_object_or_thread_is_not_used(fake_driver, counted_r
         launch(v, v)
 
     g(t)
-    ref, ident, fields = TYPED_FIELDS[id(t)]
+    ref, ident, fields = TYPED_FIELDS.entries[id(t)]
     assert fields[0] == x.ctypes.data
     stale = (fields[0] + 64,) + fields[1:]
     for entry in [(ref, ident + 1, stale), (lambda: None, ident, stale)]:
-        TYPED_FIELDS[id(t)] = entry
+        TYPED_FIELDS.entries[id(t)] = entry
         # The call's wrapper without a typing of t just before (its entry
         # point called directly) finds an entry it must not trust.
         g.overloads[g.signatures[0]].entry_point(t)

@@ -44,8 +44,8 @@ from numba.core import dispatcher as _dispatcher, errors, types
 from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
-__all__ = ["AVAILABLE", "register_typeof", "route_numba_type_mismatches", "routes_of",
-           "explain_argument_errors", "lead_typing_errors_with"]
+__all__ = ["AVAILABLE", "register_typeof", "route_arguments_with", "routes_of",
+           "lead_typing_errors_with"]
 
 _Dispatcher = _dispatcher.Dispatcher
 
@@ -95,22 +95,6 @@ if AVAILABLE:
 
 # -- routers -----------------------------------------------------------------------
 
-_should_route = None  # fn(value, numba type) -> bool
-_guard = None  # fn(compile result) -> positions to guard, or ()
-
-
-def route_numba_type_mismatches(predicate, guard=None):
-    """Route calls with arguments for which ``predicate(value, type)`` is
-    true (*type* being what ``typeof`` gave) and whose ``_numba_type_``
-    differs from *type* (see the module docstring). ``guard(cres)`` names
-    the positions of a newly compiled overload at which such arguments may
-    arrive although C would hand them to it (host arrays, for an overload
-    that uses CUDA): a router is installed for it at once, so that they
-    reach the slow path instead of its unboxer."""
-    global _should_route, _guard
-    _should_route, _guard = predicate, guard
-
-
 class _Route:
     """One router: the C typecodes it is registered under, the argument
     positions it looks at, the overload for each tuple of classes seen there
@@ -146,12 +130,13 @@ def _c_typecode(value, typ):
     return declared._code
 
 
-def _learn(disp, args, entry):
+def _learn(disp, args, entry, should_route):
     """After the slow path chose *entry* for *args*: if C typecodes of some
-    arguments disagree with their types, route those typecodes to it. A
-    router looks at every argument whose C type is an array (NumPy arrays
-    and the disagreeing ones share those typecodes)."""
-    if _should_route is None or not disp._can_compile or \
+    arguments disagree with their types (and ``should_route(value, type)``),
+    route those typecodes to it. A router looks at every argument whose C
+    type is an array (NumPy arrays and the disagreeing ones share those
+    typecodes)."""
+    if not disp._can_compile or \
             not any(_c_typecode(a, None) is not None for a in args):
         return
     with global_compiler_lock:  # compiling (another thread) changes the overloads
@@ -161,7 +146,7 @@ def _learn(disp, args, entry):
         codes, arrays, routed = [], [], False
         for i, (a, typ) in enumerate(zip(args, sig)):
             code = None
-            if not isinstance(a, _dispatcher.OmittedArg) and _should_route(a, typ):
+            if not isinstance(a, _dispatcher.OmittedArg) and should_route(a, typ):
                 code = _c_typecode(a, typ)
             routed = routed or code is not None
             if code is not None or isinstance(typ, types.Array):
@@ -269,74 +254,73 @@ def _build_router(disp, route):
         address, _dynfunc.Environment(globals={}), tuple(keep))
 
 
-# Class-level hooks: a router is only built for a dispatcher that saw such a
-# call; for every other dispatcher these add a dictionary lookup at compile time.
-_compile_for_args = getattr(_dispatcher._DispatcherBase, "_compile_for_args", None)
-_add_overload = getattr(_dispatcher._DispatcherBase, "add_overload", None)
-_reset_overloads = getattr(_dispatcher._DispatcherBase, "_reset_overloads", None)
-
-
-_explain_argument = None  # fn(value) -> why it cannot be an argument, or None
-
-
-def explain_argument_errors(fn):
-    """When compiling for a call fails with a typing error, ask ``fn(value)``
-    about each argument; the reasons it gives (an argument that claims to be
-    something, a device array say, and cannot be read as one) lead the
-    error, naming the argument, instead of Numba's ``non-precise type
-    pyobject``."""
-    global _explain_argument
-    _explain_argument = fn
-
-
-def _argument_problems(disp, args):
-    if _explain_argument is None:
-        return []
+def _argument_problems(disp, args, explain):
     try:
         names = list(inspect.signature(disp.py_func).parameters)
     except (TypeError, ValueError):
         names = []
     problems = []
     for i, a in enumerate(args):
-        why = _explain_argument(a.value if isinstance(a, _dispatcher.OmittedArg) else a)
+        why = explain(a.value if isinstance(a, _dispatcher.OmittedArg) else a)
         if why:
             name = " %r" % names[i] if i < len(names) else ""
             problems.append("argument %d%s: %s" % (i + 1, name, why))
     return problems
 
 
-def _compile_for_args_learning(self, *args, **kws):
-    try:
-        entry = _compile_for_args(self, *args, **kws)
-    except errors.TypingError as e:
-        problems = _argument_problems(self, args)
-        if problems:
-            name = getattr(self.py_func, "__name__", "function")
-            raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) from None
-        raise
-    if not kws and _should_route is not None:
-        _learn(self, args, entry)
-    return entry
+def route_arguments_with(arguments):
+    """Replace the dispatcher's ``_compile_for_args``, ``add_overload`` and
+    ``_reset_overloads`` (when :data:`AVAILABLE`) with versions consulting
+    *arguments*: ``should_route(value, type)``, route calls with such
+    arguments whose ``_numba_type_`` is not *type* (see the module
+    docstring); ``guard(cres)``, the positions of a new overload where such
+    arguments may arrive although C hands them to it (host arrays): routed
+    at once, so they reach the slow path, not its unboxer;
+    ``explain(value)``, why an argument cannot be what it claims to be (a
+    device array), leading a typing error instead of ``non-precise type
+    pyobject``. A router is only built for a dispatcher that saw such a
+    call; for the others this adds a dictionary lookup at compile time."""
+    if not AVAILABLE:
+        return
+    compile_for_args = _dispatcher._DispatcherBase._compile_for_args
+    add_overload = _dispatcher._DispatcherBase.add_overload
+    reset_overloads = _dispatcher._DispatcherBase._reset_overloads
 
+    def _compile_for_args_learning(self, *args, **kws):
+        try:
+            entry = compile_for_args(self, *args, **kws)
+        except errors.TypingError as e:
+            problems = _argument_problems(self, args, arguments.explain)
+            if problems:
+                name = getattr(self.py_func, "__name__", "function")
+                raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) \
+                    from None
+            raise
+        if not kws:
+            _learn(self, args, entry, arguments.should_route)
+        return entry
 
-def _add_overload_routed(self, cres):
-    """Numba's ``add_overload``, unless a router takes the overload's
-    typecodes (it becomes that router's host) or the guard asks for one."""
-    codes = tuple(a._code for a in cres.signature.args)
-    routed = codes in routes_of(self)
-    guarded = () if routed or _guard is None else _guard(cres)
-    if not routed and not guarded:
-        return _add_overload(self, cres)
-    self.overloads[tuple(cres.signature.args)] = cres
-    with global_compiler_lock:
-        if guarded:
-            self.__dict__.setdefault("_ncl_routes", {})[codes] = _Route(codes, tuple(guarded))
-        _rebuild(self)
+    def _add_overload_routed(self, cres):
+        """Numba's ``add_overload``, unless a router takes the overload's
+        typecodes (it becomes that router's host) or the guard asks for one."""
+        codes = tuple(a._code for a in cres.signature.args)
+        routed = codes in routes_of(self)
+        guarded = () if routed else arguments.guard(cres)
+        if not routed and not guarded:
+            return add_overload(self, cres)
+        self.overloads[tuple(cres.signature.args)] = cres
+        with global_compiler_lock:
+            if guarded:
+                self.__dict__.setdefault("_ncl_routes", {})[codes] = _Route(codes, tuple(guarded))
+            _rebuild(self)
 
+    def _reset_overloads_dropping_routes(self):
+        self.__dict__.pop("_ncl_routes", None)
+        reset_overloads(self)
 
-def _reset_overloads_dropping_routes(self):
-    self.__dict__.pop("_ncl_routes", None)
-    _reset_overloads(self)
+    _Dispatcher._compile_for_args = _compile_for_args_learning
+    _Dispatcher.add_overload = _add_overload_routed
+    _Dispatcher._reset_overloads = _reset_overloads_dropping_routes
 
 
 # -- the line saying what is wrong, first ---------------------------------------------
@@ -385,7 +369,3 @@ def _function_compile_leading(self, args, return_type):
 if _function_compile is not None:
     _FunctionCompiler.compile = _function_compile_leading
 
-if AVAILABLE:
-    _Dispatcher._compile_for_args = _compile_for_args_learning
-    _Dispatcher.add_overload = _add_overload_routed
-    _Dispatcher._reset_overloads = _reset_overloads_dropping_routes

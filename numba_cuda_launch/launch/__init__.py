@@ -21,12 +21,9 @@ lowering together:
 * :mod:`.mlirkernel` -- numba-cuda-mlir kernels as CPU values;
 * :mod:`.caching` -- ``cache=True`` code keyed on its launch target;
 * :mod:`.stream` -- stream objects as nopython values;
-* :mod:`.devicearray` -- device arrays as nopython values (carrying their
-  producer stream);
-* :mod:`.devicearray_unbox` -- reading device array objects at each call
-  from Python;
-* :mod:`.producer_wait` -- a launch waiting for its device arrays'
-  producer streams (the CUDA Array Interface v3 rule);
+* :mod:`.devicearray` -- device arrays (numba-cuda, the CUDA Array
+  Interface, DLPack) as nopython values: their type, typing, reading at
+  each call, and a launch waiting for their producer streams;
 * :mod:`.pyobjects` -- Python objects compiled unboxing code calls, looked
   up once per process;
 * :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
@@ -43,7 +40,6 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     halffloat,
     stream,
     devicearray,
-    devicearray_unbox,
     launchconfig,
     call,
     sync,

@@ -14,10 +14,10 @@ their attributes instead:
   version 2).
 
 For CuPy and PyTorch one read gives both, when the argument is typed (the
-fields wait in :data:`..launch.devicearray_unbox.TYPED_FIELDS` for the
-call's unboxing). Fields are what :func:`.arrays._fields` returns, or None
-to let the interface be read. ``tests/test_devicearray_gpu.py`` checks every reader
-against the producer's own interface.
+fields wait in :data:`.unbox.TYPED_FIELDS` for the call's unboxing). Fields
+are what :func:`.unbox.read_fields` returns, or None to let the interface be
+read. ``tests/test_devicearray_gpu.py`` checks every reader against the
+producer's own interface (see ``docs/devicearrays.md``).
 """
 
 __all__ = ["fast_path", "install_numba_cuda_readers"]
@@ -76,7 +76,7 @@ _FAST = {"cupy": _cupy_read, "torch": _torch_read}
 def fast_path(cls, sync_enabled):
     """``read(obj) -> (key, fields)`` for device arrays of *cls* (CuPy's
     ndarray, PyTorch's Tensor), or None: *key* decides the type (the class,
-    dtype, shape, strides, ...), *fields* are what :func:`.arrays._fields`
+    dtype, shape, strides, ...), *fields* are what :func:`.unbox.read_fields`
     returns (None: read the interface)."""
     fast = _FAST.get(_module(cls))
     if fast is None:
@@ -95,7 +95,7 @@ def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
     the array's stream when it is not 0). An array with no stream keeps its
     fields in *cache_attribute* (its memory, shape and strides never change),
     which compiled unboxing reads without calling back
-    (:func:`..launch.devicearray_unbox._cached_fields`)."""
+    (:func:`.unbox._cached_fields`)."""
     def read(val, ndim):
         shape = val.shape
         if len(shape) != ndim:
@@ -106,10 +106,15 @@ def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
         fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
         # With a stream the reader runs at each call (the sync setting may
         # change); None says so to compiled code without a missing attribute.
-        val.__dict__[cache_attribute] = (stream, None if handle else fields + (0,))
+        _cache_on_array(val, cache_attribute, (stream, None if handle else fields + (0,)))
         if handle and not sync_enabled():
             handle = 0
         return fields + (handle,)
 
     for cls in classes:
         readers[cls] = read
+
+
+def _cache_on_array(array, attribute, value):
+    """Keep *value* in the instance dict of numba-cuda's device array *array*."""
+    array.__dict__[attribute] = value

@@ -1,8 +1,8 @@
-"""Device arrays as values of CPU nopython code.
+"""Device arrays as values of CPU nopython code (see ``docs/devicearrays.md``).
 
 A device array passed into an ``@njit``/``@cfunc`` function (numba-cuda's
 ``DeviceNDArray``, anything with ``__cuda_array_interface__`` or DLPack: see
-:mod:`numba_cuda_launch.interop.arrays`) becomes a :class:`DeviceArray`: its
+:mod:`.readers`) becomes a :class:`DeviceArray`: its
 dtype, ndim, layout and writability are part of the type, its data pointer,
 shape and strides are values. On the host it offers what does not touch
 device memory -- ``shape``, ``strides``, ``size``, ``ndim``, ``dtype``,
@@ -28,6 +28,7 @@ from numba.core import cgutils, types
 from numba.core.datamodel import models
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer, \
     infer_getattr, infer_global, signature
+from numba.core.imputils import lower_getattr
 from numba.extending import lower_builtin, lower_cast, register_model
 
 from numba_cuda_launch.errors import NopythonUsageError, explain_lines
@@ -97,54 +98,35 @@ def _device_to_array(context, builder, fromty, toty, val):
 
 # -- attributes and views ------------------------------------------------------------
 
-@infer_getattr
-class DeviceArrayAttributes(AttributeTemplate):
-    key = DeviceArray
-    metadata = {"target": "cpu"}
-
-    def resolve_shape(self, ary):
-        return types.UniTuple(types.intp, ary.ndim)
-
-    def resolve_strides(self, ary):
-        return types.UniTuple(types.intp, ary.ndim)
-
-    def resolve_size(self, ary):
-        return types.intp
-
-    def resolve_itemsize(self, ary):
-        return types.intp
-
-    def resolve_nbytes(self, ary):
-        return types.intp
-
-    def resolve_ndim(self, ary):
-        return types.IntegerLiteral(ary.ndim)
-
-    def resolve_dtype(self, ary):
-        return types.DType(ary.dtype)
-
-
 def _struct(context, builder, ty, val):
     array, _ = device_array_parts(context, builder, ty, val)
     return cgutils.create_struct_proxy(ty.as_array)(context, builder, value=array)
 
 
-def _getattr_impl(name, fn):
-    from numba.core.imputils import lower_getattr
+# name -> (its type for a DeviceArray, its value from the Array struct)
+_ATTRIBUTES = {
+    "shape": (lambda t: types.UniTuple(types.intp, t.ndim), lambda c, b, t, a: a.shape),
+    "strides": (lambda t: types.UniTuple(types.intp, t.ndim), lambda c, b, t, a: a.strides),
+    "size": (lambda t: types.intp, lambda c, b, t, a: a.nitems),
+    "itemsize": (lambda t: types.intp, lambda c, b, t, a: a.itemsize),
+    "nbytes": (lambda t: types.intp, lambda c, b, t, a: b.mul(a.nitems, a.itemsize)),
+    "ndim": (lambda t: types.IntegerLiteral(t.ndim),
+             lambda c, b, t, a: ir.Constant(c.get_value_type(types.intp), t.ndim)),
+    "dtype": (lambda t: types.DType(t.dtype), lambda c, b, t, a: c.get_dummy_value()),
+}
 
+
+def _attribute(name, resolve, value):
     @lower_getattr(DeviceArray, name)
     def impl(context, builder, ty, val):
-        return fn(context, builder, ty, _struct(context, builder, ty, val))
-    return impl
+        return value(context, builder, ty, _struct(context, builder, ty, val))
+    return "resolve_" + name, lambda self, ary: resolve(ary)
 
 
-_getattr_impl("shape", lambda c, b, t, a: a.shape)
-_getattr_impl("strides", lambda c, b, t, a: a.strides)
-_getattr_impl("size", lambda c, b, t, a: a.nitems)
-_getattr_impl("itemsize", lambda c, b, t, a: a.itemsize)
-_getattr_impl("nbytes", lambda c, b, t, a: b.mul(a.nitems, a.itemsize))
-_getattr_impl("ndim", lambda c, b, t, a: ir.Constant(c.get_value_type(types.intp), t.ndim))
-_getattr_impl("dtype", lambda c, b, t, a: c.get_dummy_value())
+DeviceArrayAttributes = infer_getattr(type(
+    "DeviceArrayAttributes", (AttributeTemplate,),
+    dict({"key": DeviceArray, "metadata": {"target": "cpu"}},
+         **dict(_attribute(name, *fns) for name, fns in _ATTRIBUTES.items()))))
 
 
 @explain_lines
@@ -302,7 +284,7 @@ for _key in _ELEMENT_OPERATORS:
 
 # Numba writes a changed list argument back into the caller's list, boxing
 # each item; a device array cannot become a Python object again (see
-# devicearray_unbox), and the write-back stores what boxing returns without
+# .unbox), and the write-back stores what boxing returns without
 # checking it. Changing such a list is refused when typing.
 _LIST_MUTATORS = ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort")
 

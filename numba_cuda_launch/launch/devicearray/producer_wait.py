@@ -1,7 +1,8 @@
-"""Waiting for a device array's producer stream before a launch.
+"""Waiting for a device array's producer stream before a launch (see
+``docs/devicearrays.md``).
 
 A device array read through the CUDA Array Interface v3 carries the stream
-its producer named (:class:`~.devicearray.DeviceArray`'s producer stream; 0
+its producer named (:class:`~.arraytype.DeviceArray`'s producer stream; 0
 when it named none, or when numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``
 setting is 0). The producer's work on that stream must be done before a
 kernel reads the array. The rule, applied at each launch to each device
@@ -32,7 +33,7 @@ synchronisation refuses the launch with the driver's error.
 from llvmlite import ir
 from numba.core import cgutils, types
 
-from numba_cuda_launch.launch.devicearray import DeviceArray, device_array_parts
+from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, device_array_parts
 from numba_cuda_launch.runtime import events as _events
 from numba_cuda_launch.runtime.graph import CAPTURE_RELAXED, emit_exchange_capture_mode, \
     emit_is_capturing

@@ -1,0 +1,227 @@
+"""Typing device array objects passed into compiled functions (see
+``docs/devicearrays.md``).
+
+numba-cuda's arrays are typed from the ``Array`` they declare; other
+producers from what :mod:`.readers` reads (remembered by layout, or by a
+cheap key of the producer's class through :mod:`.fastpaths`). Classes met
+for the first time get a typing function Numba's dispatcher calls directly
+(:func:`..compat.numba_dispatcher.register_typeof`), and the dispatcher's
+routing of numba-cuda's arrays and its explanation of unusable arguments
+consult :data:`ARGUMENT_TYPING`.
+"""
+
+from types import SimpleNamespace
+
+from numba.core import types
+from numba.core.typing.typeof import typeof_impl
+
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat.numba_caching import has_reload_checks
+from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arguments_with
+from numba_cuda_launch.launch.devicearray import fastpaths
+from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
+from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
+    device_array_type, numba_cuda_array_classes, on_stream, read_cai, sync_enabled, \
+    why_not_a_device_array, _from_cai
+from numba_cuda_launch.launch.devicearray.unbox import CACHED_FIELDS, READERS, TYPED_FIELDS
+from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
+
+__all__ = ["ARGUMENT_TYPING"]
+
+
+class _TypeCache:
+    """The types handed to Numba's dispatcher, which keeps only their codes
+    (so every one is kept alive), and those of the layouts and keys seen."""
+
+    def __init__(self):
+        self.by_key, self.by_declared, self.kept = {}, {}, set()
+
+    def keep(self, ty):
+        self.kept.add(ty)
+        return ty
+
+    def remember(self, key, ty):
+        if len(self.by_key) > 4096:
+            self.by_key.clear()
+        self.by_key[key] = ty
+        return self.keep(ty)
+
+
+TYPES = _TypeCache()
+
+
+def _typeof_declared(val):
+    """numba-cuda (and simulated) device arrays: typed from the ``Array``
+    they declare (``_numba_type_``, what kernels receive them as), never
+    read-only. So the type is a function of the class and of the C typecode
+    Numba's dispatcher computes, which its routers rely on
+    (:mod:`..compat.numba_dispatcher`)."""
+    declared = getattr(val, "_numba_type_", None)
+    if not isinstance(declared, types.Array):
+        return None  # a device record, say
+    ty = TYPES.by_declared.get(declared)
+    if ty is None:
+        ty = TYPES.by_declared[declared] = TYPES.keep(
+            DeviceArray(declared.dtype, declared.ndim, declared.layout, False))
+    return ty
+
+
+def _typeof_device_array(val, c=None, cai=None):
+    if isinstance(val, declaring_classes()):
+        ty = _typeof_declared(val)
+        if ty is not None:
+            return ty
+    if cai is None and not _compat.simulator_enabled():
+        cai = read_cai(val)
+    if cai is not None:  # the common case: remember the type of this layout
+        # (with the kinds of the pointer and the stream: a key typed once
+        # was checked whole, so an entry of another kind is checked anew)
+        data = cai.get("data", (0, False))
+        key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
+               bool(data[1]), type(data[0]), cai.get("version", 0), type(cai.get("stream")))
+        try:
+            ty = TYPES.by_key.get(key)
+        except TypeError:  # an unhashable entry: no cache
+            ty, key = None, None
+        if ty is not None:
+            return ty
+        ty = device_array_type(_from_cai(cai))
+        return TYPES.keep(ty) if key is None else TYPES.remember(key, ty)
+    desc = describe(val)
+    return None if desc is None else TYPES.keep(device_array_type(desc))
+
+
+def _typeof_producer(val):
+    """The type of *val* if it is a CUDA Array Interface or DLPack producer
+    whose interface can be read, else None."""
+    try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
+        cai = read_cai(val)
+    except Exception:
+        cai = None
+    if cai is None and not hasattr(val, "__dlpack__"):
+        return None
+    try:
+        return _typeof_device_array(val, None, cai)
+    except Exception:  # a producer whose interface cannot be read: not ours
+        return None
+
+
+def _typeof_unknown(val):
+    """Device arrays and stream objects of classes met for the first time:
+    the class then gets its fast typing function (:func:`_learn_class`)."""
+    ty = _typeof_producer(val)
+    if ty is not None:
+        _learn_class(type(val), ty)
+        return ty
+    if is_stream_object(val):
+        _learn_class(type(val), cuda_stream)
+        return cuda_stream
+    return None
+
+
+_generic_typeof = typeof_impl.dispatch(object)
+
+
+def _typeof_any(val, c):
+    """For objects of classes Numba has no typeof for: device arrays and
+    stream objects first (Numba's generic typeof tries the buffer protocol,
+    which some device arrays refuse with an error), then Numba's."""
+    ty = _typeof_unknown(val)
+    return ty if ty is not None else _generic_typeof(val, c)
+
+
+_LEARNT = set()
+
+
+def _learn_class(cls, ty):
+    """Give *cls*, whose instance was just typed *ty*, a typing function the
+    dispatcher calls directly (and a reader for unboxing, where its
+    library has one)."""
+    if cls in _LEARNT or _compat.simulator_enabled():
+        return
+    _LEARNT.add(cls)
+    if ty is cuda_stream:
+        learn_stream_class(cls)
+        return
+    read = fastpaths.fast_path(cls, sync_enabled)
+    if read is not None:
+        register_typeof(cls, _keyed_typeof(read))
+        READERS[cls] = _fields_reader(read)
+    else:
+        register_typeof(cls, _typeof_producer)
+
+
+def _keyed_typeof(read):
+    """Typing through the producer's cheap key (its dtype, shape and
+    strides, say): a key seen before gives its type without the interface
+    dict. The fields read with the key wait for this call's unboxing
+    (:data:`.unbox.TYPED_FIELDS`)."""
+    keep, forget, by_key = TYPED_FIELDS.keep, TYPED_FIELDS.forget, TYPES.by_key
+
+    def typeof(val):
+        k, fields = read(val)
+        ty = by_key.get(k)
+        if ty is None:
+            ty = _typeof_unknown(val)
+            if ty is None:
+                forget(val)
+                return None
+            TYPES.remember(k, ty)
+        if fields is None:
+            forget(val)  # no stale entry for this object
+        else:
+            keep(val, fields)
+        return ty
+    return typeof
+
+
+def _fields_reader(read):
+    """The unboxing reader (``fn(obj, ndim)``) of a producer's ``read``,
+    for unboxing that finds no fields from typing."""
+    def reader(val, ndim):
+        fields = read(val)[1]
+        return fields if fields is not None and len(fields) == 3 + 2 * ndim else None
+    return reader
+
+
+def _route(value, ty):
+    """numba-cuda's device arrays are routed by class."""
+    return isinstance(ty, DeviceArray) and isinstance(value, declaring_classes())
+
+
+def _guard(cres):
+    """The host-array positions of a newly compiled overload that uses CUDA:
+    numba-cuda's arrays given there reach C as host arrays. Other functions
+    are left alone."""
+    if not declaring_classes() or not has_reload_checks(cres):
+        return ()
+    return tuple(i for i, t in enumerate(cres.signature.args) if isinstance(t, types.Array))
+
+
+#: What Numba's dispatcher asks about the arguments of a call (see
+#: :func:`..compat.numba_dispatcher.route_arguments_with`).
+ARGUMENT_TYPING = SimpleNamespace(should_route=_route, guard=_guard,
+                                  explain=why_not_a_device_array)
+
+
+def _register_generic_typeof():
+    """Numba's ``typeof`` of any object tries device arrays and streams first."""
+    if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
+        typeof_impl.register(object)(_typeof_any)
+
+
+def _register():
+    for cls in numba_cuda_array_classes() + (on_stream,):
+        typeof_impl.register(cls)(_typeof_device_array)
+    if _compat.simulator_enabled():
+        typeof_impl.register(declaring_classes()[0])(_typeof_device_array)
+    else:
+        classes = _compat.numba_cuda_array_classes()
+        for cls in classes:
+            register_typeof(cls, _typeof_declared)
+        fastpaths.install_numba_cuda_readers(READERS, sync_enabled, classes, CACHED_FIELDS)
+    _register_generic_typeof()
+    route_arguments_with(ARGUMENT_TYPING)
+
+
+_register()
