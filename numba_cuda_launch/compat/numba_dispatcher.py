@@ -30,7 +30,9 @@ only make a call take the slow path, never call the wrong overload.
 
 The internals used are checked by name when this module is imported
 (:data:`AVAILABLE`); a Numba without them keeps its own behaviour (fast
-typing and routers are then not installed).
+typing and routers are then not installed). The replacements of
+``Dispatcher`` and ``_FunctionCompiler`` methods defined here are installed
+by :mod:`.overrides` (docs/overrides.md).
 """
 
 import inspect
@@ -90,8 +92,6 @@ def _fast_typeof_pyval(self, val):
 
 
 _fast_typeof_pyval.__doc__ = _typeof_pyval.__doc__
-if AVAILABLE:
-    _Dispatcher.typeof_pyval = _fast_typeof_pyval
 
 # -- routers -----------------------------------------------------------------------
 
@@ -381,11 +381,3 @@ def _function_compile_leading(self, args, return_type):
         _lead(e)
         raise
 
-
-if _function_compile is not None:
-    _FunctionCompiler.compile = _function_compile_leading
-
-if AVAILABLE:
-    _Dispatcher._compile_for_args = _compile_for_args_learning
-    _Dispatcher.add_overload = _add_overload_routed
-    _Dispatcher._reset_overloads = _reset_overloads_dropping_routes

@@ -44,6 +44,7 @@ from numba.cuda import config as _cuda_config
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
+from numba_cuda_launch.compat.numba_typeof import type_unknown_objects_with
 from numba_cuda_launch.compat.numba_dispatcher import explain_argument_errors, register_typeof, \
     route_numba_type_mismatches
 from numba_cuda_launch.launch.devicearray import DeviceArray
@@ -467,9 +468,6 @@ def _typeof_device_array(val, c=None, cai=None):
     return ty
 
 
-_generic_typeof = typeof_impl.dispatch(object)
-
-
 def _typeof_producer(val):
     """The type of *val* if it is a CUDA Array Interface or DLPack producer
     whose interface can be read, else None."""
@@ -496,14 +494,6 @@ def _typeof_unknown(val):
         _learn_class(type(val), cuda_stream)
         return cuda_stream
     return None
-
-
-def _typeof_any(val, c):
-    """For objects of classes Numba has no typeof for: device arrays and
-    stream objects first (Numba's generic typeof tries the buffer protocol,
-    which some device arrays refuse with an error), then Numba's."""
-    ty = _typeof_unknown(val)
-    return ty if ty is not None else _generic_typeof(val, c)
 
 
 def _learn_class(cls, ty):
@@ -624,8 +614,9 @@ def _register():
             register_typeof(cls, _typeof_declared)
         _producers.install_numba_cuda_readers(_READERS, _sync_enabled, classes, CACHED_FIELDS)
         set_cached_classes(classes)
-    if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
-        typeof_impl.register(object)(_typeof_any)
+    # Before Numba's generic typeof, which tries the buffer protocol (some
+    # device arrays refuse it with an error).
+    type_unknown_objects_with(_typeof_unknown)
     route_numba_type_mismatches(_route, _guard)
     explain_argument_errors(why_not_a_device_array)
 

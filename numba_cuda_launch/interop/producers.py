@@ -20,6 +20,8 @@ to let the interface be read. ``tests/test_devicearray_gpu.py`` checks every rea
 against the producer's own interface.
 """
 
+from numba_cuda_launch.compat.overrides import set_instance_attribute
+
 __all__ = ["fast_path", "install_numba_cuda_readers"]
 
 
@@ -106,7 +108,7 @@ def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
         fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
         # With a stream the reader runs at each call (the sync setting may
         # change); None says so to compiled code without a missing attribute.
-        val.__dict__[cache_attribute] = (stream, None if handle else fields + (0,))
+        set_instance_attribute(val, cache_attribute, (stream, None if handle else fields + (0,)))
         if handle and not sync_enabled():
             handle = 0
         return fields + (handle,)

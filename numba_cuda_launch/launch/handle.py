@@ -1,8 +1,8 @@
 """The launchable handle of a kernel overload, for launching from your own C.
 
-:func:`kernel_handle` answers the seed's other request: a supported way to
-get what ``cuLaunchKernel`` needs for a numba-cuda kernel, with the layout of
-its parameters, without reaching into numba-cuda internals.
+:func:`kernel_handle` is the supported way to get what ``cuLaunchKernel``
+needs for a numba-cuda kernel, with the layout of its parameters, without
+reaching into numba-cuda internals.
 """
 
 from dataclasses import dataclass, field

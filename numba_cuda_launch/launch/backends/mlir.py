@@ -31,6 +31,8 @@ from numba.core.imputils import lower_constant
 from numba.extending import register_model, typeof_impl
 
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
+from numba_cuda_launch.compat import overrides as _overrides
+from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.launch import launchconfig
 from numba_cuda_launch.launch.backends import register
 from numba_cuda_launch.launch.backends.driver import DriverBackend
@@ -71,7 +73,7 @@ class _MLIRDispatcherClass(abc.ABC):
 
 @typeof_impl.register(_MLIRDispatcherClass)
 def _typeof_mlir_kernel(val, c):
-    _mlir.install_deviceless_compilation()
+    _overrides.install()  # numba-cuda-mlir is imported now: its compilation without a GPU
     return MLIRKernel(val)
 
 
@@ -136,7 +138,7 @@ def _layout_problem(kernel, argtypes):
     if sizes != expected:
         return ("its entry point takes parameters of %s bytes where this "
                 "package packs %s for numba-cuda-mlir's layout (tested with "
-                "numba-cuda-mlir %s to %s)" % ((sizes, expected) + _mlir.SUPPORTED))
+                "numba-cuda-mlir %s to %s)" % ((sizes, expected) + SUPPORTED["numba-cuda-mlir"]))
     return None
 
 
