@@ -14,12 +14,14 @@ object's ``__dict__`` (or ``vars()``) other than ``self``'s.
 import ast
 import os
 import re
+import subprocess
 import sys
 
 import pytest
 
 import numba_cuda_launch  # noqa: F401  (installs the overrides)
 from numba_cuda_launch.compat import overrides
+from support.childenv import PREAMBLE, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "numba_cuda_launch")
@@ -218,6 +220,19 @@ def test_every_declared_override_whose_condition_holds_is_in_place():
         read, _ = overrides._slot(o)
         assert read() is value, (o.owner, o.attribute)
         assert value is not original, (o.owner, o.attribute)
+
+
+@pytest.mark.slow
+def test_the_import_installs_them():
+    code = ("import numba_cuda_launch\n"
+            "from numba_cuda_launch.compat import overrides as o\n"
+            "print(sorted(o.installed()) == sorted((x.owner, x.attribute) "
+            "for x in o.OVERRIDES if x.when()), len(o.installed()))\n")
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + code], env=child_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    same, count = out.stdout.split()[-2:]
+    assert same == "True" and int(count) >= 10
 
 
 def test_install_again_changes_nothing():
