@@ -20,8 +20,8 @@ setup(
     long_description_content_type="text/markdown",
     license="BSD-2-Clause",
     packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
-    # PEP 561: the package's type hints are for type checkers too.
-    package_data={"numba_cuda_launch": ["py.typed"]},
+    # PEP 561: the type hints (stubs of the public modules) are for type checkers too.
+    package_data={"numba_cuda_launch": ["py.typed", "*.pyi"]},
     python_requires=">=3.10",
     # numpy 2.5 removed np.row_stack, which numba-cuda 0.30.4 still calls when
     # compiling any kernel: keep below it until numba-cuda follows.

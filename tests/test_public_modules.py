@@ -1,12 +1,17 @@
 """The public modules (numba_cuda_launch.graphs, .jax, .testing, .xla_ffi)
 are modules of their own exporting exactly their implementation's public
-names, and ``import numba_cuda_launch`` does not import JAX."""
+names, ``import numba_cuda_launch`` does not import JAX, and the type hints
+(``.pyi`` stubs beside the package's public modules) name every public name
+with the parameters the functions have."""
 
+import ast
 import importlib
+import inspect
 import os
 import pickle
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -51,7 +56,7 @@ def test_the_package_is_typed():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert os.path.exists(os.path.join(root, "numba_cuda_launch", "py.typed"))
     with open(os.path.join(root, "setup.py")) as f:
-        assert 'package_data={"numba_cuda_launch": ["py.typed"]}' in f.read()
+        assert 'package_data={"numba_cuda_launch": ["py.typed", "*.pyi"]}' in f.read()
     hints = numba_cuda_launch.set_compute_capability.__annotations__
     assert hints["return"] is None and "cc" in hints
 
@@ -64,3 +69,80 @@ def test_import_of_the_package_does_not_import_jax():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# -- the type hints (.pyi stubs beside the public modules) ------------------------------
+
+STUBBED = ["numba_cuda_launch"] + sorted(PUBLIC)
+
+
+def _stub(module_name):
+    module = importlib.import_module(module_name)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # the checkout's stub (a patched numba-cuda carries the modules only)
+    rel = os.path.join(*module_name.split(".")[1:]) if "." in module_name else "__init__"
+    path = os.path.join(root, "numba_cuda_launch", rel + ".pyi")
+    with open(path) as f:
+        return module, ast.parse(f.read())
+
+
+def _stub_names(tree):
+    names = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, ast.AnnAssign):
+            names[node.target.id] = node
+        elif isinstance(node, ast.ImportFrom) and node.module.startswith("numba_cuda_launch"):
+            names.update({a.asname or a.name: node for a in node.names})
+    return names
+
+
+def _runtime_parameters(obj):
+    fn = getattr(obj, "py_func", None) or getattr(obj, "_defn", None) or obj
+    params = list(inspect.signature(fn).parameters.values())
+    if getattr(obj, "_defn", None) is not None:
+        params = params[1:]  # an intrinsic's typing context
+    return [(p.name, p.kind, p.default is not p.empty) for p in params]
+
+
+def _stub_parameters(fn):
+    a = fn.args
+    out = [(x.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD) for x in a.args]
+    out += [(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL)] if a.vararg else []
+    out += [(x.arg, inspect.Parameter.KEYWORD_ONLY) for x in a.kwonlyargs]
+    out += [(a.kwarg.arg, inspect.Parameter.VAR_KEYWORD)] if a.kwarg else []
+    defaults = [False] * (len(a.args) - len(a.defaults)) + [True] * len(a.defaults)
+    defaults += [False] if a.vararg else []
+    defaults += [d is not None for d in a.kw_defaults] + ([False] if a.kwarg else [])
+    return [(n, k, d) for (n, k), d in zip(out, defaults)]
+
+
+@pytest.mark.parametrize("module_name", STUBBED)
+def test_stub_names_every_public_name(module_name):
+    module, tree = _stub(module_name)
+    names = _stub_names(tree)
+    assert set(module.__all__) - set(names) == set()
+    extra = {n for n in names if not n.startswith("_") and n not in module.__all__}
+    assert all(isinstance(getattr(module, n), types.ModuleType) for n in extra), extra
+
+
+@pytest.mark.parametrize("module_name", STUBBED)
+def test_stub_signatures_match_the_functions(module_name):
+    module, tree = _stub(module_name)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            assert _stub_parameters(node) == _runtime_parameters(getattr(module, node.name)), \
+                node.name
+        elif isinstance(node, ast.ClassDef):
+            init = next(n for n in node.body if isinstance(n, ast.FunctionDef)
+                        and n.name == "__init__")
+            assert _stub_parameters(init)[1:] == _runtime_parameters(getattr(module, node.name)), \
+                node.name
+
+
+def test_a_stub_that_disagrees_is_found():
+    wrong = ast.parse("def attr_int(frame: int, name: str) -> int: ...").body[0]
+    from numba_cuda_launch import xla_ffi
+
+    assert _stub_parameters(wrong) != _runtime_parameters(xla_ffi.attr_int)
