@@ -31,6 +31,7 @@ __all__ = [
     "record_param_sizes",
 ]
 
+
 def current_target():
     """This process's launch target, as recorded in cached code."""
     if _compat.simulator_enabled():

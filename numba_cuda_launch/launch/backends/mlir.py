@@ -73,7 +73,7 @@ class _MLIRDispatcherClass(abc.ABC):
 
 @typeof_impl.register(_MLIRDispatcherClass)
 def _typeof_mlir_kernel(val, c):
-    _overrides.install()  # numba-cuda-mlir is imported now: its compilation without a GPU
+    _overrides.install()  # numba-cuda-mlir is imported now: its no-GPU override can apply
     return MLIRKernel(val)
 
 
