@@ -32,7 +32,7 @@ __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", 
 _NUMBA = "numba 0.62.1, 0.65.1, 0.68.1"
 _NUMBA_CUDA = "numba-cuda 0.26.0, 0.28.2, 0.30.4"
 _MLIR = "numba-cuda-mlir 0.6.0"
-_LLVMLITE = "llvmlite 0.45, 0.46"
+_LLVMLITE = "the llvmlite of numba 0.62.1, 0.65.1, 0.68.1 (0.50 with 0.68.1)"
 
 
 def _always():
