@@ -21,10 +21,10 @@ import pytest
 
 import numba_cuda_launch  # noqa: F401  (installs the overrides)
 from numba_cuda_launch.compat import overrides
+from support import ROOT, package_source
 from support.childenv import PREAMBLE, child_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGE = os.path.join(ROOT, "numba_cuda_launch")
+PACKAGE = package_source()
 SURFACE = os.path.join(PACKAGE, "compat", "overrides.py")
 
 
@@ -168,7 +168,7 @@ def test_no_foreign_assignment_outside_the_override_surface():
     for path in _package_files():
         if path != SURFACE:
             with open(path) as f:
-                found += foreign_assignments(f.read(), os.path.relpath(path, ROOT))
+                found += foreign_assignments(f.read(), os.path.relpath(path, PACKAGE))
     assert found == []
 
 
@@ -242,7 +242,10 @@ def test_install_again_changes_nothing():
 
 
 def test_docs_list_every_declaration():
-    with open(os.path.join(ROOT, "docs", "overrides.md")) as f:
+    doc = os.path.join(ROOT, "docs", "overrides.md")
+    if not os.path.exists(doc):
+        pytest.skip("docs/ is not beside these tests (tests copied next to an installed package)")
+    with open(doc) as f:
         doc = f.read()
     assert overrides.markdown_table() in doc, \
         "regenerate the table: see docs/overrides.md"
