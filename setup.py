@@ -20,8 +20,10 @@ setup(
     long_description_content_type="text/markdown",
     license="BSD-2-Clause",
     packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
-    # the C runtime of libraries built by numba_cuda_launch.aot
-    package_data={"numba_cuda_launch.interop": ["clib/*.c"]},
+    # the C runtime of libraries built by numba_cuda_launch.aot; PEP 561: the
+    # type hints (stubs of the public modules) are for type checkers too.
+    package_data={"numba_cuda_launch": ["py.typed", "*.pyi"],
+                  "numba_cuda_launch.interop": ["clib/*.c"]},
     entry_points={"console_scripts": [
         "numba-cuda-launch-aot = numba_cuda_launch.interop.aot:main"]},
     python_requires=">=3.10",

@@ -211,7 +211,7 @@ def frame_decode_ns(reps=2_000_000):
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                     "tests"))
-    from ffi_frames import FakeXla, Frame
+    from support.ffi_frames import FakeXla, Frame
 
     ffi = xla_ffi
 

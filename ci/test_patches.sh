@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Apply patches/<line> to the numba-cuda release it was made for, rebuild the
-# wheel, install it in a fresh environment (without numba-cuda-launch) and
-# run this project's CPU tests against numba.cuda.cpu_launch (NCL_TEST_PATCHED=1).
+# Apply the patch series for <line> (patches/<line>/ where that line has its
+# own, else the shared one in patches/, see patches/SERIES) to the numba-cuda
+# release of that line, rebuild the wheel, install it in a fresh environment
+# (without numba-cuda-launch) and run this project's CPU tests against
+# numba.cuda.cpu_launch (NCL_TEST_PATCHED=1).
 #   bash ci/test_patches.sh [line ...]     (default: 0.30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,8 @@ for line in "${lines[@]}"; do
   "$work/env/bin/pip" download -q --no-deps --only-binary :all: "numba-cuda==$v" -d "$work/dl"
   "$work/env/bin/python" -m wheel unpack -d "$work/tree" "$work"/dl/numba_cuda-*.whl
   tree=$(ls -d "$work"/tree/numba_cuda-*)
-  (cd "$tree" && git apply --verbose "$ROOT"/patches/"$line"/*.patch 2>&1 | tail -3)
+  series="$ROOT/patches/$line"; [ -d "$series" ] || series="$ROOT/patches"
+  (cd "$tree" && git apply --verbose "$series"/*.patch 2>&1 | tail -3)
   mkdir -p "$work/patched"
   "$work/env/bin/python" -m wheel pack -d "$work/patched" "$tree" >/dev/null
   whl=$(ls "$work"/patched/*.whl)
@@ -24,7 +27,7 @@ for line in "${lines[@]}"; do
   if (cd "$work" && "$work/env/bin/python" -c "import numba_cuda_launch" 2>/dev/null); then
     echo "numba_cuda_launch must not be importable here"; exit 1
   fi
-  echo "== numba-cuda $v + patches/$line"
+  echo "== numba-cuda $v + ${series#$ROOT/}"
   # from outside the checkout, so that only the alias (tests/_patched) can
   # provide the name numba_cuda_launch
   (cd "$work" && env -u PYTHONPATH NCL_TEST_PATCHED=1 "$work/env/bin/python" -m pytest -q \

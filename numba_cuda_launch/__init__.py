@@ -13,19 +13,20 @@ The package is four layers whose imports point one way (a test checks it):
   queries, CUDA graphs (:mod:`numba_cuda_launch.graphs`);
 * :mod:`.runtime` -- what compiled code calls: the driver table, contexts,
   kernel images, the recording driver (:mod:`numba_cuda_launch.testing`);
-* :mod:`.compat` -- every use of numba-cuda internals.
+* :mod:`.compat` -- every use of numba-cuda internals, and every
+  replacement of a Numba, numba-cuda or numba-cuda-mlir attribute
+  (:mod:`.compat.overrides`, listed in docs/overrides.md).
 
 Beside them, :mod:`.errors` and :mod:`.config` are used by all layers.
 """
 
-from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat import numba_cuda_mlir as _compat_mlir
+from numba_cuda_launch.compat import overrides as _overrides
+from numba_cuda_launch.compat import versions as _versions
 
-_compat.check_versions()
-if not _compat.simulator_enabled():
-    _compat.install_deviceless_compilation()
-    _compat.install_call_refusal()
-_compat_mlir.install_deviceless_compilation()
+_versions.check_versions()
+# Every replacement of a Numba/numba-cuda/numba-cuda-mlir attribute, before
+# any kernel is typed (docs/overrides.md).
+_overrides.install()
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch import config as _config  # noqa: E402
@@ -87,10 +88,11 @@ __all__ = [
 ]
 
 
-def set_compute_capability(cc):
+def set_compute_capability(cc: "tuple[int, int] | list[int] | str | None") -> None:
     """Build kernel images for compute capability *cc* (e.g. ``(9, 0)`` or
-    ``"9.0"``) when no GPU is present; ``None`` clears the setting. Applies
-    to numba-cuda-mlir too once it is imported (its eager kernels compile at
-    decoration, so import it before calling this)."""
+    ``"9.0"``) when no GPU is present; ``None`` clears the setting (a
+    ValueError names any other value). Applies to numba-cuda-mlir too once
+    it is imported (its eager kernels compile at decoration, so import it
+    before calling this)."""
     _config.set_compute_capability(cc)
-    _compat_mlir.install_deviceless_compilation()
+    _overrides.install()

@@ -49,7 +49,7 @@ def _parse(value, source):
     return (major, minor)
 
 
-def set_compute_capability(cc):
+def set_compute_capability(cc: "tuple[int, int] | list[int] | str | None") -> None:
     """Build kernel images for compute capability *cc* (``(9, 0)``,
     ``"9.0"``, ``"90"``, ``"sm_90"``) when no GPU is present; ``None`` clears
     the setting. Raises ValueError for anything else."""
@@ -57,7 +57,7 @@ def set_compute_capability(cc):
     _configured = None if cc is None else _parse(cc, "set_compute_capability()")
 
 
-def get_compute_capability():
+def get_compute_capability() -> "tuple[int, int] | None":
     """The configured compute capability, or None (then a GPU is needed).
     A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises ValueError naming it."""
     if _configured is not None:

@@ -1,8 +1,30 @@
-"""Public name of :mod:`numba_cuda_launch.interop.jax` (this module *is* that
-module: importing it binds the implementation's module object here)."""
+"""Numba CUDA kernels inside ``jax.jit``, through XLA's typed FFI
+(docs/jax.md).
 
-import sys
+:func:`jax_kernel` turns a ``@cuda.jit`` kernel into a function on
+``jax.Array`` values; :func:`export` and :func:`deserialize` are
+``jax.export``'s, registering the FFI targets an exported function needs.
+JAX is an optional dependency (``pip install numba-cuda-launch[jax]``),
+imported when this module is (``import numba_cuda_launch`` does not import
+it). The implementation is :mod:`numba_cuda_launch.interop.jax`.
+"""
 
-from numba_cuda_launch.interop import jax as _impl
+from numba_cuda_launch.interop.jax import (
+    jax_kernel,
+    JaxKernel,
+    export,
+    deserialize,
+    disabled_checks,
+    registered_targets,
+    missing_targets,
+)
 
-sys.modules[__name__] = _impl
+__all__ = [
+    "jax_kernel",
+    "JaxKernel",
+    "export",
+    "deserialize",
+    "disabled_checks",
+    "registered_targets",
+    "missing_targets",
+]

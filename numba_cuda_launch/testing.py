@@ -1,8 +1,27 @@
-"""Public name of :mod:`numba_cuda_launch.runtime.recording` (this module *is* that
-module: importing it binds the implementation's module object here)."""
+"""Testing launch code without a GPU.
 
-import sys
+:class:`RecordingDriver`, used as a context manager, takes the place of the
+CUDA driver for launches from compiled code and records image loads,
+launches (:class:`Launch`), synchronisation and event calls, CUDA graphs
+(:class:`RecordedGraph`, :class:`RecordedExec`) and occupancy queries
+(:class:`OccupancyQuery`, answered by :func:`occupancy_model`). The
+implementation is :mod:`numba_cuda_launch.runtime.recording`.
+"""
 
-from numba_cuda_launch.runtime import recording as _impl
+from numba_cuda_launch.runtime.recording import (
+    RecordingDriver,
+    Launch,
+    RecordedGraph,
+    RecordedExec,
+    OccupancyQuery,
+    occupancy_model,
+)
 
-sys.modules[__name__] = _impl
+__all__ = [
+    "RecordingDriver",
+    "Launch",
+    "RecordedGraph",
+    "RecordedExec",
+    "OccupancyQuery",
+    "occupancy_model",
+]

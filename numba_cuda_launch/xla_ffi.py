@@ -1,8 +1,82 @@
-"""Public name of :mod:`numba_cuda_launch.interop.xla_ffi` (this module *is* that
-module: importing it binds the implementation's module object here)."""
+"""XLA's typed FFI from nopython code: read a call frame, answer XLA
+(docs/jax.md).
 
-import sys
+An XLA FFI handler is ``@cfunc(voidptr(voidptr))``; the functions here,
+callable from it (and any nopython code), read its buffers, attributes and
+stream and create its errors. The implementation, with the layouts used, is
+:mod:`numba_cuda_launch.interop.xla_ffi`.
+"""
 
-from numba_cuda_launch.interop import xla_ffi as _impl
+from numba_cuda_launch.interop.xla_ffi import (
+    api_version,
+    DTYPES,
+    dtype_code,
+    COMMAND_BUFFER_COMPATIBLE,
+    STAGE_INSTANTIATE,
+    STAGE_PREPARE,
+    STAGE_INITIALIZE,
+    STAGE_EXECUTE,
+    is_metadata_query,
+    answer_metadata_query,
+    execution_stage,
+    num_args,
+    num_rets,
+    arg_buffer,
+    ret_buffer,
+    buffer_dtype,
+    buffer_data,
+    buffer_rank,
+    buffer_dim,
+    buffer_as_array,
+    attr_index,
+    attr_int,
+    attr_float,
+    attr_string_data,
+    attr_string_len,
+    attr_array_size,
+    attr_array_data,
+    stream,
+    error,
+    launch_error,
+    ok,
+    c_string,
+    half_bits_to_float,
+    bfloat16_bits_to_float,
+)
 
-sys.modules[__name__] = _impl
+__all__ = [
+    "api_version",
+    "DTYPES",
+    "dtype_code",
+    "COMMAND_BUFFER_COMPATIBLE",
+    "STAGE_INSTANTIATE",
+    "STAGE_PREPARE",
+    "STAGE_INITIALIZE",
+    "STAGE_EXECUTE",
+    "is_metadata_query",
+    "answer_metadata_query",
+    "execution_stage",
+    "num_args",
+    "num_rets",
+    "arg_buffer",
+    "ret_buffer",
+    "buffer_dtype",
+    "buffer_data",
+    "buffer_rank",
+    "buffer_dim",
+    "buffer_as_array",
+    "attr_index",
+    "attr_int",
+    "attr_float",
+    "attr_string_data",
+    "attr_string_len",
+    "attr_array_size",
+    "attr_array_data",
+    "stream",
+    "error",
+    "launch_error",
+    "ok",
+    "c_string",
+    "half_bits_to_float",
+    "bfloat16_bits_to_float",
+]

@@ -19,6 +19,7 @@ import pytest
 from numba import cuda
 
 from numba_cuda_launch import aot
+from numba_cuda_launch.interop import aot as aot_impl
 from numba_cuda_launch.testing import RecordingDriver
 
 import aot_kernels as K
@@ -301,7 +302,7 @@ def test_link_refuses_what_the_first_guard_missed(tmp_path, monkeypatch):
     def raising(stream, x, n):
         fill[1, 32, stream](x, n)
 
-    monkeypatch.setattr(aot, "_refuse_python", lambda exp, module: None)
+    monkeypatch.setattr(aot_impl, "_refuse_python", lambda exp, module: None)
     with pytest.raises(aot.AotBuildError, match="(?s)linking libg.so failed.*Py"):
         aot.build(str(tmp_path / "libg.so"), {"fill_launch": raising})
 

@@ -18,9 +18,9 @@ from numba.core import types as nt
 from numba.core.errors import NumbaError, TypingError
 
 import numba_cuda_launch as ncl
-from childenv import PREAMBLE, child_env
-from messages import first_line
-from conftest import HAVE_GPU
+from support.childenv import PREAMBLE, child_env
+from support.messages import first_line
+from support import HAVE_GPU
 from numba_cuda_launch.testing import RecordingDriver
 
 INVALID_VALUE = 1
@@ -785,6 +785,7 @@ def run_child(code, **env):
     return out
 
 
+@pytest.mark.slow
 def test_env_compute_capability_spellings_in_a_fresh_process():
     code = """
         import numba_cuda_launch as ncl
@@ -796,6 +797,7 @@ def test_env_compute_capability_spellings_in_a_fresh_process():
         assert out.stdout.strip() == "(9, 0)"
 
 
+@pytest.mark.slow
 def test_malformed_env_compute_capability_names_the_variable():
     code = """
         import numba, numpy as np
@@ -826,6 +828,7 @@ def test_malformed_env_compute_capability_names_the_variable():
         assert "NUMBA_CUDA_LAUNCH_CC: 'garbage' is not a compute capability" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAVE_GPU, reason="with a GPU the eager kernel compiles")
 def test_eager_kernel_with_no_gpu_gets_the_hint():
     code = """
@@ -877,6 +880,7 @@ print(status, a.tolist(), hits)
 """
 
 
+@pytest.mark.slow
 def test_cached_code_is_keyed_on_the_launch_target(tmp_path):
     (tmp_path / "cachemod.py").write_text(CACHE_MODULE)
 

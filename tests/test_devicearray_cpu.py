@@ -15,7 +15,7 @@ from numba.core import types as nt
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
-from messages import first_line
+from support.messages import first_line
 from numba_cuda_launch.launch.devicearray import DeviceArray
 
 rng = np.random.default_rng()

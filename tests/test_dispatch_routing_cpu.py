@@ -300,11 +300,12 @@ print(params[4] == x.ctypes.data, params[11] == out.ctypes.data, synced,
 """
 
 
+@pytest.mark.slow
 def test_cached_function_taking_device_arrays_works_from_the_cache(tmp_path):
     import subprocess
     import sys
 
-    from childenv import PREAMBLE, child_env
+    from support.childenv import PREAMBLE, child_env
 
     (tmp_path / "cachedev.py").write_text(CACHE_MODULE)
 

@@ -20,7 +20,7 @@ from numba.cuda.cudadrv import driver as cudadrv
 from cuda.bindings import driver as binding
 
 import numba_cuda_launch as ncl
-from childenv import PREAMBLE, child_env
+from support.childenv import PREAMBLE, child_env
 from numba_cuda_launch.testing import RecordingDriver
 
 rng = np.random.default_rng()
@@ -648,6 +648,7 @@ print(status, len(fake.calls), fake.events_created - fake.events_destroyed, hits
 """
 
 
+@pytest.mark.slow
 def test_cached_code_across_processes_and_modes(tmp_path):
     (tmp_path / "cachedevents.py").write_text(CACHE_MODULE)
 

@@ -16,7 +16,7 @@ from numba import cuda, njit
 from numba.core import types as nt
 
 import numba_cuda_launch as ncl
-from leaks import least_growth
+from support.leaks import least_growth
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()

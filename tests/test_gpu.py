@@ -13,7 +13,7 @@ from numba import cuda, njit
 from numba.core import types as nt
 
 import numba_cuda_launch as ncl
-from kernels import (add_one, axpy2d, kernel_gpu, kernel_launcher, launch_block_reverse,
+from support.kernels import (add_one, axpy2d, kernel_gpu, kernel_launcher, launch_block_reverse,
                      launch_index3d)
 
 pytestmark = pytest.mark.gpu
@@ -29,7 +29,7 @@ def poisoned(shape, dtype=np.float32, order="C"):
     return cuda.to_device(host)
 
 
-# -- the seed, verbatim ------------------------------------------------------
+# -- the README's first example (examples/seed_cfunc.py), verbatim -----------
 
 def test_seed_cfunc_through_ctypes():
     n = 128 * 37

@@ -13,7 +13,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
-from childenv import PREAMBLE, child_env  # noqa: F401
+from support.childenv import PREAMBLE, child_env  # noqa: F401
 
 pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,6 +79,7 @@ def run_isolated(code):
     return out
 
 
+@pytest.mark.slow
 def test_destroyed_stream_never_succeeds_silently():
     # Launching on a destroyed stream is undefined behaviour in the CUDA
     # driver: on the H200 machine (driver 580) cuLaunchKernel crashed the
@@ -121,6 +122,7 @@ def test_destroyed_stream_never_succeeds_silently():
         assert "STATUS" not in lines and out.returncode < 0  # killed inside the driver
 
 
+@pytest.mark.slow
 def test_illegal_address_is_reported_by_name():
     out = run_isolated("""
         import numba, numpy as np

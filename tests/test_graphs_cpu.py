@@ -603,6 +603,7 @@ def _cuda_header():
     return None
 
 
+@pytest.mark.slow
 def test_struct_layouts_match_cuda_h(tmp_path):
     inc, cc = _cuda_header(), shutil.which("cc") or shutil.which("gcc")
     if inc is None or cc is None:
@@ -671,7 +672,7 @@ def test_driver_without_newer_entry_points_still_launches():
 # -- kernels linking CUDA C (cluster registers, griddepcontrol) -------------------------
 
 def test_linked_cuda_c_kernels_compile_without_gpu(fake_driver):
-    from cluster_kernels import cluster_info, dependent_copy
+    from support.cluster_kernels import cluster_info, dependent_copy
 
     @njit
     def launch(p, q):

@@ -15,8 +15,8 @@ from numba import cuda, njit
 from numba.core import types as nt
 
 import numba_cuda_launch as ncl
-from cluster_kernels import cluster_info
-from leaks import least_growth
+from support.cluster_kernels import cluster_info
+from support.leaks import least_growth
 from numba_cuda_launch import graphs
 
 pytestmark = pytest.mark.gpu

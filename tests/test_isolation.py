@@ -13,7 +13,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
-from childenv import PREAMBLE, child_env  # noqa: F401
+from support.childenv import PREAMBLE, child_env  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,6 +49,7 @@ PTX_PROGRAM = """
 """
 
 
+@pytest.mark.slow
 def test_import_changes_nothing_for_cuda_code():
     def run(flag):
         code = PTX_PROGRAM + "\n"
@@ -125,6 +126,7 @@ def run_with_and_without(program, **env):
     return outs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("simulator", ["0", "1"], ids=["cuda", "simulator"])
 def test_signature_strings_with_every_type_name(simulator):
     # Every type name usable in a cuda.jit signature string, as a scalar and
@@ -187,6 +189,7 @@ SIMULATED_SIGNATURES = """
 """
 
 
+@pytest.mark.slow
 def test_simulator_kernels_keep_numba_cuda_signatures():
     # A signature naming numba-cuda's types is recorded as numba-cuda reads
     # it (the launch is refused for its bfloat16 parameter, not for a name
@@ -249,6 +252,7 @@ def go(p):
 """
 
 
+@pytest.mark.slow
 def test_cache_true_across_processes(tmp_path):
     (tmp_path / "cached_launch.py").write_text(CACHE_MODULE)
     probe = """

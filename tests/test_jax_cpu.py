@@ -16,7 +16,7 @@ from numba_cuda_launch import xla_ffi  # noqa: E402
 from numba_cuda_launch import jax as ncl_jax  # noqa: E402
 from numba_cuda_launch.jax import jax_kernel  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
-from ffi_frames import FakeXla, Frame, ScalarAttr  # noqa: E402
+from support.ffi_frames import FakeXla, Frame, ScalarAttr  # noqa: E402
 from numba.core import types as ncl_types  # noqa: E402
 
 rng = np.random.default_rng()
@@ -531,7 +531,7 @@ import json, sys
 import numba_cuda_launch.interop.jax as J
 J._PLATFORMS = ("CUDA", "cpu")  # run the handler on XLA:CPU, launches recorded
 import jax
-import jax_export_kernels as m
+import support.jax_export_kernels as m
 names = m.AXPB.target_names  # registered at import (signatures=)
 exported = J.export(jax.jit(m.f), platforms=["cpu"])(m.X)
 open(sys.argv[1], "wb").write(exported.serialize())
@@ -546,7 +546,7 @@ import numba_cuda_launch.interop.jax as J
 J._PLATFORMS = ("CUDA", "cpu")
 import jax
 from numba_cuda_launch.testing import RecordingDriver
-import jax_export_kernels as m
+import support.jax_export_kernels as m
 names = m.AXPB.target_names
 
 def no_retrace(*args, **kwargs):
@@ -586,7 +586,7 @@ def _child(code, *args):
     import subprocess
     import sys
 
-    from childenv import PREAMBLE, child_env
+    from support.childenv import PREAMBLE, child_env
 
     here = os.path.dirname(os.path.abspath(__file__))
     env = child_env(NUMBA_CUDA_LAUNCH_CC="9.0", JAX_PLATFORMS="cpu")
@@ -605,15 +605,16 @@ def exported_blob(tmp_path_factory):
     return blob, _child(EXPORT_CHILD, blob)
 
 
+@pytest.mark.slow
 def test_export_round_trip_in_fresh_processes(exported_blob):
-    import jax_export_kernels as m
+    import support.jax_export_kernels as m
 
     blob, exported = exported_blob
     called = _child(CALL_CHILD, blob)
     # the same name in both processes, made from what defines the kernel, not a counter
     assert exported["at_import"] == exported["after_export"] == called["names"]
     (name,) = called["names"]
-    assert name.startswith("ncl.jax_export_kernels.axpb.float32r1.float32r1.float32_int32.")
+    assert name.startswith("ncl.support.jax_export_kernels.axpb.float32r1.float32r1.float32_int32.")
     assert name == m.AXPB.register(jax.ShapeDtypeStruct((7,), np.float32), a=0.0, b=0)
     # the deserialized function ran the registered handler: one launch, configured
     # and with the scalars as exported (a = 2.5 as float32, b = -3 as int32)
@@ -625,20 +626,21 @@ def test_export_round_trip_in_fresh_processes(exported_blob):
     assert launch["data"] != 0
 
 
+@pytest.mark.slow
 def test_export_without_the_kernel_registered_is_a_clear_error(exported_blob):
     text = _child(MISSING_CHILD % 3000, exported_blob[0])
     deser = [l for l in text.splitlines() if l.startswith("DESERIALIZE:")]
     assert deser, text
     assert "calls numba-cuda-launch kernels not registered in this process" in deser[0]
-    assert ("kernel jax_export_kernels.axpb; inputs float32r1 -> outputs float32r1; "
+    assert ("kernel support.jax_export_kernels.axpb; inputs float32r1 -> outputs float32r1; "
             "scalars float32, int32") in text
     assert "Import the module that defines each kernel" in text
     # what XLA itself says without the check
-    assert "No FFI handler registered for ncl.jax_export_kernels.axpb." in text
+    assert "No FFI handler registered for ncl.support.jax_export_kernels.axpb." in text
 
 
 def test_target_names_distinguish_signatures_and_options():
-    import jax_export_kernels as m
+    import support.jax_export_kernels as m
 
     f32, f64 = (jax.ShapeDtypeStruct((5,), t) for t in (np.float32, np.float64))
     n32 = m.AXPB.register(f32, a=1.0, b=2)
@@ -687,6 +689,7 @@ def test_signatures_argument_errors():
         ncl_jax.export(lambda x: x)
 
 
+@pytest.mark.slow
 def test_multiprocess_example_orchestration_on_cpu():
     """examples/jax_multiprocess.py's launcher, jax.distributed set-up, sharded
     computation and checks, on two CPU processes with a jnp stand-in for the
@@ -695,7 +698,7 @@ def test_multiprocess_example_orchestration_on_cpu():
     import subprocess
     import sys
 
-    from childenv import child_env
+    from support.childenv import child_env
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, os.path.join(root, "examples", "jax_multiprocess.py"),

@@ -8,7 +8,7 @@ import textwrap
 import numba
 import numpy as np
 import pytest
-from childenv import PREAMBLE, child_env  # noqa: F401
+from support.childenv import PREAMBLE, child_env  # noqa: F401
 from numba import cuda
 
 jax = pytest.importorskip("jax")
@@ -231,6 +231,7 @@ print("OK", "command_buffer" in hlo or "CommandBuffer" in hlo)
 """
 
 
+@pytest.mark.slow
 def test_command_buffers_enabled():
     env = child_env(XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL "
                          "--xla_gpu_graph_min_graph_size=1",
@@ -288,7 +289,7 @@ EXPORT_PROGRAM = """
 import sys
 import jax
 import numba_cuda_launch.jax as J
-import jax_export_kernels as m
+import support.jax_export_kernels as m
 exported = J.export(jax.jit(m.f))(m.X)
 assert exported.platforms == ("cuda",), exported.platforms
 open(sys.argv[1], "wb").write(exported.serialize())
@@ -300,7 +301,7 @@ import sys
 import numpy as np
 import jax
 import numba_cuda_launch.jax as J
-import jax_export_kernels as m  # registers the exported signature at import
+import support.jax_export_kernels as m  # registers the exported signature at import
 
 def no_retrace(*args, **kwargs):
     raise AssertionError("the kernel was traced again")
@@ -323,15 +324,17 @@ def _run_child(program, *args, timeout=300):
     return out.stdout
 
 
+@pytest.mark.slow
 def test_export_round_trip_two_processes(tmp_path):
     blob = str(tmp_path / "f.jax")
     exported = _run_child(EXPORT_PROGRAM, blob)
     called = _run_child(CALL_EXPORTED_PROGRAM, blob)
     names = [l for l in exported.splitlines() if l.startswith("NAMES")]
     assert names and names == [l for l in called.splitlines() if l.startswith("NAMES")]
-    assert "ncl.jax_export_kernels.axpb.float32r1.float32r1.float32_int32." in names[0]
+    assert "ncl.support.jax_export_kernels.axpb.float32r1.float32r1.float32_int32." in names[0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len([d for d in jax.devices() if d.platform == "gpu"]) < 2,
                     reason="needs 2 GPUs")
 def test_multiprocess_example_two_gpus(tmp_path):

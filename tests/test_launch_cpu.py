@@ -183,7 +183,7 @@ def test_runtime_dimension_out_of_range_is_not_wrapped(fake_driver):
     assert [l.grid[0] for l in fake_driver.launches] == [2**32 - 1]
 
 
-# -- the seed's cfunc --------------------------------------------------------
+# -- the README's first example: its cfunc -----------------------------------
 
 def test_seed_cfunc_launches(fake_driver):
     handle_for(fake_driver, seed_kernel, (nt.CPointer(nt.float32),) * 2)

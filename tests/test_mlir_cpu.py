@@ -29,7 +29,7 @@ numba_cuda_mlir = pytest.importorskip("numba_cuda_mlir")
 import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch.compat import numba_cuda_mlir as compat_mlir  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
-from childenv import PREAMBLE, child_env  # noqa: E402
+from support.childenv import PREAMBLE, child_env  # noqa: E402
 
 from numba_cuda_mlir import cuda as mcuda  # noqa: E402
 from numba_cuda_mlir import types as mt  # noqa: E402
@@ -347,6 +347,7 @@ def test_type_translation_round_trips():
         compat_mlir.to_mlir_type(nt.NPDatetime("s"))
 
 
+@pytest.mark.slow
 def test_mlir_imported_after_numba_cuda_launch():
     """A lazy kernel defined after numba_cuda_launch was imported (and with no
     GPU, the architecture set before numba_cuda_mlir was imported) still

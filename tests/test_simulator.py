@@ -5,11 +5,14 @@ import os
 import subprocess
 import sys
 
-from childenv import child_env
+import pytest
+
+from support.childenv import child_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.mark.slow
 def test_launches_under_the_cuda_simulator():
     env = child_env(NUMBA_ENABLE_CUDASIM="1")
     out = subprocess.run(

@@ -10,62 +10,58 @@ Lowering marks the code library (and Numba >= 0.65 propagates its own
 ``_reload_init``); ``CompileResult._reduce`` is wrapped to add the marks of
 the library and of the libraries it links to the pickled ``reload_init``.
 A check that finds another target raises :class:`LaunchTargetChanged`,
-which the patch below turns into a cache miss: the function is compiled
+which the ``load_overload`` replacement below (installed by
+:mod:`.overrides`) turns into a cache miss: the function is compiled
 again for this target and the cache entry replaced. Checked with numba
 0.62, 0.65 and 0.68 (the ``_reduce`` tuple is the same in all three).
 """
 
-import functools
-
-__all__ = ["LaunchTargetChanged", "install_cache_target_check", "add_reload_check",
-           "has_reload_checks"]
+__all__ = ["LaunchTargetChanged", "target_checking_load_overload", "checks_carrying_reduce",
+           "add_reload_check", "has_reload_checks", "CHECKS"]
 
 
 class LaunchTargetChanged(Exception):
     """Cached launch code was built for another launch target."""
 
 
-_CHECKS = "_numba_cuda_launch_reload_checks"
+#: The attribute of Numba's code libraries holding their checks (declared in
+#: :mod:`.overrides`).
+CHECKS = "_numba_cuda_launch_reload_checks"
 _RELOAD_INIT = 7  # index of reload_init in CompileResult._reduce()'s tuple
 
 
-@functools.cache
-def install_cache_target_check():
-    """Make :class:`LaunchTargetChanged` raised while Numba loads a cached
-    overload a cache miss instead of an error, and carry each library's
-    checks into the pickled compile result."""
-    from numba.core.caching import Cache
-    from numba.core.compiler import CompileResult
-
-    original_load = Cache.load_overload
-
+def target_checking_load_overload(original):
+    """``Cache.load_overload``: :class:`LaunchTargetChanged` raised while
+    Numba loads a cached overload is a cache miss instead of an error; a
+    loaded overload's checks are put back on its library, for callers
+    linking it."""
     def load_overload(self, sig, target_context):
         try:
-            cres = original_load(self, sig, target_context)
+            cres = original(self, sig, target_context)
         except LaunchTargetChanged:
             return None
-        if cres is not None:  # the checks again on the library, for callers linking it
+        if cres is not None:
             ours = {c for c in (getattr(cres, "reload_init", None) or ()) if _is_ours(c)}
             if ours:
-                getattr(cres.library, _CHECKS, set()).update(ours)
-                if not hasattr(cres.library, _CHECKS):
-                    setattr(cres.library, _CHECKS, ours)
+                getattr(cres.library, CHECKS, set()).update(ours)
+                if not hasattr(cres.library, CHECKS):
+                    setattr(cres.library, CHECKS, ours)
         return cres
+    return load_overload
 
-    Cache.load_overload = load_overload
 
-    original_reduce = CompileResult._reduce
-
+def checks_carrying_reduce(original):
+    """``CompileResult._reduce``: the checks of the library and of the
+    libraries it links to are added to the pickled ``reload_init``."""
     def _reduce(self):
-        data = original_reduce(self)
+        data = original(self)
         checks = _library_checks(self.library, set())
         if not checks:
             return data
         reload_init = list(data[_RELOAD_INIT] or ())
         reload_init += [c for c in checks if c not in reload_init]
         return data[:_RELOAD_INIT] + (reload_init,) + data[_RELOAD_INIT + 1:]
-
-    CompileResult._reduce = _reduce
+    return _reduce
 
 
 def _library_checks(library, seen):
@@ -73,7 +69,7 @@ def _library_checks(library, seen):
     if id(library) in seen:
         return []
     seen.add(id(library))
-    checks = list(getattr(library, _CHECKS, ()))
+    checks = list(getattr(library, CHECKS, ()))
     for linked in getattr(library, "_linking_libraries", ()):
         checks += [c for c in _library_checks(linked, seen) if c not in checks]
     return checks
@@ -83,10 +79,10 @@ def add_reload_check(context, check):
     """Register *check* (a picklable, hashable callable) to run when the
     function being lowered in *context* is loaded from Numba's cache."""
     library = context.active_code_library
-    checks = getattr(library, _CHECKS, None)
+    checks = getattr(library, CHECKS, None)
     if checks is None:
         checks = set()
-        setattr(library, _CHECKS, checks)
+        setattr(library, CHECKS, checks)
     checks.add(check)
 
 

@@ -2,8 +2,11 @@
 
 Each function below names what it reaches into. Checked against numba-cuda
 0.26.0 (with numba 0.62.1), 0.28.2 (numba 0.65.1) and 0.30.4 (numba 0.68.0
-and 0.68.1); the supported range is ``SUPPORTED`` and ci/matrix.json. A new
-numba-cuda release that moves one of these is fixed here and nowhere else.
+and 0.68.1); the supported range is :data:`.versions.SUPPORTED` and
+ci/matrix.json. A new numba-cuda release that moves one of these is fixed
+here and nowhere else. The functions replacing numba-cuda's own
+(``deviceless_*``, ``refusing_get_call_type``, ``signature_recording_jit``)
+are installed by :mod:`.overrides` (docs/overrides.md).
 
 Version notes: numba-cuda 0.23 moved the dispatcher type to
 ``numba.cuda.types.ext_types``; releases pinning cuda-core 0.3 (before 0.22)
@@ -13,7 +16,7 @@ differ, so they are not supported.
 
 import contextlib
 import functools
-import warnings
+import weakref
 
 from numba import cuda
 from numba.core import types
@@ -21,9 +24,7 @@ from numba.core import types
 from numba_cuda_launch.config import get_compute_capability
 
 __all__ = [
-    "SUPPORTED",
     "CUDADispatcherType",
-    "check_versions",
     "is_kernel_dispatcher",
     "dispatcher_name",
     "dispatcher_param_names",
@@ -40,49 +41,12 @@ __all__ = [
     "flat_param_names",
     "flatten_value",
     "KERNELS",
-    "install_deviceless_compilation",
+    "deviceless_get_current_device",
+    "deviceless_ensure_cc",
+    "deviceless_bind",
+    "refusing_get_call_type",
+    "signature_recording_jit",
 ]
-
-#: (oldest, newest tested) releases this module was checked against; numba
-#: is whatever numba-cuda accepts (the oldest tested with each is listed).
-SUPPORTED = {"numba-cuda": ("0.26.0", "0.30.4"), "numba": ("0.62.1", "0.68.1")}
-
-
-def _vtuple(text):
-    parts = []
-    for piece in text.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
-
-
-def check_versions():
-    """Refuse numba's built-in CUDA target and numba-cuda releases older than
-    the supported range; warn for releases newer than the newest tested."""
-    if not simulator_enabled() and getattr(cuda, "implementation", None) != "NVIDIA":
-        raise ImportError(
-            "numba_cuda_launch needs the numba-cuda package (NVIDIA's CUDA "
-            "target for Numba); numba's built-in numba.cuda is deprecated and "
-            "not supported. Install it with: pip install 'numba-cuda[cu12]' "
-            "(or [cu13])"
-        )
-    from importlib.metadata import version
-
-    installed = version("numba-cuda")
-    oldest, newest = SUPPORTED["numba-cuda"]
-    if _vtuple(installed) < _vtuple(oldest):
-        raise ImportError(
-            "numba_cuda_launch supports numba-cuda %s to %s; %s is installed"
-            % (oldest, newest, installed)
-        )
-    if _vtuple(installed)[:2] > _vtuple(newest)[:2]:
-        warnings.warn(
-            "numba_cuda_launch was tested with numba-cuda up to %s; %s is "
-            "installed" % (newest, installed),
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
 
 # numba-cuda's type of @cuda.jit dispatchers (a types.Dispatcher):
 # numba.cuda.types.ext_types from 0.23 on, numba.cuda.types before.
@@ -150,16 +114,17 @@ def dispatcher_param_names(dispatcher):
 
 def compiled_kernels(dispatcher):
     """The kernels compiled so far: {argument types: kernel}. A simulated
-    kernel has the signatures it was declared with (see .simulator)."""
+    kernel has the signatures it was declared with
+    (:func:`signature_recording_jit`)."""
     if is_simulated(dispatcher):
-        return {sig: dispatcher for sig in getattr(dispatcher, "_ncl_signatures", ())}
+        return {sig: dispatcher for sig in _simulated_signatures(dispatcher)}
     return dict(dispatcher.overloads)
 
 
 def can_compile(dispatcher):
     """False for eagerly compiled kernels (``@cuda.jit(signature)``)."""
     if is_simulated(dispatcher):
-        return not getattr(dispatcher, "_ncl_signatures", ())
+        return not _simulated_signatures(dispatcher)
     return bool(dispatcher._can_compile)
 
 
@@ -232,8 +197,8 @@ def unsupported_kernel_features(kernel):
     """Reasons this kernel cannot be launched from compiled code, if any."""
     reasons = []
     if is_simulated(kernel):
-        problem = getattr(kernel, "_ncl_signature_problem", None)
-        if problem:
+        problem = _SIMULATED_SIGNATURES.get(kernel)
+        if isinstance(problem, tuple):
             # The simulator accepts any signature; on a GPU cuda.jit would
             # have refused this one (see .simulator).
             reasons.append("cuda.jit refuses its signature %s on a GPU (%s)" % problem)
@@ -355,7 +320,7 @@ def _harmless_setup(fn):
 
 def _deviceless():
     """True when no GPU can be used and a compute capability is configured,
-    the one case where the patches below change anything."""
+    the one case where the replacements below change anything."""
     # The GPU first: with one, a malformed NUMBA_CUDA_LAUNCH_CC is never read
     # and numba-cuda works exactly as without this package.
     return not cuda.is_available() and get_compute_capability() is not None
@@ -376,29 +341,16 @@ class _ConfiguredDevice:
         return get_compute_capability()
 
 
-@functools.cache
-def install_deviceless_compilation():
-    """Let numba-cuda compile kernels with no GPU when a compute capability
-    is configured (numba_cuda_launch.config). With a GPU, or with nothing
-    configured, numba-cuda behaves exactly as without this package.
-
-    Patches ``numba.cuda.dispatcher.get_current_device`` (read by
-    ``_Kernel.__init__`` for the target architecture),
-    ``CUDACodeLibrary._ensure_cc`` (the architecture of PTX and cubins built
-    without an explicit one) and ``_Kernel.bind`` (which loads the module into
-    a context, impossible without a GPU).
-    """
-    from numba.cuda import codegen, dispatcher
-
-    get_current_device = dispatcher.get_current_device
-    ensure_cc = codegen.CUDACodeLibrary._ensure_cc
-    bind = dispatcher._Kernel.bind
-
-    def patched_get_current_device():
+def deviceless_get_current_device(original):
+    """``numba.cuda.dispatcher.get_current_device`` (read by
+    ``_Kernel.__init__`` for the target architecture): the configured
+    device when compiling with no GPU; otherwise *original*, whose "no
+    driver" error says how to compile without a GPU."""
+    def get_current_device():
         if _deviceless():
             return _ConfiguredDevice()
         try:
-            return get_current_device()
+            return original()
         except Exception as exc:
             # An eager @cuda.jit(sig) kernel defined with no GPU: say how to
             # compile without one (the message is numba-cuda's, extended).
@@ -409,20 +361,27 @@ def install_deviceless_compilation():
             except Exception:
                 raise exc from None
             raise hinted from exc
+    return get_current_device
 
-    def patched_ensure_cc(self, cc):
+
+def deviceless_ensure_cc(original):
+    """``CUDACodeLibrary._ensure_cc``: PTX and cubins built without an
+    explicit architecture are built for the configured one with no GPU."""
+    def _ensure_cc(self, cc):
         if cc is None and _deviceless():
             return _ConfiguredDevice().compute_capability
-        return ensure_cc(self, cc)
+        return original(self, cc)
+    return _ensure_cc
 
-    def patched_bind(self):
+
+def deviceless_bind(original):
+    """``_Kernel.bind`` loads the module into a context, impossible with no
+    GPU: skipped then (the image is loaded at the first launch)."""
+    def bind(self):
         if _deviceless():
             return None
-        return bind(self)
-
-    dispatcher.get_current_device = patched_get_current_device
-    codegen.CUDACodeLibrary._ensure_cc = patched_ensure_cc
-    dispatcher._Kernel.bind = patched_bind
+        return original(self)
+    return bind
 
 
 # Argument types a kernel takes (numba-cuda's _Kernel._prepare_args).
@@ -439,7 +398,7 @@ LAUNCHABLE_SCALARS = (
 @contextlib.contextmanager
 def simulator_numba_spelling(kernel):
     """While a simulated launch of *kernel* runs, let it spell the CUDA
-    module ``numba.cuda`` (``numba.cuda.grid(1)``, as the README's seed
+    module ``numba.cuda`` (``numba.cuda.grid(1)``, as the README's first
     kernel does). numba-cuda's simulator only swaps globals that *are* the
     ``numba.cuda`` module for its per-launch fake module; a global ``numba``
     still reaches the host module, which has no ``grid``. Here globals that
@@ -468,20 +427,17 @@ def simulator_numba_spelling(kernel):
             globs[k] = numba
 
 
-@functools.cache
-def install_call_refusal():
-    """Make calling a ``@cuda.jit`` object without a launch configuration in
-    CPU nopython code (``kernel(x)``, ``device_fn(x)``) a typing error that
-    says what to write. numba-cuda's dispatcher type types such a call in
-    any context (the CPU one included) and the failure only came at
-    lowering, as "No definition for lowering". The CUDA target's own
-    contexts (a device function called from a kernel) are untouched.
-    """
+def refusing_get_call_type(original):
+    """``CUDADispatcher.get_call_type`` (numba-cuda's dispatcher type):
+    calling a ``@cuda.jit`` object without a launch configuration in CPU
+    nopython code (``kernel(x)``, ``device_fn(x)``) is a typing error that
+    says what to write. numba-cuda types such a call in any context (the CPU
+    one included) and the failure only came at lowering, as "No definition
+    for lowering". The CUDA target's own contexts (a device function called
+    from a kernel) are untouched."""
     from numba.cuda.target import CUDATypingContext
 
     from numba_cuda_launch.errors import KernelTypingError
-
-    original = CUDADispatcherType.get_call_type
 
     def get_call_type(self, context, args, kws):
         if isinstance(context, CUDATypingContext):
@@ -496,8 +452,60 @@ def install_call_refusal():
             "kernel %r is called without a launch configuration: write "
             "%s[griddim, blockdim](...) (or [griddim, blockdim, stream, "
             "sharedmem]) to launch it from CPU code" % (name, name))
+    return get_call_type
 
-    CUDADispatcherType.get_call_type = get_call_type
+
+# -- the simulator's kernels: the signatures they were declared with ----------------
+
+# FakeCUDAKernel -> [argument types] or ("signatures", "why cuda.jit refuses
+# them on a GPU"); kept here (the simulator itself drops signatures) rather
+# than on the kernel objects, which are numba-cuda's.
+_SIMULATED_SIGNATURES = weakref.WeakKeyDictionary()
+
+
+def _record_signatures(kernel, sigs):
+    """Keep the argument types of the signatures *kernel* was declared with.
+    A signature numba-cuda would refuse on a GPU is kept as the reason its
+    launches from compiled code fail: the simulator accepts it, so the
+    decorator must too."""
+    try:
+        parsed = [parse_signature(sig) for sig in sigs]
+        for _, restype in parsed:
+            if restype is not None and restype != types.void:
+                raise TypeError("a kernel returns void, not %s" % restype)
+    except Exception as exc:
+        _SIMULATED_SIGNATURES[kernel] = (
+            " or ".join(repr(s) for s in sigs), "%s: %s" % (type(exc).__name__, exc))
+        return
+    _SIMULATED_SIGNATURES[kernel] = [tuple(argtypes) for argtypes, _ in parsed]
+
+
+def _simulated_signatures(kernel):
+    recorded = _SIMULATED_SIGNATURES.get(kernel, ())
+    return recorded if isinstance(recorded, list) else ()
+
+
+def signature_recording_jit(original):
+    """``numba.cuda.jit`` under the simulator: kernels remember the
+    signatures they were declared with, so that overloads are chosen and
+    ``voidptr`` arguments typed as on a GPU; what the decorator returns is
+    the simulator's own."""
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    @functools.wraps(original)
+    def jit(func_or_sig=None, *args, **kwargs):
+        result = original(func_or_sig, *args, **kwargs)
+        if isinstance(result, FakeCUDAKernel) or func_or_sig is None:
+            return result  # a kernel already, or no signature to record
+        sigs = func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
+
+        def decorate(fn):
+            kernel = result(fn)
+            if isinstance(kernel, FakeCUDAKernel) and not kernel._device:
+                _record_signatures(kernel, sigs)
+            return kernel
+        return decorate
+    return jit
 
 
 def stream_classes():

@@ -12,7 +12,8 @@ strides[ndim] in elements), a complex one 8- or 16-byte parameter.
 
 Nothing here imports numba_cuda_mlir: a kernel of it exists only once the
 user imported it, so its modules are taken from ``sys.modules``. Checked
-against numba-cuda-mlir 0.6.0 (``SUPPORTED``).
+against numba-cuda-mlir 0.6.0 (:data:`.versions.SUPPORTED`); the value it
+writes into numba-cuda-mlir is installed by :mod:`.overrides`.
 """
 
 import re
@@ -21,15 +22,16 @@ import sys
 from llvmlite import ir
 from numba.core import cgutils, types
 
+from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capability
 
 __all__ = [
-    "SUPPORTED",
     "UntranslatableType",
     "is_mlir_dispatcher_class",
     "is_mlir_dispatcher",
     "is_mlir_kernel",
-    "install_deviceless_compilation",
+    "deviceless_cc_wanted",
+    "configured_cc",
     "dispatcher_name",
     "is_device_function",
     "to_mlir_type",
@@ -46,10 +48,6 @@ __all__ = [
     "flatten_value",
     "KERNELS",
 ]
-
-#: (oldest, newest) numba-cuda-mlir releases this module was checked against.
-SUPPORTED = ("0.6.0", "0.6.0")
-
 
 class UntranslatableType(TypeError):
     """A CPU type with no numba-cuda-mlir kernel parameter counterpart."""
@@ -76,31 +74,33 @@ def is_mlir_kernel(obj):
     return compiler is not None and isinstance(obj, compiler.CompileResult)
 
 
-def install_deviceless_compilation():
-    """With no GPU and a configured compute capability, let numba-cuda-mlir
-    compile for it. numba-cuda-mlir asks the current device for the host
-    architecture on every compilation, even with ``chip=`` set
-    (``tools.resolve_gpu_target``), through ``tools.get_gpu_compute_capability``,
-    which returns ``tools._cached_cc`` once set: that cache is filled with the
-    configured value. A no-op with a GPU, with nothing configured, or before
-    numba_cuda_mlir is imported."""
+def deviceless_cc_wanted():
+    """Whether numba-cuda-mlir is imported and should compile for the
+    configured compute capability (no GPU, one configured)."""
     if "numba_cuda_mlir" not in sys.modules:
-        return
+        return False
     try:
         cc = get_compute_capability()
     except ValueError:
-        return  # a malformed setting is reported where a kernel is compiled
+        return False  # a malformed setting is reported where a kernel is compiled
     if cc is None:
-        return
-    import importlib
-
-    tools = importlib.import_module("numba_cuda_mlir.tools")
-    if getattr(tools, "_cached_cc", None) is not None:
-        return
+        return False
     from numba import cuda
 
-    if not cuda.is_available():
-        tools._cached_cc = tuple(cc)
+    return not cuda.is_available()
+
+
+def configured_cc(original):
+    """The value for ``numba_cuda_mlir.tools._cached_cc`` with no GPU.
+    numba-cuda-mlir asks the current device for the host architecture on
+    every compilation, even with ``chip=`` set (``tools.resolve_gpu_target``),
+    through ``tools.get_gpu_compute_capability``, which returns
+    ``tools._cached_cc`` once set (and is imported by name in several of its
+    modules, so it cannot be replaced itself): that cache is filled with the
+    configured value, unless something filled it already."""
+    if original is not None:
+        return original
+    return tuple(get_compute_capability())
 
 
 def dispatcher_name(dispatcher):
@@ -204,7 +204,6 @@ def compile_kernel(dispatcher, argtypes):
     """Compile (or fetch from the dispatcher's overloads) the kernel for CPU
     *argtypes*, as ``kernel.compile(sig)`` does: a later Python launch with
     the same types reuses it."""
-    install_deviceless_compilation()
     mt = _mt()
     return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
 
@@ -363,7 +362,7 @@ def _layout_problem(kernel):
     if sizes != expected:
         return ("its entry point takes parameters of %s bytes where this "
                 "package packs %s for numba-cuda-mlir's layout (tested with "
-                "numba-cuda-mlir %s to %s)" % ((sizes, expected) + SUPPORTED))
+                "numba-cuda-mlir %s to %s)" % ((sizes, expected) + SUPPORTED["numba-cuda-mlir"]))
     return None
 
 

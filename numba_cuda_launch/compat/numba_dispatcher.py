@@ -30,7 +30,9 @@ only make a call take the slow path, never call the wrong overload.
 
 The internals used are checked by name when this module is imported
 (:data:`AVAILABLE`); a Numba without them keeps its own behaviour (fast
-typing and routers are then not installed).
+typing and routers are then not installed). The replacements of
+``Dispatcher`` and ``_FunctionCompiler`` methods defined here are installed
+by :mod:`.overrides` (docs/overrides.md).
 """
 
 import inspect
@@ -90,8 +92,6 @@ def _fast_typeof_pyval(self, val):
 
 
 _fast_typeof_pyval.__doc__ = _typeof_pyval.__doc__
-if AVAILABLE:
-    _Dispatcher.typeof_pyval = _fast_typeof_pyval
 
 # -- routers -----------------------------------------------------------------------
 
@@ -268,11 +268,14 @@ def _argument_problems(disp, args, explain):
     return problems
 
 
+_arguments = None  # the device-array collaborator (route_arguments_with)
+
+
 def route_arguments_with(arguments):
-    """Replace the dispatcher's ``_compile_for_args``, ``add_overload`` and
-    ``_reset_overloads`` (when :data:`AVAILABLE`) with versions consulting
-    *arguments*: ``should_route(value, type)``, route calls with such
-    arguments whose ``_numba_type_`` is not *type* (see the module
+    """Make the dispatcher methods below (installed by
+    :mod:`~numba_cuda_launch.compat.overrides` when :data:`AVAILABLE`)
+    consult *arguments*: ``should_route(value, type)``, route calls with
+    such arguments whose ``_numba_type_`` is not *type* (see the module
     docstring); ``guard(cres)``, the positions of a new overload where such
     arguments may arrive although C hands them to it (host arrays): routed
     at once, so they reach the slow path, not its unboxer;
@@ -280,47 +283,47 @@ def route_arguments_with(arguments):
     device array), leading a typing error instead of ``non-precise type
     pyobject``. A router is only built for a dispatcher that saw such a
     call; for the others this adds a dictionary lookup at compile time."""
-    if not AVAILABLE:
-        return
-    compile_for_args = _dispatcher._DispatcherBase._compile_for_args
-    add_overload = _dispatcher._DispatcherBase.add_overload
-    reset_overloads = _dispatcher._DispatcherBase._reset_overloads
+    global _arguments
+    _arguments = arguments
 
-    def _compile_for_args_learning(self, *args, **kws):
-        try:
-            entry = compile_for_args(self, *args, **kws)
-        except errors.TypingError as e:
-            problems = _argument_problems(self, args, arguments.explain)
-            if problems:
-                name = getattr(self.py_func, "__name__", "function")
-                raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) \
-                    from None
-            raise
-        if not kws:
-            _learn(self, args, entry, arguments.should_route)
-        return entry
 
-    def _add_overload_routed(self, cres):
-        """Numba's ``add_overload``, unless a router takes the overload's
-        typecodes (it becomes that router's host) or the guard asks for one."""
-        codes = tuple(a._code for a in cres.signature.args)
-        routed = codes in routes_of(self)
-        guarded = () if routed else arguments.guard(cres)
-        if not routed and not guarded:
-            return add_overload(self, cres)
-        self.overloads[tuple(cres.signature.args)] = cres
-        with global_compiler_lock:
-            if guarded:
-                self.__dict__.setdefault("_ncl_routes", {})[codes] = _Route(codes, tuple(guarded))
-            _rebuild(self)
+_compile_for_args = getattr(_dispatcher._DispatcherBase, "_compile_for_args", None)
+_add_overload = getattr(_dispatcher._DispatcherBase, "add_overload", None)
+_reset_overloads = getattr(_dispatcher._DispatcherBase, "_reset_overloads", None)
 
-    def _reset_overloads_dropping_routes(self):
-        self.__dict__.pop("_ncl_routes", None)
-        reset_overloads(self)
 
-    _Dispatcher._compile_for_args = _compile_for_args_learning
-    _Dispatcher.add_overload = _add_overload_routed
-    _Dispatcher._reset_overloads = _reset_overloads_dropping_routes
+def _compile_for_args_learning(self, *args, **kws):
+    try:
+        entry = _compile_for_args(self, *args, **kws)
+    except errors.TypingError as e:
+        problems = [] if _arguments is None else _argument_problems(self, args, _arguments.explain)
+        if problems:
+            name = getattr(self.py_func, "__name__", "function")
+            raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) from None
+        raise
+    if not kws and _arguments is not None:
+        _learn(self, args, entry, _arguments.should_route)
+    return entry
+
+
+def _add_overload_routed(self, cres):
+    """Numba's ``add_overload``, unless a router takes the overload's
+    typecodes (it becomes that router's host) or the guard asks for one."""
+    codes = tuple(a._code for a in cres.signature.args)
+    routed = codes in routes_of(self)
+    guarded = () if routed or _arguments is None else _arguments.guard(cres)
+    if not routed and not guarded:
+        return _add_overload(self, cres)
+    self.overloads[tuple(cres.signature.args)] = cres
+    with global_compiler_lock:
+        if guarded:
+            self.__dict__.setdefault("_ncl_routes", {})[codes] = _Route(codes, tuple(guarded))
+        _rebuild(self)
+
+
+def _reset_overloads_dropping_routes(self):
+    self.__dict__.pop("_ncl_routes", None)
+    _reset_overloads(self)
 
 
 # -- the line saying what is wrong, first ---------------------------------------------
@@ -364,8 +367,4 @@ def _function_compile_leading(self, args, return_type):
     except errors.NumbaError as e:
         _lead(e)
         raise
-
-
-if _function_compile is not None:
-    _FunctionCompiler.compile = _function_compile_leading
 

@@ -28,7 +28,7 @@ lowering together:
   up once per process;
 * :mod:`.sync` -- ``synchronize()``, stream synchronize and query;
 * :mod:`.events` -- CUDA events (``event()``, record, elapsed time);
-* :mod:`.halffloat` -- float16 storage in CPU code;
+* :mod:`.halffloat` -- float16 bit conversions in CPU code;
 * :mod:`.pointer` -- ``as_voidptr``;
 * :mod:`.handle` -- ``kernel_handle()`` for C callers.
 """

@@ -19,7 +19,6 @@ from numba_cuda_launch.runtime.image import remember_param_sizes
 from numba_cuda_launch.compat.numba_caching import (
     LaunchTargetChanged,
     add_reload_check,
-    install_cache_target_check,
 )
 
 __all__ = [
@@ -31,8 +30,6 @@ __all__ = [
     "ParamSizes",
     "record_param_sizes",
 ]
-
-install_cache_target_check()
 
 
 def current_target():

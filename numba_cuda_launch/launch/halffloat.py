@@ -1,76 +1,18 @@
-"""float16 storage in Numba's CPU target.
+"""float16 bit conversions for CPU code.
 
-Numba's CPU data model refuses ``float16``, so a CPU function could not even
-hold a pointer to, or an array of, half-precision device data (JAX's f16
-buffers, say). This registers a storage-only model (LLVM ``half``) for it:
-pointers and arrays of float16 can be made and passed to kernels. Arithmetic
-on float16 values in CPU code stays unsupported, as before, and a float16
-value passed into or out of a CPU function is refused with a sentence.
+Numba's CPU target gets a storage-only float16 model from
+:mod:`..compat.numba_float16` (pointers and arrays of float16 device data;
+no CPU arithmetic); a kernel's float16 parameter is passed as its IEEE
+binary16 bits, computed here with integer arithmetic
+(:func:`float_to_half_bits`, :func:`half_bits_to_float`).
 """
 
+import numpy as np
 from llvmlite import ir
 from numba.core import types
-from numba.core.datamodel import default_manager, models
-from numba_cuda_launch.errors import NopythonUnsupportedError
-from numba.core.pythonapi import _boxers, _unboxers
-import numpy as np
 from numba.extending import intrinsic, register_jitable
 
 __all__ = ["float_to_half_bits", "half_bits_to_float"]
-
-
-class _HalfModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.HalfType())
-
-
-_float_model = default_manager._handlers[types.Float]
-
-
-def _float_or_half_model(dmm, fe_type):
-    if fe_type == types.float16:
-        return _HalfModel(dmm, fe_type)
-    return _float_model(dmm, fe_type)
-
-
-if _float_model is not _float_or_half_model:
-    default_manager._handlers[types.Float] = _float_or_half_model
-
-
-_HALF_VALUES = (
-    "float16 values cannot be passed into or returned from CPU nopython "
-    "functions: numba_cuda_launch gives float16 storage in CPU code (pointers "
-    "and arrays of device data) but no CPU arithmetic; pass a float32 or "
-    "float64 (a kernel's float16 parameter takes any CPU float)")
-
-
-def _refuse_half(registry):
-    """Make Numba's float boxer/unboxer refuse float16 with a sentence
-    instead of Numba's bare AssertionError (the data model above is what
-    lets typing reach boxing at all). The registry's lookup is wrapped, so
-    nothing is imported here: importing numba.core.boxing would import
-    implementation modules numba-cuda keeps out of ``import numba.cuda``."""
-    if getattr(registry, "_ncl_half", False):
-        return
-    original = registry.lookup
-
-    def lookup(typeclass, default=None):
-        fn = original(typeclass, default)
-        if fn is None or fn is default or not issubclass(typeclass, types.Float):
-            return fn
-
-        def refusing(typ, *args):
-            if typ == types.float16:
-                raise NopythonUnsupportedError(_HALF_VALUES)
-            return fn(typ, *args)
-        return refusing
-
-    registry.lookup = lookup
-    registry._ncl_half = True
-
-
-_refuse_half(_boxers)
-_refuse_half(_unboxers)
 
 
 @intrinsic

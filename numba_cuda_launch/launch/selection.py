@@ -143,7 +143,7 @@ def _conversion(typingctx, actual, formal):
     if actual == formal:
         return Conversion.exact
     if actual == types.voidptr and isinstance(formal, types.CPointer):
-        return Conversion.unsafe  # the seed's buffers[i] to a CPointer param
+        return Conversion.unsafe  # a launcher's void* buffers[i] to a CPointer param
     if lossy_conversion(actual, formal):
         return None
     return typingctx.can_convert(as_array_type(actual), formal)

@@ -14,7 +14,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
-from kernels import add_one
+from support.kernels import add_one
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 rng = np.random.default_rng()

@@ -13,7 +13,7 @@ from numba import cuda, njit
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
-from kernels import (add_one, axpy2d, kernel_gpu, kernel_launcher, launch_block_reverse,
+from support.kernels import (add_one, axpy2d, kernel_gpu, kernel_launcher, launch_block_reverse,
                      launch_index3d)
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"

@@ -10,8 +10,9 @@ pointers, scalars as they are. The simulator's kernel object is not
 thread-safe (configuring it mutates it, and it runs one kernel at a time), so
 simulated launches are serialised by a lock.
 
-Kernels declared with signatures (``cuda.jit(sig)``) keep them here so that
-overloads are chosen and ``voidptr`` arguments typed as on a GPU.
+Kernels declared with signatures (``cuda.jit(sig)``) keep them
+(``compat.numba_cuda.signature_recording_jit``) so that overloads are chosen
+and ``voidptr`` arguments typed as on a GPU.
 """
 
 import ctypes
@@ -21,7 +22,6 @@ import threading
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import cuda
 from numba.core import types
 from numba.core.datamodel import models
 from numba.core.imputils import lower_constant
@@ -66,52 +66,6 @@ def _sim_kernel_constant(context, builder, ty, pyval):
 
 
 launchconfig.add_kernel_type(SimulatedKernel)
-
-
-def _record_signatures(kernel, sigs):
-    """Keep the argument types of the signatures *kernel* was declared with
-    (the simulator itself drops them). A signature numba-cuda would refuse
-    on a GPU is kept as the reason its launches from compiled code fail:
-    the simulator accepts it, so the decorator must too."""
-    try:
-        parsed = [_compat.parse_signature(sig) for sig in sigs]
-        for _, restype in parsed:
-            if restype is not None and restype != types.void:
-                raise TypeError("a kernel returns void, not %s" % restype)
-    except Exception as exc:
-        kernel._ncl_signature_problem = (
-            " or ".join(repr(s) for s in sigs), "%s: %s" % (type(exc).__name__, exc))
-        return
-    kernel._ncl_signatures = [tuple(argtypes) for argtypes, _ in parsed]
-
-
-def _install_signature_recording():
-    """Wrap ``numba.cuda.jit`` so simulator kernels remember the signatures
-    they were declared with; code that never launches from compiled code
-    sees the simulator's ``cuda.jit`` unchanged."""
-    original = cuda.jit
-    if getattr(original, "_ncl_wrapped", False):
-        return
-
-    @functools.wraps(original)
-    def jit(func_or_sig=None, *args, **kwargs):
-        result = original(func_or_sig, *args, **kwargs)
-        if isinstance(result, FakeCUDAKernel) or func_or_sig is None:
-            return result  # a kernel already, or no signature to record
-        sigs = func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
-
-        def decorate(fn):
-            kernel = result(fn)
-            if isinstance(kernel, FakeCUDAKernel) and not kernel._device:
-                _record_signatures(kernel, sigs)
-            return kernel
-        return decorate
-
-    jit._ncl_wrapped = True
-    cuda.jit = jit
-
-
-_install_signature_recording()
 
 
 def _ctype_of(ty):

@@ -20,6 +20,8 @@ read. ``tests/test_devicearray_gpu.py`` checks every reader against the
 producer's own interface (see ``docs/devicearrays.md``).
 """
 
+from numba_cuda_launch.compat.overrides import set_instance_attribute
+
 __all__ = ["fast_path", "install_numba_cuda_readers"]
 
 
@@ -106,15 +108,10 @@ def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
         fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
         # With a stream the reader runs at each call (the sync setting may
         # change); None says so to compiled code without a missing attribute.
-        _cache_on_array(val, cache_attribute, (stream, None if handle else fields + (0,)))
+        set_instance_attribute(val, cache_attribute, (stream, None if handle else fields + (0,)))
         if handle and not sync_enabled():
             handle = 0
         return fields + (handle,)
 
     for cls in classes:
         readers[cls] = read
-
-
-def _cache_on_array(array, attribute, value):
-    """Keep *value* in the instance dict of numba-cuda's device array *array*."""
-    array.__dict__[attribute] = value

@@ -17,6 +17,7 @@ from numba.core.typing.typeof import typeof_impl
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
+from numba_cuda_launch.compat.numba_typeof import type_unknown_objects_with
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arguments_with
 from numba_cuda_launch.launch.devicearray import fastpaths
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
@@ -119,17 +120,6 @@ def _typeof_unknown(val):
     return None
 
 
-_generic_typeof = typeof_impl.dispatch(object)
-
-
-def _typeof_any(val, c):
-    """For objects of classes Numba has no typeof for: device arrays and
-    stream objects first (Numba's generic typeof tries the buffer protocol,
-    which some device arrays refuse with an error), then Numba's."""
-    ty = _typeof_unknown(val)
-    return ty if ty is not None else _generic_typeof(val, c)
-
-
 _LEARNT = set()
 
 
@@ -204,12 +194,6 @@ ARGUMENT_TYPING = SimpleNamespace(should_route=_route, guard=_guard,
                                   explain=why_not_a_device_array)
 
 
-def _register_generic_typeof():
-    """Numba's ``typeof`` of any object tries device arrays and streams first."""
-    if getattr(_generic_typeof, "__name__", "") != "_typeof_any":
-        typeof_impl.register(object)(_typeof_any)
-
-
 def _register():
     for cls in numba_cuda_array_classes() + (on_stream,):
         typeof_impl.register(cls)(_typeof_device_array)
@@ -220,7 +204,9 @@ def _register():
         for cls in classes:
             register_typeof(cls, _typeof_declared)
         fastpaths.install_numba_cuda_readers(READERS, sync_enabled, classes, CACHED_FIELDS)
-    _register_generic_typeof()
+    # Before Numba's generic typeof, which tries the buffer protocol (some
+    # device arrays refuse it with an error).
+    type_unknown_objects_with(_typeof_unknown)
     route_arguments_with(ARGUMENT_TYPING)
 
 

@@ -1,4 +1,4 @@
-"""Kernels for the jax.export tests, imported by name (``jax_export_kernels``)
+"""Kernels for the jax.export tests, imported by name (``support.jax_export_kernels``)
 in child processes: the target names derive from this module and the
 kernels' names, and ``signatures=`` registers them at import."""
 

@@ -4,7 +4,7 @@ NCL_TEST_PATCHED=1 the alias for a patched numba-cuda)."""
 
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT
 PREAMBLE = ("import numpy as np\n"
             "if not hasattr(np, 'row_stack'):  # numba-cuda 0.30.4 with numpy 2.5\n"
             "    np.row_stack = np.vstack\n")

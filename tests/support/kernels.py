@@ -9,7 +9,7 @@ from numba import cuda, njit
 
 import numba_cuda_launch as ncl
 
-# -- the seed's kernel and launcher -------------------------------------------
+# -- the README's first example: its kernel and launcher ----------------------
 
 THREADS_PER_BLOCK = 32
 

@@ -1,0 +1,62 @@
+"""float16 storage in Numba's CPU target: the data model and the boxers.
+
+Numba's CPU data model refuses ``float16``, so a CPU function could not even
+hold a pointer to, or an array of, half-precision device data (JAX's f16
+buffers, say). :func:`float_or_half_model` gives it a storage-only model
+(LLVM ``half``); arithmetic on float16 values in CPU code stays unsupported,
+and :func:`half_refusing_lookup` makes a float16 value passed into or out of
+a CPU function a sentence instead of Numba's bare AssertionError. Both are
+installed by :mod:`.overrides`; :mod:`..launch.halffloat` has the bit
+conversions. Checked with numba 0.62 to 0.68.
+"""
+
+from llvmlite import ir
+from numba.core import types
+from numba.core.datamodel import models
+
+from numba_cuda_launch.errors import NopythonUnsupportedError
+
+__all__ = ["float_or_half_model", "half_refusing_lookup"]
+
+
+class _HalfModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.HalfType())
+
+
+def float_or_half_model(original):
+    """The data model factory for ``types.Float`` in Numba's default data
+    model manager: LLVM ``half`` storage for float16, *original* for the
+    other floats."""
+    def model(dmm, fe_type):
+        if fe_type == types.float16:
+            return _HalfModel(dmm, fe_type)
+        return original(dmm, fe_type)
+    return model
+
+
+_HALF_VALUES = (
+    "float16 values cannot be passed into or returned from CPU nopython "
+    "functions: numba_cuda_launch gives float16 storage in CPU code (pointers "
+    "and arrays of device data) but no CPU arithmetic; pass a float32 or "
+    "float64 (a kernel's float16 parameter takes any CPU float)")
+
+
+def half_refusing_lookup(original):
+    """``lookup`` of Numba's boxer and unboxer registries
+    (``numba.core.pythonapi._boxers``/``_unboxers``): the float boxers
+    refuse float16 with a sentence. The lookup is wrapped rather than the
+    boxers themselves, so nothing is imported here: importing
+    numba.core.boxing would import implementation modules numba-cuda keeps
+    out of ``import numba.cuda``."""
+    def lookup(typeclass, default=None):
+        fn = original(typeclass, default)
+        if fn is None or fn is default or not issubclass(typeclass, types.Float):
+            return fn
+
+        def refusing(typ, *args):
+            if typ == types.float16:
+                raise NopythonUnsupportedError(_HALF_VALUES)
+            return fn(typ, *args)
+        return refusing
+    return lookup

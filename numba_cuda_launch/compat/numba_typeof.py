@@ -1,0 +1,29 @@
+"""``typeof`` of objects whose class Numba has no typing for.
+
+Numba's ``typeof_impl`` (a ``functools.singledispatch``) ends at its entry
+for ``object``, which tries the buffer protocol, and some device arrays
+refuse that with an error. :func:`typing_unknown_objects` replaces that
+entry (installed by :mod:`.overrides`): the function given to
+:func:`type_unknown_objects_with` (the interop layer's: device arrays,
+stream objects) is asked first, then Numba's own entry.
+"""
+
+__all__ = ["type_unknown_objects_with", "typing_unknown_objects"]
+
+_typer = None  # fn(value) -> numba type or None
+
+
+def type_unknown_objects_with(fn):
+    """Ask ``fn(value)`` for the type of objects of classes Numba has no
+    typing for, before Numba's generic typing (None from *fn*: Numba's)."""
+    global _typer
+    _typer = fn
+
+
+def typing_unknown_objects(original):
+    """The ``typeof_impl`` entry for ``object``: the registered function,
+    then *original* (Numba's entry)."""
+    def _typeof_any(val, c):
+        ty = None if _typer is None else _typer(val)
+        return ty if ty is not None else original(val, c)
+    return _typeof_any

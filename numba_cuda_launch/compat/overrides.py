@@ -1,0 +1,215 @@
+"""Every replacement of a Numba, numba-cuda or numba-cuda-mlir attribute.
+
+Each :class:`Override` declares one: its owner (a module, a class, or a
+mapping or single-dispatch function holding an entry), the attribute (or
+entry), the replacement, the releases it was checked on and why it exists.
+:func:`install` installs them; ``import numba_cuda_launch`` calls it once,
+and it is called again where a condition may have become true since
+(numba-cuda-mlir imported later, a compute capability configured later).
+Each :class:`InstanceAttribute` declares an attribute this package stores
+on objects of another library's class. Nothing else in the package assigns
+to another library's modules or classes (tests/test_overrides.py checks
+that, and that docs/overrides.md lists every declaration).
+"""
+
+import importlib
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Tuple
+
+from numba.core import types
+
+from numba_cuda_launch.compat import numba_caching as _caching
+from numba_cuda_launch.compat import numba_cuda as _nc
+from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
+from numba_cuda_launch.compat import numba_dispatcher as _nd
+from numba_cuda_launch.compat import numba_float16 as _f16
+from numba_cuda_launch.compat import numba_typeof as _typeof
+
+__all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", "install",
+           "installed", "set_instance_attribute", "markdown_table"]
+
+_NUMBA = "numba 0.62.1, 0.65.1, 0.68.1"
+_NUMBA_CUDA = "numba-cuda 0.26.0, 0.28.2, 0.30.4"
+_MLIR = "numba-cuda-mlir 0.6.0"
+_LLVMLITE = "the llvmlite of numba 0.62.1, 0.65.1, 0.68.1 (0.50 with 0.68.1)"
+
+
+def _always():
+    return True
+
+
+def _not_simulated():
+    return not _nc.simulator_enabled()
+
+
+@dataclass(frozen=True)
+class Override:
+    """One replacement: ``owner`` is ``"module"`` or ``"module:object.path"``;
+    ``attribute`` the attribute replaced, or for an entry of a mapping or of
+    a ``functools.singledispatch`` function (``key`` given) how the key is
+    spelt. With ``wraps`` the installed value is ``replacement(original)``,
+    else ``replacement`` itself. Installed only once ``when()`` is true."""
+
+    owner: str
+    attribute: str
+    replacement: Callable[..., Any]
+    checked: str
+    why: str
+    wraps: bool = True
+    when: Callable[[], bool] = _always
+    key: Any = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class InstanceAttribute:
+    """An attribute this package stores on objects of *owner*, another
+    library's class (the instances' ``__dict__``)."""
+
+    owner: str
+    attribute: str
+    checked: str
+    why: str
+
+
+def _qualified(cls):
+    return "%s:%s" % (cls.__module__, cls.__qualname__)
+
+
+OVERRIDES = (
+    Override("numba.core.dispatcher:Dispatcher", "typeof_pyval", _nd._fast_typeof_pyval, _NUMBA,
+             "registered classes (device arrays, streams) are typed by exact class at every "
+             "call, before `typeof()`'s single dispatch", wraps=False,
+             when=lambda: _nd.AVAILABLE),
+    Override("numba.core.dispatcher:Dispatcher", "_compile_for_args",
+             _nd._compile_for_args_learning, _NUMBA,
+             "learns routers for device arrays whose `_numba_type_` misleads Numba's C typing; "
+             "names the argument that cannot be a device array", wraps=False,
+             when=lambda: _nd.AVAILABLE),
+    Override("numba.core.dispatcher:Dispatcher", "add_overload", _nd._add_overload_routed,
+             _NUMBA, "an overload whose C typecodes a router took becomes that router's host; "
+             "host-array positions of code using CUDA are guarded", wraps=False,
+             when=lambda: _nd.AVAILABLE),
+    Override("numba.core.dispatcher:Dispatcher", "_reset_overloads",
+             _nd._reset_overloads_dropping_routes, _NUMBA,
+             "routers go with the overloads they route to", wraps=False,
+             when=lambda: _nd.AVAILABLE),
+    Override("numba.core.dispatcher:_FunctionCompiler", "compile",
+             _nd._function_compile_leading, _NUMBA,
+             "a typing error's first line says what is wrong, before Numba's pipeline headers",
+             wraps=False, when=lambda: _nd._function_compile is not None),
+    Override("numba.core.caching:Cache", "load_overload", _caching.target_checking_load_overload,
+             _NUMBA, "cached launch code built for another launch target is a cache miss"),
+    Override("numba.core.compiler:CompileResult", "_reduce", _caching.checks_carrying_reduce,
+             _NUMBA, "the launch-target checks of linked libraries are pickled with the code"),
+    Override("numba.core.datamodel:default_manager._handlers", "[types.Float]",
+             _f16.float_or_half_model, _NUMBA,
+             "float16 gets a storage-only CPU model (pointers and arrays of device data)",
+             key=types.Float),
+    Override("numba.core.pythonapi:_boxers", "lookup", _f16.half_refusing_lookup, _NUMBA,
+             "boxing a float16 value is refused with a sentence, not an `AssertionError`"),
+    Override("numba.core.pythonapi:_unboxers", "lookup", _f16.half_refusing_lookup, _NUMBA,
+             "unboxing a float16 value is refused with a sentence, not an `AssertionError`"),
+    Override("numba.core.typing.typeof:typeof_impl", "[object]", _typeof.typing_unknown_objects,
+             _NUMBA, "device arrays and stream objects of unregistered classes are typed before "
+             "Numba's buffer-protocol attempt, which some of them refuse with an error",
+             key=object),
+    Override("numba.cuda.dispatcher", "get_current_device", _nc.deviceless_get_current_device,
+             _NUMBA_CUDA, "with no GPU, kernels are compiled for the configured compute "
+             "capability; the no-driver error says how to configure one",
+             when=_not_simulated),
+    Override("numba.cuda.codegen:CUDACodeLibrary", "_ensure_cc", _nc.deviceless_ensure_cc,
+             _NUMBA_CUDA, "with no GPU, PTX and cubins are built for the configured "
+             "compute capability", when=_not_simulated),
+    Override("numba.cuda.dispatcher:_Kernel", "bind", _nc.deviceless_bind, _NUMBA_CUDA,
+             "with no GPU there is no context to load a module into", when=_not_simulated),
+    Override(_qualified(_nc.CUDADispatcherType), "get_call_type", _nc.refusing_get_call_type,
+             _NUMBA_CUDA, "calling a kernel without a launch configuration in CPU code is a "
+             "typing error saying what to write, not a lowering failure",
+             when=_not_simulated),
+    Override("numba.cuda", "jit", _nc.signature_recording_jit, _NUMBA_CUDA,
+             "under the simulator, kernels keep the signatures they were declared with "
+             "(overload choice and `voidptr` typing as on a GPU)",
+             when=_nc.simulator_enabled),
+    Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
+             "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
+             "(it asks the device on every compilation)", when=_mlir.deviceless_cc_wanted),
+)
+
+INSTANCE_ATTRIBUTES = (
+    InstanceAttribute("numba.core.codegen:CodeLibrary", _caching.CHECKS, _NUMBA,
+                      "the launch-target checks of code that launches kernels, pickled "
+                      "with it by the `_reduce` override"),
+    InstanceAttribute("numba.cuda.cudadrv.devicearray:DeviceNDArray", "_numba_cuda_launch_fields",
+                      _NUMBA_CUDA, "an array's stream and fields, read by compiled unboxing "
+                      "without a call back into Python (its memory, shape and strides never "
+                      "change)"),
+    InstanceAttribute("numba.core.dispatcher:Dispatcher", "_ncl_routes", _NUMBA,
+                      "the dispatcher's routers, dropped with its overloads"),
+    InstanceAttribute("llvmlite.ir:Function", "_ncl_slots", _LLVMLITE,
+                      "per-function stack slots of the function being lowered (the producer "
+                      "streams its launches already waited for)"),
+)
+
+_INSTANCE_NAMES = frozenset(a.attribute for a in INSTANCE_ATTRIBUTES)
+_INSTALLED: Dict[Tuple[str, str], Tuple[Any, Any]] = {}
+
+
+def _resolve(owner):
+    module, _, path = owner.partition(":")
+    obj = sys.modules.get(module) or importlib.import_module(module)
+    for name in filter(None, path.split(".")):
+        obj = getattr(obj, name)
+    return obj
+
+
+def _slot(o):
+    """``(read, write)`` of the value *o* replaces."""
+    container = _resolve(o.owner)
+    if o.key is None:
+        return (lambda: getattr(container, o.attribute),
+                lambda value: setattr(container, o.attribute, value))
+    if hasattr(container, "register") and hasattr(container, "dispatch"):  # singledispatch
+        return lambda: container.dispatch(o.key), lambda value: container.register(o.key)(value)
+    return lambda: container[o.key], lambda value: container.__setitem__(o.key, value)
+
+
+def _install_one(o):
+    read, write = _slot(o)
+    original = read()
+    value = o.replacement(original) if o.wraps else o.replacement
+    write(value)
+    _INSTALLED[(o.owner, o.attribute)] = (original, value)
+
+
+def install() -> None:
+    """Install every declared override whose condition holds and that is not
+    installed yet (each is installed at most once per process)."""
+    for o in OVERRIDES:
+        if (o.owner, o.attribute) not in _INSTALLED and o.when():
+            _install_one(o)
+
+
+def installed() -> Dict[Tuple[str, str], Tuple[Any, Any]]:
+    """``{(owner, attribute): (original, installed value)}`` so far."""
+    return dict(_INSTALLED)
+
+
+def set_instance_attribute(obj: Any, name: str, value: Any) -> None:
+    """Store *value* as *name* in *obj*'s ``__dict__``; *name* must be a
+    declared :class:`InstanceAttribute` (KeyError otherwise)."""
+    if name not in _INSTANCE_NAMES:
+        raise KeyError("%r is not a declared instance attribute (compat/overrides.py)" % name)
+    obj.__dict__[name] = value
+
+
+def markdown_table() -> str:
+    """The tables of docs/overrides.md, generated from the declarations."""
+    rows = ["| Owner | Attribute | Checked on | Why |", "|---|---|---|---|"]
+    rows += ["| `%s` | `%s` | %s | %s |" % (o.owner, o.attribute, o.checked, o.why)
+             for o in OVERRIDES]
+    rows += ["", "| Class | Instance attribute | Checked on | Why |", "|---|---|---|---|"]
+    rows += ["| `%s` | `%s` | %s | %s |" % (a.owner, a.attribute, a.checked, a.why)
+             for a in INSTANCE_ATTRIBUTES]
+    return "\n".join(rows) + "\n"
+

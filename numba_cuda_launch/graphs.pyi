@@ -1,0 +1,23 @@
+# Type hints of numba_cuda_launch.graphs (PEP 561). The capture functions are
+# nopython functions (callable from Python too); streams are raw CUstream
+# handles or stream objects. tests/test_public_modules.py checks these.
+
+from typing import Any
+
+from numba_cuda_launch.launch.graph import Graph as Graph
+from numba_cuda_launch.launch.graph import GraphExec as GraphExec
+from numba_cuda_launch.launch.graph import KernelNode as KernelNode
+
+__all__: list[str]
+
+CAPTURE_GLOBAL: int
+CAPTURE_THREAD_LOCAL: int
+CAPTURE_RELAXED: int
+
+def begin_capture(stream: Any, mode: int = ...) -> None: ...
+def begin_capture_status(stream: Any, mode: int = ...) -> int: ...
+def end_capture(stream: Any) -> Graph: ...
+def end_capture_status(stream: Any) -> tuple[int, Graph]: ...
+def last_launch(stream: Any) -> KernelNode: ...
+def last_launch_status(stream: Any) -> tuple[int, KernelNode]: ...
+def abort_capture(stream: Any) -> int: ...

@@ -1,0 +1,31 @@
+"""Helpers of the test suite (one package, imported as ``support``: tests/
+is on the path of every test run, through its conftest.py).
+
+``HAVE_GPU`` and ``SIMULATED`` say what the run targets, :func:`package_source`
+where the package's sources are; the modules hold
+kernels (:mod:`.kernels`, :mod:`.cluster_kernels`,
+:mod:`.jax_export_kernels`), child-process environments (:mod:`.childenv`),
+fake XLA call frames (:mod:`.ffi_frames`), leak measurements
+(:mod:`.leaks`) and message helpers (:mod:`.messages`).
+"""
+
+import os
+
+from numba import cuda
+
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+HAVE_GPU = cuda.is_available() and not SIMULATED
+#: The checkout (or copy) holding tests/.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def package_source():
+    """The directory of numba_cuda_launch's source files: the checkout's,
+    else (tests copied beside an installed package, as ci/check_package.sh
+    runs them) the installed package's."""
+    here = os.path.join(ROOT, "numba_cuda_launch")
+    if os.path.isdir(here):
+        return here
+    import numba_cuda_launch
+
+    return os.path.dirname(numba_cuda_launch.__file__)
