@@ -50,6 +50,11 @@ class KernelKind:
         what every kind refuses), or None."""
         return None
 
+    def lazy_argument_problem(self, dispatcher, problem):
+        """*problem* (why a lazily compiled *dispatcher* cannot take an
+        argument), with what this kind knows about why it is lazy."""
+        return problem
+
     def compile(self, dispatcher, argtypes):
         """The kernel for CPU *argtypes*, compiled (or cached) as a Python
         launch with those types would compile it."""

@@ -108,10 +108,12 @@ def _result_type(count, status):
 
 def _query_signature(cfg_ty, args, kws, name, status):
     sig = launch_signature(cfg_ty, args, kws, _result_type(QUERIES[name][1], status))
-    if _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
+    if name == "max_active_clusters" and \
+            _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
         raise KernelTypingError(
-            "kernel %r: occupancy queries need the CUDA driver; they are not available "
-            "under numba-cuda's simulator" % cfg_ty.kernel_name)
+            "kernel %r: %s: thread-block clusters are not simulated by numba-cuda's CUDA "
+            "simulator (the other occupancy queries answer its model there)"
+            % (cfg_ty.kernel_name, name + ("_status" if status else "")))
     return sig
 
 
@@ -161,15 +163,22 @@ def _emit_query(context, builder, sig, args, name):
         with builder.if_then(builder.not_(fits), likely=False):
             refuse(len(messages) - 1)
     ok = builder.icmp_signed("==", builder.load(status), ir.Constant(_i32, 0))
+
+    def store(answer, values):
+        builder.store(answer, status)
+        for slot, value in zip(results, values):
+            builder.store(value, slot)
+
     with builder.if_then(ok, likely=True):
-        status_ptr, func = backend.emit_function(context, builder, kernel)
-        builder.store(builder.load(status_ptr), status)
-        loaded = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(_i32, 0))
-        with builder.if_then(loaded, likely=True):
-            answer, values = emit(builder, func, cfg)
-            builder.store(answer, status)
-            for slot, value in zip(results, values):
-                builder.store(value, slot)
+        modelled = backend.emit_occupancy(builder, name, cfg)
+        if modelled is not None:  # the backend's own model (the simulator's)
+            store(*modelled)
+        else:
+            status_ptr, func = backend.emit_function(context, builder, kernel)
+            builder.store(builder.load(status_ptr), status)
+            loaded = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(_i32, 0))
+            with builder.if_then(loaded, likely=True):
+                store(*emit(builder, func, cfg))
     return (builder.load(status), builder.load(reason), [builder.load(r) for r in results],
             messages)
 

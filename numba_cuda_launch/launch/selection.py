@@ -189,7 +189,7 @@ def _compile_for(kind, dispatcher, args):
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
-                % (name, names[i], i + 1, ty, problem))
+                % (name, names[i], i + 1, ty, kind.lazy_argument_problem(dispatcher, problem)))
     argtypes = tuple(_unliteral(t) for t in args)
     try:
         kernel = kind.compile(dispatcher, argtypes)

@@ -11,7 +11,11 @@ thread-safe (configuring it mutates it, and it runs one kernel at a time), so
 simulated launches are serialised by a lock.
 
 Kernels declared with signatures (``cuda.jit(sig)``) keep them here so that
-overloads are chosen and ``voidptr`` arguments typed as on a GPU.
+overloads are chosen and ``voidptr`` arguments typed as on a GPU. Kernels
+may be arguments of ``@njit`` functions, as on a GPU. Occupancy queries
+answer a fixed model (one multiprocessor running one block at a time, as
+the simulator runs them); CUDA graphs and clusters are refused when typing.
+See README.md, "Without a GPU: what works where".
 """
 
 import ctypes
@@ -25,17 +29,19 @@ from numba import cuda
 from numba.core import types
 from numba.core.datamodel import models
 from numba.core.imputils import lower_constant
-from numba.extending import register_model, typeof_impl
+from numba.extending import NativeValue, register_model, typeof_impl, unbox
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch import launchconfig
 from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register
+from numba_cuda_launch.launch.kernelkind import KernelKind, register_kind
 
 __all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
 
 CUDA_ERROR_LAUNCH_FAILED = 719
+MAX_BLOCK = 1024  # threads per block in the occupancy model
 _lock = threading.RLock()
 
 
@@ -63,6 +69,12 @@ def _typeof_sim_kernel(val, c):
 @lower_constant(SimulatedKernel)
 def _sim_kernel_constant(context, builder, ty, pyval):
     return context.get_dummy_value()
+
+
+@unbox(SimulatedKernel)
+def _unbox_sim_kernel(typ, obj, c):
+    # The type is the kernel (its key): a kernel passed in carries no data.
+    return NativeValue(c.context.get_dummy_value())
 
 
 launchconfig.add_kernel_type(SimulatedKernel)
@@ -96,14 +108,18 @@ def _install_signature_recording():
     @functools.wraps(original)
     def jit(func_or_sig=None, *args, **kwargs):
         result = original(func_or_sig, *args, **kwargs)
-        if isinstance(result, FakeCUDAKernel) or func_or_sig is None:
-            return result  # a kernel already, or no signature to record
-        sigs = func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
+        if isinstance(result, FakeCUDAKernel):
+            result._ncl_declared = True  # lazy: no signature to record
+            return result
+        sigs = None if func_or_sig is None else \
+            func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
 
         def decorate(fn):
             kernel = result(fn)
-            if isinstance(kernel, FakeCUDAKernel) and not kernel._device:
-                _record_signatures(kernel, sigs)
+            if isinstance(kernel, FakeCUDAKernel):
+                kernel._ncl_declared = True
+                if sigs and not kernel._device:
+                    _record_signatures(kernel, sigs)
             return kernel
         return decorate
 
@@ -112,6 +128,26 @@ def _install_signature_recording():
 
 
 _install_signature_recording()
+
+
+class SimulatedKernelKind(KernelKind):
+    """Simulator kernels: numba-cuda's kind, except that a kernel made by a
+    ``cuda.jit`` bound before this package was imported has lost its
+    signatures (the simulator keeps none), which an error then says."""
+
+    def claims(self, dispatcher):
+        return _compat.is_simulated(dispatcher)
+
+    def lazy_argument_problem(self, dispatcher, problem):
+        if getattr(dispatcher, "_ncl_declared", False):
+            return problem
+        return ("it was made by a cuda.jit bound before numba_cuda_launch was imported "
+                "(from numba.cuda import jit), and numba-cuda's simulator keeps no "
+                "signature, so it is launched as a lazily compiled kernel (%s); import "
+                "numba_cuda_launch before binding jit, or write cuda.jit" % problem)
+
+
+register_kind(SimulatedKernelKind())
 
 
 def _ctype_of(ty):
@@ -186,6 +222,19 @@ class SimulatorBackend(LaunchBackend):
 
     def emit_preload(self, context, builder, kernel):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
+
+    def emit_occupancy(self, builder, query, cfg):
+        # The model: one multiprocessor running one block at a time (the
+        # simulator's own max_cooperative_grid_blocks is 1), of up to 1024
+        # threads. max_active_clusters is refused when typing.
+        i32 = ir.IntType(32)
+        if query == "max_potential_block_size":
+            return ir.Constant(i32, 0), [ir.Constant(i32, 1), ir.Constant(i32, MAX_BLOCK)]
+        threads = ir.Constant(ir.IntType(64), 1)
+        for dim in launchconfig.launch_dims(builder, cfg)[3:]:
+            threads = builder.mul(threads, builder.zext(dim, threads.type))
+        fits = builder.icmp_unsigned("<=", threads, ir.Constant(threads.type, MAX_BLOCK))
+        return ir.Constant(i32, 0), [builder.zext(fits, i32)]
 
     def emit_is_device_accessible(self, builder, address, host_allocated):
         # The simulator's "device" memory is host memory: only an array that
