@@ -1,7 +1,16 @@
 """numba-cuda device arrays straight into a compiled launcher.
 
-    python examples/numba_cuda_arrays.py      (needs a GPU, or NUMBA_ENABLE_CUDASIM=1)
+    python examples/numba_cuda_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
 """
+
+import ctypes
+import os
+
+try:
+    ctypes.CDLL("libcuda.so.1")
+except OSError:  # no CUDA driver here: run under numba-cuda's CUDA simulator
+    print("no CUDA driver here: running under numba-cuda's CUDA simulator")
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np
 from numba import cuda, njit
@@ -34,4 +43,6 @@ if __name__ == "__main__":
     stream.synchronize()
     want = 2 * x + 1
     want[::2] = 2 * x[::2] + 1
-    print("numba-cuda device arrays: correct", np.allclose(dout.copy_to_host(), want))
+    ok = np.allclose(dout.copy_to_host(), want)
+    print("numba-cuda device arrays: correct", ok)
+    raise SystemExit(0 if ok else 1)

@@ -1,7 +1,16 @@
 """The README's opening example, as a program.
 
-    python examples/readme_intro.py      (needs a GPU, or NUMBA_ENABLE_CUDASIM=1)
+    python examples/readme_intro.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
 """
+
+import ctypes
+import os
+
+try:
+    ctypes.CDLL("libcuda.so.1")
+except OSError:  # no CUDA driver here: run under numba-cuda's CUDA simulator
+    print("no CUDA driver here: running under numba-cuda's CUDA simulator")
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np
 from numba import cuda, njit
