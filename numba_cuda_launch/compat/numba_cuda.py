@@ -281,6 +281,29 @@ NO_GPU_HINT = (
     "or call numba_cuda_launch.set_compute_capability((9, 0)))")
 
 
+TOOLKIT_HINT = (
+    "\n(the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them "
+    "with the package's extra, pip install \"numba-cuda-launch[cu13]\", or [cu12] for a "
+    "CUDA 12 driver)")
+_TOOLKIT_LIBS = ("nvvm", "nvrtc", "nvjitlink")
+_NOT_FOUND = ("not found", "cannot be found", "cannot be loaded", "failure finding",
+              "not available")
+
+
+def with_toolkit_hint(exc):
+    """*exc* again, its message extended with :data:`TOOLKIT_HINT`, when it
+    says a CUDA compiler library is missing; None otherwise."""
+    text = str(exc)
+    low = text.lower()
+    if TOOLKIT_HINT in text or not any(lib in low for lib in _TOOLKIT_LIBS) \
+            or not any(words in low for words in _NOT_FOUND):
+        return None
+    try:
+        return type(exc)(text + TOOLKIT_HINT)
+    except Exception:  # an exception class that takes other arguments
+        return None
+
+
 class _ConfiguredDevice:
     """Stands in for the current device while compiling with no GPU."""
 
@@ -301,13 +324,16 @@ def install_deviceless_compilation():
     ``_Kernel.__init__`` for the target architecture),
     ``CUDACodeLibrary._ensure_cc`` (the architecture of PTX and cubins built
     without an explicit one) and ``_Kernel.bind`` (which loads the module into
-    a context, impossible without a GPU).
+    a context, impossible without a GPU). ``_Kernel.__init__`` (where a
+    kernel compiles) extends numba-cuda's error for missing compiler
+    libraries with the extra that installs them, with or without a GPU.
     """
     from numba.cuda import codegen, dispatcher
 
     get_current_device = dispatcher.get_current_device
     ensure_cc = codegen.CUDACodeLibrary._ensure_cc
     bind = dispatcher._Kernel.bind
+    kernel_init = dispatcher._Kernel.__init__
 
     def patched_get_current_device():
         if _deviceless():
@@ -335,7 +361,18 @@ def install_deviceless_compilation():
             return None
         return bind(self)
 
+    @functools.wraps(kernel_init)
+    def patched_kernel_init(self, *args, **kwargs):
+        try:
+            kernel_init(self, *args, **kwargs)
+        except Exception as exc:
+            hinted = with_toolkit_hint(exc)
+            if hinted is None:
+                raise
+            raise hinted from exc
+
     dispatcher.get_current_device = patched_get_current_device
+    dispatcher._Kernel.__init__ = patched_kernel_init
     codegen.CUDACodeLibrary._ensure_cc = patched_ensure_cc
     dispatcher._Kernel.bind = patched_bind
 
