@@ -1,7 +1,7 @@
 """Generate patches/: the package as a patch series against numba-cuda.
 
-    python ci/make_patches.py            # all release lines in RELEASES
-    python ci/make_patches.py --check    # fail if patches/ is out of date
+    .venv/bin/python ci/make_patches.py            # all release lines in RELEASES
+    .venv/bin/python ci/make_patches.py --check    # fail if patches/ is out of date
 
 For each supported numba-cuda release line, the release's wheel is unpacked
 (numba-cuda publishes no sdists after 0.24; its wheels carry the Python

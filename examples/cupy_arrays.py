@@ -1,6 +1,6 @@
 """CuPy arrays and a CuPy stream straight into a compiled launcher.
 
-    python examples/cupy_arrays.py      (needs a GPU and CuPy)
+    .venv/bin/python examples/cupy_arrays.py      (needs a GPU and CuPy)
 """
 
 from numba import cuda, njit

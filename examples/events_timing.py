@@ -1,6 +1,6 @@
 """The README's events example, as a program.
 
-    python examples/events_timing.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/events_timing.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
 """
 
 import ctypes

@@ -1,6 +1,6 @@
 """A JAX array handed to a compiled launcher through DLPack.
 
-    python examples/jax_dlpack.py      (needs a GPU and a CUDA build of jaxlib)
+    .venv/bin/python examples/jax_dlpack.py      (needs a GPU and a CUDA build of jaxlib)
 
 For kernels inside jax.jit use numba_cuda_launch.jax.jax_kernel instead;
 this is for code that holds JAX arrays outside of jit.

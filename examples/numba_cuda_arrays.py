@@ -1,6 +1,6 @@
 """numba-cuda device arrays straight into a compiled launcher.
 
-    python examples/numba_cuda_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/numba_cuda_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
 """
 
 import ctypes

@@ -1,6 +1,6 @@
 """The example of the README's device-array section, as a program.
 
-    python examples/readme_device_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/readme_device_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
 """
 
 import ctypes

@@ -1,6 +1,6 @@
 """The README's opening example, as a program.
 
-    python examples/readme_intro.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/readme_intro.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
 """
 
 import ctypes

@@ -1,7 +1,7 @@
 """A PyTorch custom op whose body launches a Numba kernel from compiled code,
 used inside a torch.compile'd function.
 
-    python examples/torch_custom_op.py      (needs a GPU and PyTorch)
+    .venv/bin/python examples/torch_custom_op.py      (needs a GPU and PyTorch)
 """
 
 import numpy as np
