@@ -11,11 +11,17 @@ Lowering marks the code library (and Numba >= 0.65 propagates its own
 the library and of the libraries it links to the pickled ``reload_init``.
 A check that finds another target raises :class:`LaunchTargetChanged`,
 which the patch below turns into a cache miss: the function is compiled
-again for this target and the cache entry replaced. Checked with numba
-0.62, 0.65 and 0.68 (the ``_reduce`` tuple is the same in all three).
+again for this target and the cache entry replaced. Under the simulator
+the index key (``Cache._index_key``) has one item more, so simulated code
+is an entry of its own and never replaces the driver's (for any function:
+whether it launches is known only once loaded). Checked with numba 0.62,
+0.65 and 0.68 (the ``_reduce`` tuple and ``_index_key`` are the same in all
+three).
 """
 
 import functools
+
+from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 
 __all__ = ["LaunchTargetChanged", "install_cache_target_check", "add_reload_check",
            "has_reload_checks"]
@@ -26,6 +32,7 @@ class LaunchTargetChanged(Exception):
 
 
 _CHECKS = "_numba_cuda_launch_reload_checks"
+_SIMULATOR_ENTRY = "numba_cuda_launch: simulator"  # the index key's item under the simulator
 _RELOAD_INIT = 7  # index of reload_init in CompileResult._reduce()'s tuple
 
 
@@ -53,6 +60,14 @@ def install_cache_target_check():
         return cres
 
     Cache.load_overload = load_overload
+
+    original_index_key = Cache._index_key
+
+    def _index_key(self, sig, codegen):
+        key = original_index_key(self, sig, codegen)
+        return key + (_SIMULATOR_ENTRY,) if simulator_enabled() else key
+
+    Cache._index_key = _index_key
 
     original_reduce = CompileResult._reduce
 
