@@ -1,6 +1,8 @@
 """The README's events example, as a program.
 
-    .venv/bin/python examples/events_timing.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/events_timing.py
+
+On a GPU; without a CUDA driver, under numba-cuda's CUDA simulator.
 """
 
 import ctypes
@@ -31,4 +33,5 @@ def timed(x, stream):
     end.synchronize()
     return start.elapsed_time(end)          # float32 milliseconds
 
-print("doubled 4096 floats in %.3f ms" % timed(cuda.to_device(np.ones(4096, np.float32)), cuda.stream()))
+ms = timed(cuda.to_device(np.ones(4096, np.float32)), cuda.stream())
+print("doubled 4096 floats in %.3f ms" % ms)

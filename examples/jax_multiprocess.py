@@ -8,10 +8,10 @@ the shards' sums across the processes (NCCL). The launcher then runs the same
 computation in one process on one GPU and checks the numbers agree, and both
 against NumPy.
 
-    .venv/bin/python examples/jax_multiprocess.py                 # launcher: both runs, then the check
-    .venv/bin/python examples/jax_multiprocess.py worker ID       # one process of the pair, by hand:
+    .venv/bin/python examples/jax_multiprocess.py            # launcher: both runs, then the check
+    .venv/bin/python examples/jax_multiprocess.py worker ID  # one process of the pair, by hand:
         NCL_COORDINATOR=localhost:12355 NCL_NUM_PROCESSES=2 ... worker 0  (and worker 1)
-    .venv/bin/python examples/jax_multiprocess.py single          # one process, one GPU
+    .venv/bin/python examples/jax_multiprocess.py single     # one process, one GPU
 
 Each worker uses GPU ``ID`` (``CUDA_VISIBLE_DEVICES``, unless already set)
 and writes ``multi_<ID>.npz`` into ``--out``. ``--platform cpu`` runs the

@@ -1,6 +1,8 @@
 """numba-cuda device arrays straight into a compiled launcher.
 
-    .venv/bin/python examples/numba_cuda_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/numba_cuda_arrays.py
+
+On a GPU; without a CUDA driver, under numba-cuda's CUDA simulator.
 """
 
 import ctypes

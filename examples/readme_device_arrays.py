@@ -1,6 +1,8 @@
 """The example of the README's device-array section, as a program.
 
-    .venv/bin/python examples/readme_device_arrays.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/readme_device_arrays.py
+
+On a GPU; without a CUDA driver, under numba-cuda's CUDA simulator.
 """
 
 import ctypes

@@ -1,6 +1,8 @@
 """The README's opening example, as a program.
 
-    .venv/bin/python examples/readme_intro.py   (a GPU, or numba-cuda's simulator without a CUDA driver)
+    .venv/bin/python examples/readme_intro.py
+
+On a GPU; without a CUDA driver, under numba-cuda's CUDA simulator.
 """
 
 import ctypes

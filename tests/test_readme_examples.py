@@ -50,8 +50,8 @@ def _run(path, args=(), simulator=False, cwd=ROOT):
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\nrunpy.run_path(%r, run_name='__main__')\n"
-                         % ([path] + list(args), path))
+    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\n"
+                         "runpy.run_path(%r, run_name='__main__')\n" % ([path] + list(args), path))
     out = subprocess.run([sys.executable, "-c", runner], env=env, cwd=cwd,
                          capture_output=True, text=True, timeout=TIMEOUT)
     shown = out.stdout[-3000:] + out.stderr[-6000:]
