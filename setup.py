@@ -40,6 +40,12 @@ setup(
         # and takes libNVVM/nvJitLink from the cu12/cu13 extra.
         "mlir": ["numba-cuda-mlir>=0.6; python_version >= '3.11'"],
     },
+    project_urls={
+        # The request the package answers, and the projects it builds on.
+        "Request (jax#1870)": "https://github.com/jax-ml/jax/issues/1870",
+        "numba-cuda": "https://github.com/NVIDIA/numba-cuda",
+        "numba-cuda-mlir": "https://github.com/NVIDIA/numba-cuda-mlir",
+    },
     classifiers=[
         "Programming Language :: Python :: 3",
         "Environment :: GPU :: NVIDIA CUDA",

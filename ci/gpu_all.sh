@@ -17,10 +17,11 @@ fi
 if [ -z "${BENCH:-}" ]; then
   echo "== tests"
   timeout 400 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 tests 2>&1 | tee "$OUT/tests.log" | tail -25
-  echo "== examples"
-  for e in seed_cfunc readme_intro numba_cuda_arrays cupy_arrays torch_custom_op jax_dlpack jax_saxpy \
-      readme_device_arrays events_timing graph_loop; do
-    timeout 120 python3 examples/$e.py 2>&1 | tail -2
+  echo "== examples (every one in examples/; tests/test_readme_examples.py runs them too)"
+  for e in examples/*.py; do
+    [ "$e" = examples/jax_multiprocess.py ] && continue  # below, with its own timeout
+    echo "-- $e"
+    timeout 120 python3 "$e" 2>&1 | tail -2
   done
   timeout 150 python3 examples/jax_multiprocess.py --timeout 120 2>&1 | grep -v '^\[Gloo\]' | tail -4
   exit

@@ -1,7 +1,7 @@
 """Generate patches/: the package as a patch series against numba-cuda.
 
-    python ci/make_patches.py            # all release lines in RELEASES
-    python ci/make_patches.py --check    # fail if patches/ is out of date
+    .venv/bin/python ci/make_patches.py            # all release lines in RELEASES
+    .venv/bin/python ci/make_patches.py --check    # fail if patches/ is out of date
 
 One series serves every release line it is identical for: it is written to
 patches/ (with patches/SERIES naming the releases it applies to); a line

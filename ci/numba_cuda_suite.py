@@ -1,8 +1,8 @@
 """Run numba-cuda's own test suite with and without numba_cuda_launch imported
 and fail if any test's outcome changes.
 
-    python ci/numba_cuda_suite.py --simulator          # CPU: the CUDA simulator suite
-    python ci/numba_cuda_suite.py --gpu                # GPU machine: the cudapy tests
+    .venv/bin/python ci/numba_cuda_suite.py --simulator          # CPU: the CUDA simulator suite
+    .venv/bin/python ci/numba_cuda_suite.py --gpu                # GPU machine: the cudapy tests
     python3 ci/numba_cuda_suite.py --gpu --test-deps .whl/filecheck-*.whl .whl/suite/*.whl
                                                        # the same, offline, from wheels
     options: -n N (pytest-xdist workers), -k EXPR, --tests PKG_OR_MODULE ...,

@@ -1,7 +1,7 @@
 """Run the CPU test suite in a fresh virtual environment per combination of
 ci/matrix.json, printing one line per combination.
 
-    python ci/run_matrix.py [--only NAME ...] [--keep] [--results FILE]
+    .venv/bin/python ci/run_matrix.py [--only NAME ...] [--keep] [--results FILE]
 
 A combination whose Python is not installed here is reported as skipped.
 Exit status is non-zero if any combination that ran failed.

@@ -1,6 +1,6 @@
 """A JAX array handed to a compiled launcher through DLPack.
 
-    python examples/jax_dlpack.py      (needs a GPU and a CUDA build of jaxlib)
+    .venv/bin/python examples/jax_dlpack.py      (needs a GPU and a CUDA build of jaxlib)
 
 For kernels inside jax.jit use numba_cuda_launch.jax.jax_kernel instead;
 this is for code that holds JAX arrays outside of jit.
@@ -10,6 +10,7 @@ import os
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda, njit  # noqa: E402
@@ -30,6 +31,9 @@ def launch(x, out, stream):
 
 
 if __name__ == "__main__":
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        print("jax_dlpack: JAX sees no GPU here: this example needs one (and jax[cuda13])")
+        raise SystemExit(0)
     x = jnp.linspace(0, 1, 1000, dtype=jnp.float32)
     stream = cuda.stream()
     out = cuda.device_array(1000, np.float32)

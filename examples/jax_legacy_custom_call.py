@@ -18,6 +18,11 @@ from numba import cuda
 
 import numba_cuda_launch  # noqa: F401
 
+if not any(d.platform == "gpu" for d in jax.devices()):
+    # The kernel below is compiled for the GPU when it is declared.
+    print("jax_legacy_custom_call: JAX sees no GPU here: this example needs one")
+    raise SystemExit(0)
+
 
 @cuda.jit(nt.void(nt.CPointer(nt.float32), nt.CPointer(nt.float32)))
 def kernel_gpu(input, output):
@@ -54,9 +59,6 @@ def plus_one(x):
 
 
 def main():
-    if not any(d.platform == "gpu" for d in jax.devices()):
-        print("JAX sees no GPU here: this example needs one")
-        return
     x = jnp.asarray(np.random.default_rng().standard_normal(1024).astype(np.float32))
     y = jax.jit(plus_one)(x)
     print("legacy custom call correct:", bool(jnp.all(y == x + 1)))

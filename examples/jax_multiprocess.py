@@ -8,10 +8,10 @@ the shards' sums across the processes (NCCL). The launcher then runs the same
 computation in one process on one GPU and checks the numbers agree, and both
 against NumPy.
 
-    python examples/jax_multiprocess.py                 # launcher: both runs, then the check
-    python examples/jax_multiprocess.py worker ID       # one process of the pair, by hand:
+    .venv/bin/python examples/jax_multiprocess.py            # launcher: both runs, then the check
+    .venv/bin/python examples/jax_multiprocess.py worker ID  # one process of the pair, by hand:
         NCL_COORDINATOR=localhost:12355 NCL_NUM_PROCESSES=2 ... worker 0  (and worker 1)
-    python examples/jax_multiprocess.py single          # one process, one GPU
+    .venv/bin/python examples/jax_multiprocess.py single     # one process, one GPU
 
 Each worker uses GPU ``ID`` (``CUDA_VISIBLE_DEVICES``, unless already set)
 and writes ``multi_<ID>.npz`` into ``--out``. ``--platform cpu`` runs the
@@ -147,8 +147,10 @@ def launch(num_processes, platform, timeout):
 
         found = len(cuda.gpus) if cuda.is_available() else 0
         if found < num_processes:
-            raise SystemExit("needs %d GPUs (one per process), found %d"
-                             % (num_processes, found))
+            print("jax_multiprocess: needs %d GPUs (one per process), found %d; skipped "
+                  "(--platform cpu runs the same orchestration on CPU devices)"
+                  % (num_processes, found))
+            raise SystemExit(0)
     out = tempfile.mkdtemp(prefix="ncl_multiprocess_")
     coordinator = "localhost:%d" % free_port()
     me = os.path.abspath(__file__)

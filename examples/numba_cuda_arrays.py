@@ -1,7 +1,27 @@
 """numba-cuda device arrays straight into a compiled launcher.
 
-    python examples/numba_cuda_arrays.py      (needs a GPU, or NUMBA_ENABLE_CUDASIM=1)
+    .venv/bin/python examples/numba_cuda_arrays.py
+
+On a GPU; without one, under numba-cuda's CUDA simulator.
 """
+
+import ctypes
+import os
+
+
+def have_gpu():
+    """A CUDA driver that sees a device (asked before numba.cuda is imported)."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+if not have_gpu():  # run under numba-cuda's CUDA simulator instead
+    print("no usable GPU here: running under numba-cuda's CUDA simulator")
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np
 from numba import cuda, njit
@@ -34,4 +54,6 @@ if __name__ == "__main__":
     stream.synchronize()
     want = 2 * x + 1
     want[::2] = 2 * x[::2] + 1
-    print("numba-cuda device arrays: correct", np.allclose(dout.copy_to_host(), want))
+    ok = np.allclose(dout.copy_to_host(), want)
+    print("numba-cuda device arrays: correct", ok)
+    raise SystemExit(0 if ok else 1)

@@ -1,12 +1,19 @@
 """A PyTorch custom op whose body launches a Numba kernel from compiled code,
 used inside a torch.compile'd function.
 
-    python examples/torch_custom_op.py      (needs a GPU and PyTorch)
+    .venv/bin/python examples/torch_custom_op.py      (needs a GPU and PyTorch)
 """
 
 import numpy as np
-import torch
 from numba import cuda, njit
+
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is None or not torch.cuda.is_available():
+    print("torch_custom_op: needs a GPU and PyTorch with CUDA; skipped here")
+    raise SystemExit(0)
 
 import numba_cuda_launch  # noqa: F401
 

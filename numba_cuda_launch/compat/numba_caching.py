@@ -12,12 +12,18 @@ the library and of the libraries it links to the pickled ``reload_init``.
 A check that finds another target raises :class:`LaunchTargetChanged`,
 which the ``load_overload`` replacement below (installed by
 :mod:`.overrides`) turns into a cache miss: the function is compiled
-again for this target and the cache entry replaced. Checked with numba
-0.62, 0.65 and 0.68 (the ``_reduce`` tuple is the same in all three).
+again for this target and the cache entry replaced. Under the simulator
+the index key (``Cache._index_key``, also replaced) has one item more, so
+simulated code is an entry of its own and never replaces the driver's (for
+any function: whether it launches is known only once loaded). Checked with
+numba 0.62, 0.65 and 0.68 (the ``_reduce`` tuple and ``_index_key`` are the
+same in all three).
 """
 
+from numba_cuda_launch.compat.numba_cuda import simulator_enabled
+
 __all__ = ["LaunchTargetChanged", "target_checking_load_overload", "checks_carrying_reduce",
-           "add_reload_check", "has_reload_checks", "CHECKS"]
+           "simulator_separating_index_key", "add_reload_check", "has_reload_checks", "CHECKS"]
 
 
 class LaunchTargetChanged(Exception):
@@ -27,6 +33,7 @@ class LaunchTargetChanged(Exception):
 #: The attribute of Numba's code libraries holding their checks (declared in
 #: :mod:`.overrides`).
 CHECKS = "_numba_cuda_launch_reload_checks"
+_SIMULATOR_ENTRY = "numba_cuda_launch: simulator"  # the index key's item under the simulator
 _RELOAD_INIT = 7  # index of reload_init in CompileResult._reduce()'s tuple
 
 
@@ -48,6 +55,15 @@ def target_checking_load_overload(original):
                     setattr(cres.library, CHECKS, ours)
         return cres
     return load_overload
+
+
+def simulator_separating_index_key(original):
+    """``Cache._index_key``: under the simulator one item more, so simulated
+    code never replaces (or is taken for) the driver's entry."""
+    def _index_key(self, sig, codegen):
+        key = original(self, sig, codegen)
+        return key + (_SIMULATOR_ENTRY,) if simulator_enabled() else key
+    return _index_key
 
 
 def checks_carrying_reduce(original):

@@ -331,6 +331,29 @@ NO_GPU_HINT = (
     "or call numba_cuda_launch.set_compute_capability((9, 0)))")
 
 
+TOOLKIT_HINT = (
+    "\n(the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them "
+    "with the package's extra, pip install \"numba-cuda-launch[cu13]\", or [cu12] for a "
+    "CUDA 12 driver)")
+_TOOLKIT_LIBS = ("nvvm", "nvrtc", "nvjitlink")
+_NOT_FOUND = ("not found", "cannot be found", "cannot be loaded", "failure finding",
+              "not available")
+
+
+def with_toolkit_hint(exc):
+    """*exc* again, its message extended with :data:`TOOLKIT_HINT`, when it
+    says a CUDA compiler library is missing; None otherwise."""
+    text = str(exc)
+    low = text.lower()
+    if TOOLKIT_HINT in text or not any(lib in low for lib in _TOOLKIT_LIBS) \
+            or not any(words in low for words in _NOT_FOUND):
+        return None
+    try:
+        return type(exc)(text + TOOLKIT_HINT)
+    except Exception:  # an exception class that takes other arguments
+        return None
+
+
 class _ConfiguredDevice:
     """Stands in for the current device while compiling with no GPU."""
 
@@ -382,6 +405,22 @@ def deviceless_bind(original):
             return None
         return original(self)
     return bind
+
+
+def toolkit_hinting_kernel_init(original):
+    """``numba.cuda.dispatcher._Kernel.__init__`` (where a kernel compiles):
+    numba-cuda's error for missing compiler libraries names the extra that
+    installs them, with or without a GPU."""
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        try:
+            original(self, *args, **kwargs)
+        except Exception as exc:
+            hinted = with_toolkit_hint(exc)
+            if hinted is None:
+                raise
+            raise hinted from exc
+    return __init__
 
 
 # Argument types a kernel takes (numba-cuda's _Kernel._prepare_args).
@@ -461,6 +500,9 @@ def refusing_get_call_type(original):
 # them on a GPU"); kept here (the simulator itself drops signatures) rather
 # than on the kernel objects, which are numba-cuda's.
 _SIMULATED_SIGNATURES = weakref.WeakKeyDictionary()
+# Simulator kernels made through the wrapped cuda.jit (their signatures, if
+# any, are known); one made by a jit bound before the wrapping is not here.
+_DECLARED = weakref.WeakSet()
 
 
 def _record_signatures(kernel, sigs):
@@ -495,17 +537,33 @@ def signature_recording_jit(original):
     @functools.wraps(original)
     def jit(func_or_sig=None, *args, **kwargs):
         result = original(func_or_sig, *args, **kwargs)
-        if isinstance(result, FakeCUDAKernel) or func_or_sig is None:
-            return result  # a kernel already, or no signature to record
-        sigs = func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
+        if isinstance(result, FakeCUDAKernel):
+            _DECLARED.add(result)  # lazy: no signature to record
+            return result
+        sigs = None if func_or_sig is None else \
+            func_or_sig if isinstance(func_or_sig, list) else [func_or_sig]
 
         def decorate(fn):
             kernel = result(fn)
-            if isinstance(kernel, FakeCUDAKernel) and not kernel._device:
-                _record_signatures(kernel, sigs)
+            if isinstance(kernel, FakeCUDAKernel):
+                _DECLARED.add(kernel)
+                if sigs and not kernel._device:
+                    _record_signatures(kernel, sigs)
             return kernel
         return decorate
     return jit
+
+
+def lazy_argument_problem(dispatcher, problem):
+    """*problem* (why lazily compiled *dispatcher* cannot take an argument),
+    saying why a simulator kernel is lazy when a ``cuda.jit`` bound before
+    this package was imported made it (the simulator keeps no signature)."""
+    if not is_simulated(dispatcher) or dispatcher in _DECLARED:
+        return problem
+    return ("it was made by a cuda.jit bound before numba_cuda_launch was imported "
+            "(from numba.cuda import jit), and numba-cuda's simulator keeps no "
+            "signature, so it is launched as a lazily compiled kernel (%s); import "
+            "numba_cuda_launch before binding jit, or write cuda.jit" % problem)
 
 
 def stream_classes():

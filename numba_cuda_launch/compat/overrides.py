@@ -100,6 +100,9 @@ OVERRIDES = (
              wraps=False, when=lambda: _nd._function_compile is not None),
     Override("numba.core.caching:Cache", "load_overload", _caching.target_checking_load_overload,
              _NUMBA, "cached launch code built for another launch target is a cache miss"),
+    Override("numba.core.caching:Cache", "_index_key", _caching.simulator_separating_index_key,
+             _NUMBA, "under the simulator, cached code is an entry of its own: it never "
+             "replaces the entry of code built for a GPU"),
     Override("numba.core.compiler:CompileResult", "_reduce", _caching.checks_carrying_reduce,
              _NUMBA, "the launch-target checks of linked libraries are pickled with the code"),
     Override("numba.core.datamodel:default_manager._handlers", "[types.Float]",
@@ -121,6 +124,9 @@ OVERRIDES = (
     Override("numba.cuda.codegen:CUDACodeLibrary", "_ensure_cc", _nc.deviceless_ensure_cc,
              _NUMBA_CUDA, "with no GPU, PTX and cubins are built for the configured "
              "compute capability", when=_not_simulated),
+    Override("numba.cuda.dispatcher:_Kernel", "__init__", _nc.toolkit_hinting_kernel_init,
+             _NUMBA_CUDA, "a kernel that cannot compile for want of NVVM, NVRTC or nvJitLink "
+             "says which extra installs them", when=_not_simulated),
     Override("numba.cuda.dispatcher:_Kernel", "bind", _nc.deviceless_bind, _NUMBA_CUDA,
              "with no GPU there is no context to load a module into", when=_not_simulated),
     Override(_qualified(_nc.CUDADispatcherType), "get_call_type", _nc.refusing_get_call_type,

@@ -7,7 +7,9 @@ When Numba loads the function from its cache in a later process, the target
 is compared with that process's; on a difference the cached code is not
 used (it is compiled again and the entry replaced), so code built without
 the simulator never runs under it and vice versa, and an image built for
-one architecture is not loaded on another. Simulated launches call back into
+one architecture is not loaded on another. Simulated code has a cache
+entry of its own (:mod:`..compat.numba_caching`): it never replaces the
+driver's. Simulated launches call back into
 Python objects of the process that compiled them, so code launching under
 the simulator is never reused from the cache (it is compiled each process).
 """

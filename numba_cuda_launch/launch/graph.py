@@ -177,10 +177,19 @@ for _ty in _PY_CLASSES:
 
 # -- driver calls (status forms) ---------------------------------------------------
 
+#: Every graph entry point's refusal under the simulator, whose launches
+#: run at once in Python: nothing could be recorded or replayed.
+SIMULATOR_REFUSAL = (
+    "CUDA graphs need a GPU or the recording driver (numba_cuda_launch.testing."
+    "RecordingDriver); under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) launches run "
+    "at once, so there is nothing to capture or replay")
+
+
 def _check_stream(what, stream):
     if _compat.simulator_enabled():
-        raise NopythonUsageError("graphs.%s: CUDA graphs need the CUDA driver; they are not "
-                          "available under numba-cuda's simulator" % what)
+        # The module functions reach this through _stream_ptr: name the module.
+        raise NopythonUsageError("%s: %s" % ("numba_cuda_launch.graphs" if what == "stream"
+                                             else "graphs." + what, SIMULATOR_REFUSAL))
     if not is_stream_type(stream):
         raise NopythonUsageError(
             "graphs.%s: the stream must be a raw CUstream (voidptr or an integer) or a "
@@ -494,8 +503,7 @@ def _update_launch_signature(exe_ty, args, kws, what):
     cfg_ty = args[1]
     selection = select_kernel(cfg_ty.dispatcher, args[2:])
     if _compat.is_simulated(selection.kernel):
-        raise KernelTypingError("kernel %r: CUDA graphs need the CUDA driver; they are not "
-                                "available under numba-cuda's simulator" % cfg_ty.kernel_name)
+        raise KernelTypingError("kernel %r: %s" % (cfg_ty.kernel_name, SIMULATOR_REFUSAL))
     return signature(types.int32 if what.endswith("_status") else types.none, *args,
                      recvr=exe_ty)
 

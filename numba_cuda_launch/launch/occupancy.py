@@ -81,10 +81,12 @@ def _result_type(count, status):
 
 def _query_signature(cfg_ty, args, kws, name, status):
     sig = launch_signature(cfg_ty, args, kws, _result_type(QUERIES[name][1], status))
-    if _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
+    if name == "max_active_clusters" and \
+            _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
         raise KernelTypingError(
-            "kernel %r: occupancy queries need the CUDA driver; they are not available "
-            "under numba-cuda's simulator" % cfg_ty.kernel_name)
+            "kernel %r: %s: thread-block clusters are not simulated by numba-cuda's CUDA "
+            "simulator (the other occupancy queries answer its model there)"
+            % (cfg_ty.kernel_name, name + ("_status" if status else "")))
     return sig
 
 
@@ -122,11 +124,14 @@ def _emit_query(context, builder, sig, args, name):
     if uses_block:
         check_block_threads(builder, guards, cfg)
     with builder.if_then(guards.ok(), likely=True):
-        status_ptr, func = backend.emit_function(context, builder, kernel)
-        guards.check_status(lambda: builder.load(status_ptr), "")
+        modelled = backend.emit_occupancy(builder, name, cfg)  # the simulator's model
+        if modelled is None:
+            status_ptr, func = backend.emit_function(context, builder, kernel)
+            guards.check_status(lambda: builder.load(status_ptr), "")
 
         def ask():
-            answer, values = emit(builder, guards, func, cfg)
+            answer, values = modelled if modelled is not None else \
+                emit(builder, guards, func, cfg)
             for slot, value in zip(results, values):
                 builder.store(value, slot)
             return answer

@@ -214,7 +214,7 @@ def _compile_for(compiler, dispatcher, args, name, names):
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
-                % (name, names[i], i + 1, ty, problem))
+                % (name, names[i], i + 1, ty, _compat.lazy_argument_problem(dispatcher, problem)))
     try:
         return compiler.compile(dispatcher, argtypes), argtypes
     except Exception as exc:

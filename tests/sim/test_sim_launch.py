@@ -307,22 +307,163 @@ def test_simulated_device_array_element_access_refused():
         peek(cuda.to_device(np.zeros(4)))
 
 
-def test_clusters_graphs_and_occupancy_refused_with_a_sentence():
-    # Driver-only features: typing errors naming the simulator.
-    from numba_cuda_launch import graphs
-
+def test_clusters_refused_with_a_sentence():
     def cluster(p):
         add_one[2, 32, 0, 0, 2](numba.carray(ncl.as_voidptr(p), (64,), np.float32))
 
-    def occupancy(p):
-        return add_one[1, 32].max_active_blocks(numba.carray(ncl.as_voidptr(p), (64,), np.float32))
+    with pytest.raises(TypingError) as info:
+        njit(cluster)(0)
+    first = str(info.value).splitlines()[0]
+    assert "thread-block clusters" in first and "simulator" in first
 
-    def capture(s):
-        graphs.begin_capture(s)
 
-    for fn, args, what in ((cluster, (0,), "thread-block clusters"),
-                           (occupancy, (0,), "occupancy queries need the CUDA driver"),
-                           (capture, (1,), "CUDA graphs need the CUDA driver")):
-        with pytest.raises(TypingError) as info:
-            njit(fn)(*args)
-        assert what in str(info.value) and "simulator" in str(info.value)
+# -- graphs: refused on every entry point, with one sentence ---------------------------
+
+def _graph_entry_points():
+    from numba_cuda_launch import graphs
+
+    return {
+        "begin_capture": lambda s: graphs.begin_capture(s),
+        "begin_capture_status": lambda s: graphs.begin_capture_status(s),
+        "end_capture": lambda s: graphs.end_capture(s),
+        "end_capture_status": lambda s: graphs.end_capture_status(s),
+        "last_launch": lambda s: graphs.last_launch(s),
+        "last_launch_status": lambda s: graphs.last_launch_status(s),
+        "abort_capture": lambda s: graphs.abort_capture(s),
+    }
+
+
+@pytest.mark.parametrize("entry", sorted(_graph_entry_points()))
+@pytest.mark.parametrize("where", ["python", "njit"])
+def test_graph_entry_point_refused(entry, where):
+    call = _graph_entry_points()[entry]
+    fn = call if where == "python" else njit(call)
+    with pytest.raises(TypingError) as info:
+        fn(cuda.stream())
+    first = str(info.value).splitlines()[0]
+    assert "CUDA graphs need a GPU or the recording driver" in first
+    assert "NUMBA_ENABLE_CUDASIM" in first
+
+
+def test_graph_update_launch_refused():
+    from numba_cuda_launch import graphs
+
+    @njit
+    def update(exe, node, p):
+        exe.update_launch(node, add_one[1, 4], numba.carray(ncl.as_voidptr(p), (4,), np.float32))
+
+    with pytest.raises(TypingError) as info:
+        update(graphs.GraphExec(0), graphs.KernelNode(0), 0)
+    assert "CUDA graphs need a GPU or the recording driver" in str(info.value).splitlines()[0]
+
+
+# -- occupancy: the simulator's model, the same from every form -----------------------
+
+@njit
+def occupancy_answers(xp, block):
+    x = numba.carray(ncl.as_voidptr(xp), (64,), np.float32)
+    cfg = add_one[1, block]
+    return (cfg.max_active_blocks(x), cfg.max_active_blocks_status(x),
+            cfg.max_potential_block_size(x), cfg.max_potential_block_size_status(x))
+
+
+@pytest.mark.parametrize("block", [1, 32, 1024])
+def test_occupancy_model_one_block_at_a_time(block):
+    x = np.zeros(64, np.float32)
+    assert occupancy_answers(ptr(x), block) == (1, (0, 1), (1, 1024), (0, 1, 1024))
+
+
+def test_occupancy_model_block_over_1024_threads():
+    x = np.zeros(64, np.float32)
+    assert occupancy_answers(ptr(x), (32, 33))[:2] == (0, (0, 0))
+
+
+def test_occupancy_sized_launch_runs():
+    @njit
+    def sized(x, y):
+        _, block = add_dev[1, 1].max_potential_block_size(x, y)
+        add_dev[(x.size + block - 1) // block, block](x, y)
+
+    x = rng.standard_normal(40).astype(np.float32)
+    y = rng.standard_normal(40).astype(np.float32)
+    dx = cuda.to_device(x)
+    sized(dx, cuda.to_device(y))
+    np.testing.assert_allclose(dx.copy_to_host(), x + y, rtol=1e-6)
+
+
+@pytest.mark.parametrize("status", ["", "_status"])
+def test_max_active_clusters_refused(status):
+    src = ("def q(p):\n    return add_one[1, 32].max_active_clusters%s("
+           "numba.carray(ncl.as_voidptr(p), (64,), np.float32))\n" % status)
+    ns = dict(globals())
+    exec(src, ns)
+    with pytest.raises(TypingError) as info:
+        njit(ns["q"])(0)
+    first = str(info.value).splitlines()[0]
+    assert "max_active_clusters" + status in first and "clusters are not simulated" in first
+
+
+# -- kernels as arguments, on_stream, kernels made by an early-bound jit --------------
+
+@cuda.jit
+def add_dev(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += y[i]
+
+
+@cuda.jit
+def sub_dev(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] -= y[i]
+
+
+@njit
+def launch_given(kernel, x, y):
+    kernel[(x.size + 31) // 32, 32](x, y)
+
+
+def test_kernel_as_njit_argument():
+    x = rng.standard_normal(50).astype(np.float32)
+    y = rng.standard_normal(50).astype(np.float32)
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    launch_given(add_dev, dx, dy)
+    np.testing.assert_allclose(dx.copy_to_host(), x + y, rtol=1e-6)
+    launch_given(sub_dev, dx, dy)  # another kernel: its own specialisation
+    np.testing.assert_allclose(dx.copy_to_host(), x, rtol=1e-5, atol=1e-6)
+
+
+def test_on_stream_wrapper():
+    x = rng.standard_normal(50).astype(np.float32)
+    y = rng.standard_normal(50).astype(np.float32)
+    dx = cuda.to_device(x)
+    stream = cuda.stream()
+    launch_given(add_dev, ncl.on_stream(dx, stream), ncl.on_stream(cuda.to_device(y), stream))
+    np.testing.assert_allclose(dx.copy_to_host(), x + y, rtol=1e-6)
+
+
+def test_early_bound_jit_kernel_explained():
+    # cuda.jit as bound before the package was imported (its wrapper's target).
+    early_jit = cuda.jit.__wrapped__
+
+    @early_jit(nt.void(nt.CPointer(nt.float32)))
+    def eager(x):
+        x[0] = 1
+
+    def launch(p):
+        eager[1, 1](ncl.as_voidptr(p))
+
+    with pytest.raises(TypingError) as info:
+        njit((nt.intp,))(launch)
+    first = str(info.value).splitlines()[0]
+    assert "kernel 'eager'" in first and "bound before numba_cuda_launch was imported" in first
+
+
+def test_kernel_of_the_package_jit_is_not_called_early_bound():
+    def launch(p):
+        add_one[1, 1](ncl.as_voidptr(p))
+
+    with pytest.raises(TypingError) as info:
+        njit((nt.intp,))(launch)
+    assert "bound before" not in str(info.value) and "voidptr" in str(info.value)

@@ -57,10 +57,17 @@ class LaunchBackend:
         """Emit getting *kernel*'s ``CUfunction`` in the current context
         (loading it there); return ``(status_ptr, function)``: a stack slot
         holding the ``CUresult`` and the handle (NULL on failure). Backends
-        without driver functions (the simulator) do not implement it: the
-        features needing it (occupancy queries, graph updates) are refused
-        when typing."""
+        without driver functions (the simulator) do not implement it: they
+        answer occupancy queries with :meth:`emit_occupancy`, and graph
+        updates are refused when typing."""
         raise NotImplementedError("LaunchBackend.emit_function")
+
+    def emit_occupancy(self, builder, query, cfg):
+        """Emit the answer to occupancy *query* (a name of
+        :data:`..occupancy.QUERIES`) for configuration *cfg* without the
+        driver: ``(CUresult, [values])``; None (the default) when the answer
+        is the driver's, asked through :meth:`emit_function`."""
+        return None
 
     def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):
         """Emit setting the launch of kernel node *node* (``CUgraphNode``)

@@ -13,6 +13,10 @@ simulated launches are serialised by a lock.
 Kernels declared with signatures (``cuda.jit(sig)``) keep them
 (``compat.numba_cuda.signature_recording_jit``) so that overloads are chosen
 and ``voidptr`` arguments typed as on a GPU.
+Kernels may be arguments of ``@njit`` functions, as on a GPU. Occupancy
+queries answer a fixed model (one multiprocessor running one block at a
+time, as the simulator runs them); CUDA graphs and clusters are refused when
+typing. See README.md, "Without a GPU: what works where".
 """
 
 import ctypes
@@ -25,7 +29,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.core.datamodel import models
 from numba.core.imputils import lower_constant
-from numba.extending import register_model, typeof_impl
+from numba.extending import NativeValue, register_model, typeof_impl, unbox
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel
 
@@ -33,9 +37,11 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_LAUNCH_FAILED
 from numba_cuda_launch.launch import launchconfig
 from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register
+from numba_cuda_launch.launch.guards import block_threads
 
 __all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
 
+MAX_BLOCK = 1024  # threads per block in the occupancy model
 _lock = threading.RLock()
 
 
@@ -63,6 +69,12 @@ def _typeof_sim_kernel(val, c):
 @lower_constant(SimulatedKernel)
 def _sim_kernel_constant(context, builder, ty, pyval):
     return context.get_dummy_value()
+
+
+@unbox(SimulatedKernel)
+def _unbox_sim_kernel(typ, obj, c):
+    # The type is the kernel (its key): a kernel passed in carries no data.
+    return NativeValue(c.context.get_dummy_value())
 
 
 launchconfig.add_kernel_type(SimulatedKernel)
@@ -140,6 +152,17 @@ class SimulatorBackend(LaunchBackend):
 
     def emit_preload(self, context, builder, kernel):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
+
+    def emit_occupancy(self, builder, query, cfg):
+        # The model: one multiprocessor running one block at a time (the
+        # simulator's own max_cooperative_grid_blocks is 1), of up to 1024
+        # threads. max_active_clusters is refused when typing.
+        i32 = ir.IntType(32)
+        if query == "max_potential_block_size":
+            return ir.Constant(i32, 0), [ir.Constant(i32, 1), ir.Constant(i32, MAX_BLOCK)]
+        threads = block_threads(builder, cfg)[0]  # at most 2**31-1: checked before
+        fits = builder.icmp_unsigned("<=", threads, ir.Constant(i32, MAX_BLOCK))
+        return ir.Constant(i32, 0), [builder.zext(fits, i32)]
 
     def emit_is_device_accessible(self, builder, address, host_allocated):
         # The simulator's "device" memory is host memory: only an array that

@@ -1,0 +1,93 @@
+"""Every example and every Python block of README.md runs to completion in a
+fresh process, so that what the README shows stays true.
+
+With a GPU they run on it. Without one, README blocks run under numba-cuda's
+CUDA simulator (as the README's first block says), and the examples choose
+for themselves: the simulator, the recording driver, or one line saying what
+they need and exit status 0. A README block preceded by ``<!-- fragment -->``
+is not a whole program and is not run; one preceded by
+``<!-- no-simulator -->`` runs without the simulator (it uses the recording
+driver when there is no GPU).
+"""
+
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from numba import cuda
+
+from childenv import PREAMBLE, ROOT, child_env
+
+README = os.path.join(ROOT, "README.md")
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.py")))
+MARKERS = ("fragment", "no-simulator")
+TIMEOUT = 300  # seconds per program; most take 3-10 on two cores
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+HAVE_GPU = cuda.is_available() and not SIMULATED
+
+
+def readme_blocks():
+    """``[(line, marker, source)]``: README.md's python blocks, with the
+    marker comment on the line before each (None when there is none)."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    blocks = []
+    for m in re.finditer(r"^```python\n(.*?)^```$", text, re.M | re.S):
+        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
+        marker = re.fullmatch(r"<!--\s*(.*?)\s*-->", before)
+        blocks.append((text.count("\n", 0, m.start()) + 1,
+                       marker.group(1) if marker else None, m.group(1)))
+    return blocks
+
+
+def _run(path, args=(), simulator=False, cwd=ROOT):
+    """Run the program at *path* as ``__main__`` in a fresh interpreter;
+    returns its output. Fails on a non-zero exit status or a traceback."""
+    env = child_env()
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\n"
+                         "runpy.run_path(%r, run_name='__main__')\n" % ([path] + list(args), path))
+    out = subprocess.run([sys.executable, "-c", runner], env=env, cwd=cwd,
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    shown = out.stdout[-3000:] + out.stderr[-6000:]
+    assert out.returncode == 0, shown
+    assert "Traceback" not in out.stderr, shown
+    return out.stdout
+
+
+def test_readme_markers_are_known_and_whole_programs_remain():
+    blocks = readme_blocks()
+    unknown = [(line, marker) for line, marker, _ in blocks
+               if marker is not None and marker not in MARKERS]
+    assert not unknown, "unknown README block markers %s (known: %s)" % (unknown, MARKERS)
+    runnable = [line for line, marker, _ in blocks if marker != "fragment"]
+    assert len(runnable) >= 5, "only README blocks at lines %s are run" % runnable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line, marker, source",
+                         [pytest.param(*b, id="README.md:%d" % b[0])
+                          for b in readme_blocks() if b[1] != "fragment"])
+def test_readme_block_runs(tmp_path, line, marker, source):
+    path = tmp_path / ("readme_line%d.py" % line)
+    path.write_text(source)
+    _run(str(path), simulator=not HAVE_GPU and marker != "no-simulator", cwd=str(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES, ids=os.path.basename)
+def test_example_runs(example):
+    out = _run(example)
+    assert out.strip(), "an example says what it did (or what it needs)"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAVE_GPU, reason="--record is the no-GPU mode of seed_cfunc.py")
+def test_seed_cfunc_records_without_a_gpu():
+    out = _run(os.path.join(ROOT, "examples", "seed_cfunc.py"), ["--record"])
+    assert "cuLaunchKernel(kernel_gpu, grid=(1000, 1, 1), block=(128, 1, 1)" in out, out
