@@ -204,3 +204,24 @@ def test_failing_kernel_is_a_jax_error():
     # CUDA_ERROR_LAUNCH_FAILED; without a driver the handler has no names for codes
     assert "CUDA kernel 'out_of_bounds' failed:" in str(info.value)
     assert "(719)" in str(info.value)
+
+
+def test_saxpy_example_runs_on_xla_cpu():
+    """examples/jax_saxpy.py as docs/jax.md says to run it without a GPU."""
+    import os
+    import subprocess
+    import sys
+
+    from childenv import PREAMBLE, ROOT, child_env
+
+    example = os.path.join(ROOT, "examples", "jax_saxpy.py")
+    code = PREAMBLE + "import runpy\nrunpy.run_path(%r, run_name='__main__')\n" % example
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(JAX_PLATFORMS="cpu"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)
+    x = np.arange(8, dtype=np.float32)
+    got = np.array(lines["saxpy in jit"].strip(" []").split(), np.float32)
+    np.testing.assert_array_equal(got, 3 * x + 1)
+    got = np.array(lines["grad of sum(f)"].strip(" []").split(), np.float32)
+    np.testing.assert_array_equal(got, np.full(8, 2, np.float32))
