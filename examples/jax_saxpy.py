@@ -1,7 +1,9 @@
 """A Numba CUDA kernel inside jax.jit, with vmap and a custom gradient.
 
 Needs a GPU and JAX with CUDA (pip install "numba-cuda-launch[jax,cu13]" and
-jax[cuda13]). Without a GPU it says so and exits.
+jax[cuda13]), or runs on XLA:CPU with the kernel in numba-cuda's CUDA
+simulator: NUMBA_ENABLE_CUDASIM=1 JAX_PLATFORMS=cpu python examples/jax_saxpy.py.
+Otherwise it says so and exits.
 """
 
 import jax
@@ -37,9 +39,13 @@ f.defvjp(lambda x, y: (f(x, y), None), lambda _, g: (2.0 * g, g))
 
 
 def main():
-    if not any(d.platform == "gpu" for d in jax.devices()):
-        print("JAX sees no GPU here: this example needs one")
+    simulated = cuda.config.ENABLE_CUDASIM
+    if not simulated and not any(d.platform == "gpu" for d in jax.devices()):
+        print("JAX sees no GPU here: this example needs one, or NUMBA_ENABLE_CUDASIM=1 "
+              "(and JAX_PLATFORMS=cpu) to run the kernel in the CUDA simulator")
         return
+    if simulated:  # the simulator's handlers are XLA:CPU's
+        jax.config.update("jax_default_device", jax.devices("cpu")[0])
     x = jnp.arange(8, dtype=jnp.float32)
     y = jnp.ones(8, jnp.float32)
     print("saxpy in jit:     ", jax.jit(lambda x, y: saxpy_jax(x, y, a=3.0))(x, y))

@@ -2,9 +2,13 @@
 
 :func:`jax_kernel` turns a ``@cuda.jit`` kernel into a function on
 ``jax.Array`` values. Each call is an XLA custom call whose handler is a
-nopython ``@cfunc`` generated here (no C++, no GIL): it reads the buffers,
+nopython ``@cfunc`` composed here (no C++, no GIL): it reads the buffers,
 attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
 and launches the kernel with ``kernel[grid, block, stream, sharedmem]``.
+Handlers are registered for XLA's CUDA platform; for a kernel of numba-cuda's
+CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), for XLA:CPU, where the kernel
+runs in the simulator on the host buffers. The other platform gets a handler
+that fails the call saying so (see docs/jax.md, "On XLA:CPU").
 
 The kernel is called as ``kernel(*inputs, *outputs, *scalars)``: input and
 output arrays (C-ordered views of XLA's buffers) followed by the static
@@ -19,17 +23,22 @@ JAX is an optional dependency (``pip install numba-cuda-launch[jax]``),
 imported when this module is.
 """
 
+import functools
 import hashlib
+import inspect
 import re
 import threading
+import warnings
 from collections.abc import Mapping
 
 import jax
 import numba
 import numpy as np
 from llvmlite import ir
+from numba import literal_unroll
 from numba.core import types as nt
-from numba.extending import intrinsic, register_jitable
+from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
@@ -45,9 +54,6 @@ __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks"
 # so an old export never meets a handler that reads it differently.
 _ABI = 1
 _PREFIX = "ncl."
-# Platforms the handlers are registered for. XLA:CPU only for the tests, which
-# run generated handlers there against the recording driver.
-_PLATFORMS = ("CUDA",)
 _lock = threading.RLock()
 # Target name -> _Target, for the life of the process: XLA keeps the handler
 # pointers of every executable, and one name maps to one handler.
@@ -154,7 +160,16 @@ def _scalar_attribute(kname, pname, dtype, value):
     return converted
 
 
-def _dim3(value, what, kname):
+# CUDA's launch limits, the same on every device since compute capability
+# 3.0 ((x, y, z) maxima and how messages state them), and dynamic shared
+# memory as the driver takes it (an unsigned int).
+_GRID_MAX = ((2**31 - 1, 65535, 65535), "1..2**31-1 in x and 1..65535 in y and z")
+_BLOCK_MAX = ((1024, 1024, 64), "1..1024 in x and y and 1..64 in z")
+_BLOCK_THREADS_MAX = 1024
+_SHAREDMEM_MAX = 2**32 - 1
+
+
+def _dim3(value, what, kname, limits):
     items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     if not 1 <= len(items) <= 3 or not all(_is_int(v) for v in items):
         raise TypeError("kernel %r: %s must be an integer or a tuple of 1-3 integers, got %s"
@@ -162,15 +177,29 @@ def _dim3(value, what, kname):
     items = tuple(int(v) for v in items)
     if any(v < 1 for v in items):
         raise ValueError("kernel %r: %s must be positive, got %r" % (kname, what, value))
+    maxima, text = limits
+    for axis, v, most in zip("xyz", items, maxima):
+        if v > most:
+            raise ValueError("kernel %r: %s has %d %s in %s; CUDA takes %s"
+                             % (kname, what, v, "blocks" if what.startswith("grid")
+                                else "threads", axis, text))
     return items + (1,) * (3 - len(items))
 
 
 def _launch_dims(config, kname, source):
+    """``(grid, block)`` as 3-tuples from a launch configuration, refused
+    (naming the kernel and *source*) outside CUDA's limits."""
     if not isinstance(config, (tuple, list)) or len(config) != 2:
         raise TypeError("kernel %r: %s must give (grid, block), got %s"
                         % (kname, source, _describe(config)))
-    return (_dim3(config[0], "grid from the %s" % source, kname),
-            _dim3(config[1], "block from the %s" % source, kname))
+    grid = _dim3(config[0], "grid from the %s" % source, kname, _GRID_MAX)
+    block = _dim3(config[1], "block from the %s" % source, kname, _BLOCK_MAX)
+    threads = block[0] * block[1] * block[2]
+    if threads > _BLOCK_THREADS_MAX:
+        raise ValueError("kernel %r: block from the %s %r has %d threads in all; CUDA takes "
+                         "at most %d per block" % (kname, source, config[1], threads,
+                                                   _BLOCK_THREADS_MAX))
+    return grid, block
 
 
 def _signature_key(in_specs, out_specs):
@@ -225,8 +254,9 @@ class JaxKernel:
         if isinstance(sharedmem, (bool, np.bool_)) or not isinstance(sharedmem, (int, np.integer)):
             raise TypeError("kernel %r: sharedmem must be a number of bytes (an integer), got %s"
                             % (kname, _describe(sharedmem)))
-        if sharedmem < 0:
-            raise ValueError("kernel %r: sharedmem must be >= 0 bytes, got %d" % (kname, sharedmem))
+        if not 0 <= sharedmem <= _SHAREDMEM_MAX:
+            raise ValueError("kernel %r: sharedmem must be 0..2**32-1 bytes (the driver's "
+                             "range), got %d" % (kname, sharedmem))
         self.sharedmem = int(sharedmem)
         if input_output_aliases is not None and not isinstance(input_output_aliases, Mapping):
             raise TypeError("kernel %r: input_output_aliases must be a dict {input index: "
@@ -289,6 +319,9 @@ class JaxKernel:
                 % (kname, len(scalars), trailing, [str(k) for k in scalars]))
         bound = {}
         for pname in trailing:
+            if scalars[pname] is None:  # np.dtype(None) is float64
+                raise TypeError("kernel %r scalar %r: None is not a dtype; give the parameter's "
+                                "type, e.g. np.float32" % (kname, pname))
             try:
                 dtype = np.dtype(scalars[pname])
             except TypeError:
@@ -330,9 +363,36 @@ class JaxKernel:
                 ) from None
         return specs
 
+    def _check_arity(self, fn, setting, n_in):
+        """Refuse a function given as *setting* (``"launch="``,
+        ``"out_shapes="``) that cannot be called as it will be: with *n_in*
+        input structs and the scalars by keyword, or, for an @njit launch
+        rule, with the input shapes and the scalars positionally."""
+        jitted = _is_jitted(fn)
+        try:
+            sig = inspect.signature(fn.py_func if jitted else fn)
+        except (TypeError, ValueError):
+            return  # no signature to check (a builtin, a C function)
+        names = list(self.scalars)
+        try:
+            if jitted:
+                sig.bind(*range(n_in + len(names)))
+            else:
+                sig.bind(*range(n_in), **dict.fromkeys(names))
+        except TypeError as exc:
+            given = ("the shapes of the kernel's %d input(s), then its %d scalar(s) %s "
+                     "positionally" % (n_in, len(names), names) if jitted else
+                     "the shape/dtype structs of the kernel's %d input(s), then its %d "
+                     "scalar(s) %s by keyword" % (n_in, len(names), names))
+            raise TypeError(
+                "kernel %r: the %s function %s takes %d parameter(s) %s, but it is called "
+                "with %s (%s)" % (self.kernel_name, setting, getattr(fn, "__name__", fn),
+                                  len(sig.parameters), sig, given, exc)) from None
+
     def _outputs(self, in_specs, scalar_values):
         outs = self.out_shapes
         if callable(outs):
+            self._check_arity(outs, "out_shapes=", len(in_specs))
             try:
                 outs = outs(*in_specs, **scalar_values)
             except TypeError as exc:
@@ -394,6 +454,7 @@ class JaxKernel:
             if self._static_dims is not None:
                 grid, block = self._static_dims
             else:
+                self._check_arity(self.launch, "launch=", len(in_specs))
                 grid, block = _launch_dims(self.launch(*in_specs, **scalar_values),
                                            self.kernel_name, "launch rule")
             attrs.update({"ncl_grid_%s" % a: np.int64(v) for a, v in zip("xyz", grid)})
@@ -442,6 +503,8 @@ class JaxKernel:
                 return name  # another JaxKernel over the same kernel and options
             n += 1  # a different kernel of the same name (e.g. defined in a function)
             name = "%s.%d" % (base, n)
+        if self._rule is not None:
+            self._check_arity(self._rule, "launch=", len(in_specs))
         variants = [self._argtypes(in_specs, out_specs, extra)
                     for extra in ((0, 1) if self.batch_aware else (0,))]
         for argtypes in variants:
@@ -458,8 +521,14 @@ class JaxKernel:
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
-        for platform in _PLATFORMS:
-            jax.ffi.register_ffi_target(name, stages, platform=platform, api_version=1)
+        # A simulator kernel runs on host memory: its handler is XLA:CPU's, and
+        # the other platform gets a handler saying why the call cannot run there.
+        simulated = _compat.is_simulated(self.kernel)
+        runs_on, refused_on = ("cpu", "CUDA") if simulated else ("CUDA", "cpu")
+        jax.ffi.register_ffi_target(name, stages, platform=runs_on, api_version=1)
+        refusal = _refusal(self.kernel_name, simulated)
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(refusal.ctypes),
+                                    platform=refused_on, api_version=1)
         _REGISTRY[name] = _Target(name, self.kernel, self._rule, self._config, handler)
         return name
 
@@ -612,76 +681,197 @@ def deserialize(blob):
 
 
 # -- the handler ----------------------------------------------------------------
+#
+# The handler is composed of small jitable closures over the call's
+# constants (buffer indices, ranks, dtypes, attribute names are freevars,
+# which Numba types as constants): readers of one buffer or scalar, and
+# tuples of their values. No source text is generated. The pieces that LLVM
+# would keep as calls are inlined at the IR level; the comparison of the
+# handler's code with a handler from generated source is in docs/jax.md.
+
+
+def _inlined(fn):
+    """*fn*, jitable and inlined into its callers at the IR level."""
+    return register_jitable(inline="always")(fn)
+
+
+@register_jitable
+def _first_argument(frame):
+    return xla_ffi.arg_buffer(frame, 0)
+
+
+@register_jitable
+def _first_result(frame):
+    return xla_ffi.ret_buffer(frame, 0)
+
+
+def _view_reader(buffer, index, ty):
+    """A jitable function of the frame: the C-ordered array view of type
+    *ty* of buffer *index* (``buffer`` is ``xla_ffi.arg_buffer`` or
+    ``ret_buffer``)."""
+    ndim, dtype = ty.ndim, np.dtype(str(ty.dtype)).type
+
+    @register_jitable
+    def view(frame):
+        return xla_ffi.buffer_as_array(buffer(frame, index), ndim, dtype)
+    return view
+
+
+def _scalar_reader(pname, dtype):
+    """A jitable function of the frame: scalar *pname* as *dtype*, from the
+    attribute the call site sets."""
+    name, convert = "ncl_s_" + pname, dtype.type
+    if dtype == np.float16:  # an F32 attribute, to half bits without LLVM's helpers
+        @_inlined
+        def read(frame):
+            return _as_half(xla_ffi.attr_float(frame, name))
+    elif dtype.kind == "f":
+        @_inlined
+        def read(frame):
+            return convert(xla_ffi.attr_float(frame, name))
+    else:
+        @_inlined
+        def read(frame):
+            return convert(xla_ffi.attr_int(frame, name))
+    return read
+
+
+@_inlined
+def _no_values(frame):
+    return ()
+
+
+def _prepend(head, rest):
+    @_inlined
+    def read(frame):
+        return (head(frame),) + rest(frame)
+    return read
+
+
+def _tuple_reader(readers):
+    """A jitable function of the frame returning the tuple of the *readers*'
+    values."""
+    read = _no_values
+    for head in reversed(readers):
+        read = _prepend(head, read)
+    return read
+
+
+def _arrays_reader(arrays, n_in):
+    """An @njit function of the frame returning ``(inputs, outputs)``, the
+    views of the buffers as *arrays* (the kernel's array types, inputs
+    first). A dispatcher, so that it can be an item of a constant tuple."""
+    read_inputs = _tuple_reader([_view_reader(xla_ffi.arg_buffer, i, t)
+                                 for i, t in enumerate(arrays[:n_in])])
+    read_outputs = _tuple_reader([_view_reader(xla_ffi.ret_buffer, i, t)
+                                  for i, t in enumerate(arrays[n_in:])])
+
+    @numba.njit
+    def read(frame):
+        return read_inputs(frame), read_outputs(frame)
+    return read
+
+
+def _shapes(arrays):
+    """``tuple(a.shape for a in arrays)`` in nopython code."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(_shapes)
+def _shapes_impl(arrays):
+    if len(arrays) == 0:
+        return lambda arrays: ()
+    return lambda arrays: (arrays[0].shape,) + _shapes(arrays[1:])
+
+
+@_inlined
+def _attribute_config(frame, inputs, scalars):
+    """Grid and block from the attributes the call site sets (all six; y and
+    z default to 1)."""
+    grid = (xla_ffi.attr_int(frame, "ncl_grid_x"), xla_ffi.attr_int(frame, "ncl_grid_y", 1),
+            xla_ffi.attr_int(frame, "ncl_grid_z", 1))
+    block = (xla_ffi.attr_int(frame, "ncl_block_x"), xla_ffi.attr_int(frame, "ncl_block_y", 1),
+             xla_ffi.attr_int(frame, "ncl_block_z", 1))
+    return grid, block
+
+
+def _rule_config(rule):
+    """Grid and block from the @njit launch *rule* of the input shapes and
+    the scalars."""
+    @_inlined
+    def config(frame, inputs, scalars):
+        return rule(*(_shapes(inputs) + scalars))
+    return config
+
+
+_NO_VARIANT = np.int32(-1)  # no CUresult is negative
+_UNIMPLEMENTED = 12  # XLA_FFI_Error_Code_UNIMPLEMENTED
+_ON_CPU = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on XLA:CPU; its "
+           "handlers run on CUDA GPUs only. To run it on the CPU, in numba-cuda's CUDA "
+           "simulator, set NUMBA_ENABLE_CUDASIM=1 before numba is imported (docs/jax.md)")
+_ON_CUDA = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on a GPU, but the "
+            "kernel is numba-cuda's CUDA simulator's (NUMBA_ENABLE_CUDASIM=1), which runs "
+            "on XLA:CPU only: call it on a CPU device (JAX_PLATFORMS=cpu)")
+
+
+@functools.lru_cache(maxsize=None)
+def _refusal(kernel_name, simulated):
+    """The handler (a cfunc, kept) that the platform a kernel cannot run on
+    gets: it answers XLA's metadata query and fails every call, saying why
+    and what to do."""
+    major, minor = xla_ffi.api_version()
+    message = (_ON_CUDA if simulated else _ON_CPU) % kernel_name
+
+    def refuse(frame):
+        if xla_ffi.is_metadata_query(frame):
+            return xla_ffi.answer_metadata_query(frame, 0, major, minor)
+        return xla_ffi.error(frame, xla_ffi.c_string(message), _UNIMPLEMENTED)
+    return numba.cfunc(nt.voidptr(nt.voidptr))(refuse)
+
 
 def _make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
-    """Generate and compile the FFI handler cfunc for one signature; one
-    branch per rank variant (a batch-aware kernel also takes a leading batch
-    dimension), chosen by the rank of the first buffer. No user text is
-    placed in the generated source: attribute names and messages are
-    constants of its namespace."""
+    """Compile the FFI handler cfunc for one signature: one launch per rank
+    variant (a batch-aware kernel also takes a leading batch dimension),
+    chosen by the rank of the first buffer. *variants* are the kernel's
+    argument types per variant, *scalars* ``[(name, dtype)]``."""
     major, minor = xla_ffi.api_version()
-    ns = {"ffi": xla_ffi, "kernel": kernel, "MAJOR": major, "MINOR": minor,
-          "LAUNCH": launch_rule, "HALF": _as_half,
-          "TRAITS": xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0,
-          "MSG_RANK": "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected "
-                      "rank" % kernel_name,
-          "MSG_LAUNCH": "numba_cuda_launch: CUDA kernel '%s'" % kernel_name}
-    lines = [
-        "def handler(frame):",
-        "    if ffi.is_metadata_query(frame):",
-        "        return ffi.answer_metadata_query(frame, TRAITS, MAJOR, MINOR)",
-        "    rank = ffi.buffer_rank(%s)" % ("ffi.arg_buffer(frame, 0)" if n_in
-                                        else "ffi.ret_buffer(frame, 0)"),
-    ]
-    scalar_reads = []
-    for j, (pname, dtype) in enumerate(scalars):
-        ns["AN%d" % j] = "ncl_s_" + pname
-        ns["ST%d" % j] = dtype.type
-        if dtype == np.float16:  # an F32 attribute, to half bits without LLVM's helpers
-            scalar_reads.append("        s%d = HALF(ffi.attr_float(frame, AN%d))" % (j, j))
-        else:
-            getter = "attr_float" if dtype.kind == "f" else "attr_int"
-            scalar_reads.append("        s%d = ST%d(ffi.%s(frame, AN%d))" % (j, j, getter, j))
-    scalar_names = ["s%d" % j for j in range(len(scalars))]
-    for v, argtypes in enumerate(variants):
+    traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
+    msg_rank = "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank" \
+        % kernel_name
+    msg_launch = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
+    read_scalars = _tuple_reader([_scalar_reader(p, d) for p, d in scalars])
+    config = _attribute_config if launch_rule is None else _rule_config(launch_rule)
+    ranked = []
+    for argtypes in variants:
         arrays = [t for t in argtypes if isinstance(t, nt.Array)]
-        lines.append("    %s rank == %d:" % ("if" if v == 0 else "elif", arrays[0].ndim))
-        names = []
-        for i, ty in enumerate(arrays):
-            buf = "ffi.arg_buffer(frame, %d)" % i if i < n_in else \
-                "ffi.ret_buffer(frame, %d)" % (i - n_in)
-            lines.append("        a%d = ffi.buffer_as_array(%s, %d, DT%d)" % (i, buf, ty.ndim, i))
-            ns["DT%d" % i] = np.dtype(str(ty.dtype)).type
-            names.append("a%d" % i)
-        lines += scalar_reads
-        args = ", ".join(names + scalar_names)
-        if launch_rule is not None:
-            shapes = ", ".join("a%d.shape" % i for i in range(n_in))
-            config = "LAUNCH(%s)" % ", ".join(x for x in (shapes, ", ".join(scalar_names)) if x)
-            get_config = ["            grid, block = %s" % config]
-        else:
-            get_config = [
-                # y and z default to 1 (the call site always sets all six)
-                "            grid = (ffi.attr_int(frame, 'ncl_grid_x'), "
-                "ffi.attr_int(frame, 'ncl_grid_y', 1), ffi.attr_int(frame, 'ncl_grid_z', 1))",
-                "            block = (ffi.attr_int(frame, 'ncl_block_x'), "
-                "ffi.attr_int(frame, 'ncl_block_y', 1), ffi.attr_int(frame, 'ncl_block_z', 1))",
-            ]
-        lines += [
-            "        if ffi.execution_stage(frame) != ffi.STAGE_EXECUTE:",
-            "            status = kernel[1, 1].preload(%s)" % args,
-            "        else:",
-        ] + get_config + [
-            "            shmem = ffi.attr_int(frame, 'ncl_sharedmem')",
-            "            status = kernel[grid, block, ffi.stream(frame), shmem]"
-            ".launch_status(%s)" % args,
-        ]
-    lines += [
-        "    else:",
-        "        return ffi.error(frame, ffi.c_string(MSG_RANK))",
-        "    if status != 0:",
-        "        return ffi.launch_error(frame, status, MSG_LAUNCH)",
-        "    return ffi.ok()",
-    ]
-    exec("\n".join(lines), ns)
-    return numba.cfunc(nt.voidptr(nt.voidptr))(ns["handler"])
+        ranked.append((arrays[0].ndim, _arrays_reader(arrays, n_in)))
+    ranked = tuple(ranked)
+    first = _first_argument if n_in else _first_result
+
+    def handler(frame):
+        if xla_ffi.is_metadata_query(frame):
+            return xla_ffi.answer_metadata_query(frame, traits, major, minor)
+        rank = xla_ffi.buffer_rank(first(frame))
+        status = _NO_VARIANT
+        # one version of this body per variant, typed with its arrays
+        for variant in literal_unroll(ranked):
+            if rank == variant[0]:
+                (inputs, outputs), scalars = variant[1](frame), read_scalars(frame)
+                args = inputs + outputs + scalars
+                if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
+                    status = kernel[1, 1].preload(*args)
+                else:
+                    grid, block = config(frame, inputs, scalars)
+                    shmem = xla_ffi.attr_int(frame, "ncl_sharedmem")
+                    status = kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
+        if status == _NO_VARIANT:
+            return xla_ffi.error(frame, xla_ffi.c_string(msg_rank))
+        if status != 0:
+            return xla_ffi.launch_error(frame, status, msg_launch)
+        return xla_ffi.ok()
+    with warnings.catch_warnings():
+        # Unrolling the variants makes Numba try to unify their dispatchers
+        # as first-class functions (experimental, and unused: each version
+        # calls its own reader directly).
+        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+        return numba.cfunc(nt.voidptr(nt.voidptr))(handler)

@@ -60,7 +60,7 @@ _BUF_DTYPE, _BUF_DATA, _BUF_RANK, _BUF_DIMS = 16, 24, 32, 40
 # XLA_FFI_Api: struct_size, ext, api_version{size, ext, major, minor},
 # internal_api, then the function table.
 _API_MAJOR, _API_MINOR = 32, 36
-_API_ERROR_CREATE, _API_STREAM_GET = 48, 80
+_API_ERROR_CREATE, _API_ERROR_DESTROY, _API_STREAM_GET = 48, 64, 80
 # XLA_FFI_Metadata_Extension: {struct_size, type (i32), next}, metadata*;
 # XLA_FFI_Metadata: struct_size, api_version{size, ext, major, minor}, traits.
 _EXT_TYPE, _EXT_METADATA = 8, 24
@@ -584,13 +584,19 @@ def _attr_array_data(frame, name, dtype):
 
 @register_jitable
 def stream(frame):
-    """The platform stream of the call (a ``CUstream`` on CUDA), or NULL."""
+    """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
+    where the platform has none (XLA:CPU)."""
     args = _stack_bytes(32)
     _store_i64(args, 0, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
     _store_ptr(args, 16, _load_ptr(frame, _FRAME_CTX))
     api = _load_ptr(frame, _FRAME_API)
     err = _call_api(_load_ptr(api, _API_STREAM_GET), args)
     if not _is_null(err):
+        # XLA allocated the error: give it back (XLA:CPU fails every call)
+        destroy = _stack_bytes(24)
+        _store_i64(destroy, 0, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
+        _store_ptr(destroy, 16, err)
+        _call_api(_load_ptr(api, _API_ERROR_DESTROY), destroy)
         return _null()
     return _load_ptr(args, 24)
 

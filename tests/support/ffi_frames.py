@@ -88,28 +88,41 @@ class ScalarAttr:
         self.code, self.raw = code, bytes(raw)
 
 
+class ErrorDestroyArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", _vp), ("error", _vp)]
+
+
 _ERR_T = ctypes.CFUNCTYPE(_vp, ctypes.POINTER(ErrorCreateArgs))
+_DESTROY_T = ctypes.CFUNCTYPE(None, ctypes.POINTER(ErrorDestroyArgs))
 _STREAM_T = ctypes.CFUNCTYPE(_vp, ctypes.POINTER(StreamGetArgs))
 
 
 class FakeXla:
     """An API table whose Error_Create records messages and whose Stream_Get
-    returns *stream*."""
+    returns *stream*, or, with *stream* None, fails as on XLA:CPU (its error
+    is recorded in ``stream_errors``; Error_Destroy records in ``destroyed``)."""
 
     def __init__(self, stream=0x5EED, version=(0, 1)):
-        self.errors = []
+        self.errors, self.stream_errors, self.destroyed = [], [], []
         self.stream = stream
         self._err = _ERR_T(self._error_create)
+        self._destroy = _DESTROY_T(self._error_destroy)
         self._stream = _STREAM_T(self._stream_get)
         self.api = Api(ctypes.sizeof(Api), None, ApiVersion(24, None, *version), None,
-                       ctypes.cast(self._err, _vp), None, None, None,
+                       ctypes.cast(self._err, _vp), None, ctypes.cast(self._destroy, _vp), None,
                        ctypes.cast(self._stream, _vp))
 
     def _error_create(self, args):
         self.errors.append((args.contents.message.decode(), args.contents.errc))
         return 0xE000 + len(self.errors)
 
+    def _error_destroy(self, args):
+        self.destroyed.append((args.contents.struct_size, args.contents.error))
+
     def _stream_get(self, args):
+        if self.stream is None:
+            self.stream_errors.append(0x5E000 + len(self.stream_errors))
+            return self.stream_errors[-1]
         args.contents.stream = self.stream
         return None
 
