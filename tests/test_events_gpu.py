@@ -267,7 +267,8 @@ def test_driver_errors_are_reported_by_name():
         elapsed_never_recorded()
     assert info.value.name == "CUDA_ERROR_INVALID_HANDLE"
     assert info.value.operation == "cuEventElapsedTime"
-    assert "cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE (400)" == str(info.value)
+    assert str(info.value) == ("cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE (400): "
+                               "the end event was never recorded (call its record(stream) first)")
     stream = cuda.stream()
     out = cuda.device_array(1)
     n = spin_steps(100.0)

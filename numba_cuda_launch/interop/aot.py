@@ -56,7 +56,10 @@ _C_KEYWORDS = frozenset(
 _NEEDED_OK = {"libc.so.6", "libdl.so.2", "libm.so.6"}
 _LIBC_OK = frozenset(
     "dlopen dlsym dlerror getenv strcmp strlen strstr memcpy memmove memset memcmp "
-    "sched_yield __stack_chk_fail abort".split())
+    "sched_yield __stack_chk_fail abort".split()
+    # glibc's checked forms, which C compilers emit with _FORTIFY_SOURCE (on
+    # by default with optimisation on Debian and Ubuntu toolchains)
+    + ["__%s_chk" % n for n in ("memcpy", "memmove", "memset", "strlen")])
 _LIBM_OK = re.compile(
     r"(a?(sin|cos|tan)h?|atan2|exp(2|m1)?|log(2|10|1p)?|pow|sqrt|cbrt|hypot|fmod|floor|ceil|"
     r"trunc|l?l?round|l?l?rint|nearbyint|erfc?|[lt]gamma|fabs|copysign|nextafter|ldexp|frexp|"
