@@ -337,3 +337,12 @@ def test_cuda_core_kernel_object_is_refused_with_the_way_out():
     Kernel = type("Kernel", (), {"__module__": "cuda.core._module"})
     with pytest.raises(TypeError, match="ObjectCode"):
         ncl.foreign_kernel(Kernel(), "axpy", AXPY_SIG)
+
+
+def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
+    pytest.importorskip("jax")
+    from numba_cuda_launch.jax import jax_kernel
+
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+    with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
+        jax_kernel(k, out_shapes=None, launch=lambda *a: (1, 32))
