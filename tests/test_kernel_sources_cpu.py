@@ -346,3 +346,9 @@ def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
     k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
     with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
         jax_kernel(k, out_shapes=None, launch=lambda *a: (1, 32))
+
+
+def test_cupy_function_is_refused_with_the_way_out():
+    Function = type("Function", (), {"__module__": "cupy.cuda.function"})
+    with pytest.raises(TypeError, match="RawKernel"):
+        ncl.foreign_kernel(Function(), signature=AXPY_SIG)

@@ -135,6 +135,10 @@ def from_cupy(obj, arch):
     if obj.backend != "nvrtc" or getattr(obj, "jitify", False):
         raise ValueError("CuPy RawKernel %r: only kernels of the nvrtc backend without "
                          "jitify are read" % obj.name)
+    if getattr(obj, "enable_cooperative_groups", False):
+        raise ValueError("CuPy RawKernel %r enables cooperative groups, which need a "
+                         "cooperative launch; launches from compiled code are plain ones"
+                         % obj.name)
     import cupy
 
     include = os.path.join(os.path.dirname(cupy.__file__), "_core", "include")
