@@ -352,3 +352,23 @@ def test_cupy_function_is_refused_with_the_way_out():
     Function = type("Function", (), {"__module__": "cupy.cuda.function"})
     with pytest.raises(TypeError, match="RawKernel"):
         ncl.foreign_kernel(Function(), signature=AXPY_SIG)
+
+
+class CAI:
+    """A device array as a producer exposes it (``__cuda_array_interface__``)."""
+
+    def __init__(self, address, n, typestr="<f4"):
+        self.__cuda_array_interface__ = dict(shape=(n,), strides=None, typestr=typestr,
+                                             data=(address, False), version=2)
+
+
+def test_device_array_from_python_passes_its_data_pointer(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(y, x, n):
+        k[1, 32](y, x, 2.0, n)
+
+    go(CAI(0x7000, 8), CAI(0x9000, 8), 8)
+    assert fake_driver.launches[0].params[:2] == [struct.pack("<Q", 0x7000),
+                                                  struct.pack("<Q", 0x9000)]
