@@ -52,6 +52,7 @@ from numba_cuda_launch.launch.sync import (  # noqa: E402
     synchronize_status,
 )
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
+from numba_cuda_launch.launch.foreignkernel import foreign_kernel  # noqa: E402
 from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
 from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
 from numba_cuda_launch.runtime.pointers import (  # noqa: E402
@@ -69,6 +70,7 @@ __all__ = [
     "KernelHandle",
     "error_name",
     "kernel_handle",
+    "foreign_kernel",
     "driver_problem",
     "as_voidptr",
     "get_compute_capability",

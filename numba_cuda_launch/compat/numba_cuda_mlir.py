@@ -42,6 +42,7 @@ __all__ = [
     "kernel_image",
     "kernel_entry_name",
     "kernel_param_sizes",
+    "ptx_param_sizes",
     "kernel_is_cooperative",
     "unsupported_kernel_features",
     "flat_param_names",
@@ -235,7 +236,12 @@ def kernel_param_sizes(kernel):
         return None
     if not isinstance(ptx, str):
         return None
-    name = kernel_entry_name(kernel)
+    return ptx_param_sizes(ptx, kernel_entry_name(kernel))
+
+
+def ptx_param_sizes(ptx, name):
+    """The byte sizes of the parameters of entry *name* in *ptx* (text),
+    read from its ``.entry`` declaration; None if it has no such entry."""
     for match in _ENTRY.finditer(ptx):
         if match.group(1) != name:
             continue

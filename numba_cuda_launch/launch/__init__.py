@@ -47,6 +47,7 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     occupancy,
 )
 from numba_cuda_launch.launch import mlirkernel  # noqa: F401  (registrations)
+from numba_cuda_launch.launch import foreignkernel  # noqa: F401  (registrations)
 from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 
 # A launch's typing error says what is wrong in its first line, before

@@ -21,6 +21,7 @@ from numba.core import types
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import signature
 
+from numba_cuda_launch.compat import foreign_kernels as _foreign
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.config import get_compute_capability
@@ -33,7 +34,7 @@ __all__ = ["COMPILERS", "compiler_for", "KernelSelection", "select_kernel",
 
 #: The kernel compilers' adapters, asked in order which one a kernel object
 #: belongs to; a new kernel source is one adapter in compat and one entry here.
-COMPILERS = (_compat.KERNELS, _mlir.KERNELS)
+COMPILERS = (_compat.KERNELS, _mlir.KERNELS, _foreign.KERNELS)
 
 
 def compiler_for(dispatcher):

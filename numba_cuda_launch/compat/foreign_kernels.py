@@ -1,0 +1,359 @@
+"""Kernels from other compilers: machine code, cuda.core, CuPy and Triton.
+
+A foreign kernel is an image (a cubin, a fatbin or PTX text, which the
+driver compiles when it loads it) with an entry point whose C parameters
+are declared, as Numba types, by the user or by the compiler that made it.
+:class:`ForeignKernel` holds that; the readers below take it from each
+source's public attributes (duck-typed: nothing here imports cuda.core,
+CuPy or Triton), and :data:`KERNELS` is the adapter selection and the
+driver backend ask (docs/architecture.md, docs/kernel-sources.md).
+
+Checked against cuda-core 1.2, CuPy 14 and Triton 3.6 (``SUPPORTED``).
+"""
+
+import inspect
+import os
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+from numba.core import types
+
+from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+
+__all__ = ["SUPPORTED", "ForeignKernel", "read_image", "image_kind", "from_cuda_core",
+           "from_cupy", "nvrtc_ptx", "from_triton", "c_parameter_problem", "c_sizes",
+           "make_parameters", "KERNELS"]
+
+#: the releases of the other compilers whose kernel objects are read here
+SUPPORTED = {"cuda-core": "1.2", "cupy": "14", "triton": "3.6"}
+
+_FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian
+_ELF_MAGIC = b"\x7fELF"
+
+
+@dataclass(eq=False)
+class ForeignKernel:
+    """A kernel of another compiler, launchable as ``kernel[g, b, s, shm](args)``
+    from ``@njit``/``@cfunc`` code. Build it with
+    :func:`numba_cuda_launch.foreign_kernel`.
+
+    ``c_types`` are the Numba types of the entry point's C parameters (a
+    ``CPointer`` or ``voidptr`` for a pointer); ``formal`` the types a launch
+    converts its arguments to. ``block``/``sharedmem`` are what the kernel
+    was compiled for (Triton: ``num_warps * 32`` threads and the shared
+    memory it uses), None/0 when the launch chooses."""
+
+    name: str
+    entry: str
+    image: bytes = field(repr=False)
+    kind: str  # "cubin", "fatbin" or "ptx"
+    source: str  # where it came from, for messages
+    params: tuple  # inspect.Parameter of each C parameter
+    c_types: tuple
+    formal: tuple
+    block: tuple = None
+    sharedmem: int = 0
+
+    @property
+    def signature(self):
+        """The declared C signature, as a Numba signature."""
+        return types.void(*self.c_types)
+
+
+def image_kind(data):
+    """``"cubin"``, ``"fatbin"`` or ``"ptx"`` for image bytes *data*; ValueError
+    for anything else (an LTO-IR or host object cannot be loaded as is)."""
+    head = bytes(data[:4])
+    if head == _ELF_MAGIC:
+        return "cubin"
+    if head == _FATBIN_MAGIC:
+        return "fatbin"
+    text = bytes(data[:4096]).lstrip()
+    if b".version" in text or b".target" in text or text.startswith(b"//"):
+        return "ptx"
+    raise ValueError("the image is not a cubin (ELF), a fatbin or PTX text (it starts "
+                     "with %r)" % head)
+
+
+def read_image(image):
+    """``(bytes, kind)`` of *image*: bytes (a cubin, fatbin or PTX), PTX text
+    (a ``str`` holding a ``.entry``), or a path (``str``/``os.PathLike``) of
+    such a file. PTX is NUL-terminated, as the driver reads it."""
+    if isinstance(image, str) and ".entry" in image and "\n" in image:
+        data = image.encode()
+    elif isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as f:
+            data = f.read()
+    elif isinstance(image, (bytes, bytearray, memoryview)):
+        data = bytes(image)
+    else:
+        raise TypeError("an image is bytes (cubin, fatbin or PTX), PTX text or a file "
+                        "path, got %s" % type(image).__name__)
+    kind = image_kind(data)
+    if kind == "ptx" and not data.endswith(b"\0"):
+        data += b"\0"
+    return data, kind
+
+
+def _type_of(obj):
+    cls = type(obj)
+    return cls.__module__.split(".")[0], cls.__name__
+
+
+def from_cuda_core(obj):
+    """``(image, None)`` of a cuda.core ``ObjectCode`` (its ``code``: bytes or
+    a path), or None if *obj* is not one; a cuda.core ``Kernel`` is refused
+    (it exposes neither its image nor its entry name)."""
+    module, cls = _type_of(obj)
+    if module != "cuda":
+        return None
+    if cls == "Kernel":
+        raise TypeError(
+            "a cuda.core Kernel exposes neither its image nor its entry name; pass "
+            "the ObjectCode it came from and the name: foreign_kernel(object_code, "
+            "'entry', signature)")
+    if cls != "ObjectCode":
+        return None
+    if obj.code_type not in ("cubin", "ptx", "fatbin"):
+        raise ValueError("a cuda.core ObjectCode of type %r cannot be loaded as is; "
+                         "link it to a cubin first (cuda.core.Linker)" % obj.code_type)
+    return obj.code, None
+
+
+def from_cupy(obj, arch):
+    """``(PTX, entry)`` of a CuPy ``RawKernel`` for compute capability *arch*
+    (a pair), or None if *obj* is not one. Its public attributes (``code``,
+    ``name``, ``options``) are compiled with NVRTC as CuPy's nvrtc backend
+    does (CuPy's headers on the include path); the PTX is what the driver
+    loads, and what the declared signature is checked against."""
+    module, cls = _type_of(obj)
+    if module != "cupy":
+        return None
+    if cls != "RawKernel":
+        raise TypeError(
+            "a CuPy %s does not keep its source; launch a cupy.RawKernel, or pass "
+            "the cubin file a RawModule loads (RawModule(path=...))" % cls)
+    if obj.backend != "nvrtc" or getattr(obj, "jitify", False):
+        raise ValueError("CuPy RawKernel %r: only kernels of the nvrtc backend without "
+                         "jitify are read" % obj.name)
+    if getattr(obj, "enable_cooperative_groups", False):
+        raise ValueError("CuPy RawKernel %r enables cooperative groups, which need a "
+                         "cooperative launch; launches from compiled code are plain ones"
+                         % obj.name)
+    import cupy
+
+    include = os.path.join(os.path.dirname(cupy.__file__), "_core", "include")
+    options = tuple(obj.options) + ("-I" + include, "-arch=compute_%d%d" % tuple(arch))
+    return nvrtc_ptx(obj.code, options, obj.name), obj.name
+
+
+def nvrtc_ptx(source, options, name):
+    """The PTX NVRTC makes of CUDA C++ *source* with *options*; ValueError
+    with NVRTC's log if it fails."""
+    from cuda.bindings import nvrtc
+
+    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"%s.cu" % name.encode(), 0, [], [])
+    try:
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            raise ValueError("NVRTC cannot compile kernel %r:\n%s"
+                             % (name, log.decode(errors="replace")))
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * size
+        nvrtc.nvrtcGetPTX(prog, ptx)
+        return ptx
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+# Triton's own names of parameter types (backends/nvidia/driver.py:ty_to_cpp).
+_TRITON_TYPES = {
+    "i1": types.int8, "i8": types.int8, "i16": types.int16, "i32": types.int32,
+    "i64": types.int64, "u1": types.uint8, "u8": types.uint8, "u16": types.uint16,
+    "u32": types.uint32, "u64": types.uint64, "fp16": types.float16,
+    "fp32": types.float32, "f32": types.float32, "fp64": types.float64,
+}
+_TRITON_POINTEES = dict(_TRITON_TYPES, bf16=types.uint16, fp8e4nv=types.uint8,
+                        fp8e5=types.uint8)
+
+
+def _triton_type(name, ty):
+    if ty.startswith("*"):
+        pointee = _TRITON_POINTEES.get(ty.lstrip("*k"))
+        return types.voidptr if pointee is None else types.CPointer(pointee)
+    if ty in _TRITON_TYPES:
+        return _TRITON_TYPES[ty]
+    raise TypeError("Triton kernel parameter %r has type %r; launches from compiled code "
+                    "take pointers, integers and fp16/fp32/fp64 scalars" % (name, ty))
+
+
+def from_triton(obj):
+    """``(cubin, PTX, entry, names, c_types, extras, block, sharedmem)`` of a
+    Triton ``CompiledKernel``, or None if *obj* is not one. Constexpr
+    parameters are compiled in; the trailing scratch pointers Triton 3.x
+    adds are *extras* (passed NULL). Kernels that need more than a plain
+    launch are refused with the reason."""
+    module, cls = _type_of(obj)
+    if module != "triton" or cls != "CompiledKernel":
+        return None
+    meta = obj.metadata
+    name = meta.name
+    for attr, what in (("global_scratch_size", "a global scratch buffer"),
+                       ("profile_scratch_size", "a profiling scratch buffer")):
+        if getattr(meta, attr, 0):
+            raise ValueError("Triton kernel %r needs %s, which Triton's launcher allocates "
+                             "per launch" % (name, what))
+    for attr, what in (("launch_cooperative_grid", "a cooperative launch"),
+                       ("launch_pdl", "programmatic dependent launch")):
+        if getattr(meta, attr, False):
+            raise ValueError("Triton kernel %r was compiled for %s, which is not done "
+                             "from compiled code" % (name, what))
+    if getattr(meta, "num_ctas", 1) != 1:
+        raise ValueError("Triton kernel %r has num_ctas=%d (a cluster launch with a scaled "
+                         "grid); compile it with num_ctas=1" % (name, meta.num_ctas))
+    if meta.shared > 48 * 1024:
+        raise ValueError("Triton kernel %r uses %d bytes of shared memory; above 48 KiB "
+                         "Triton's loader raises the kernel's dynamic shared memory limit, "
+                         "which loads from compiled code do not" % (name, meta.shared))
+    names, c_types = [], []
+    for pname, ty in obj.src.signature.items():
+        if ty == "constexpr":
+            continue
+        if not isinstance(ty, str) or ty.startswith(("tensordesc", "nvTmaDesc")):
+            raise TypeError("Triton kernel %r parameter %r has type %r (a tuple or tensor "
+                            "descriptor), which is not launched from compiled code"
+                            % (name, pname, ty))
+        names.append(pname)
+        c_types.append(_triton_type(pname, ty))
+    sizes = ptx_param_sizes(obj.asm["ptx"], name)
+    extras = ("global_scratch", "profile_scratch")[:len(sizes) - len(names)] if sizes else ()
+    return (bytes(obj.asm["cubin"]), obj.asm["ptx"].encode(), name, names, c_types, extras,
+            (meta.num_warps * 32, 1, 1), meta.shared)
+
+
+_C_SCALARS = (types.Integer, types.Float, types.Boolean)
+
+
+def c_parameter_problem(ty):
+    """Why Numba type *ty* cannot be a declared C parameter, or None: C
+    parameters are pointers (``CPointer``, ``voidptr``), integers of every
+    width, float16 (its bits), float32, float64 and bool."""
+    if ty == types.voidptr or isinstance(ty, types.CPointer):
+        return None
+    if isinstance(ty, _C_SCALARS):
+        return None
+    if isinstance(ty, types.Array):
+        return ("an array is not a C parameter; declare the data pointer, "
+                "CPointer(%s), and pass the array" % ty.dtype)
+    return ("%s is not a C parameter type here (structs and complex numbers by value "
+            "are not packed: pass them through device memory); declare pointers, "
+            "integers, float16/32/64 or bool" % ty)
+
+
+def c_sizes(c_types):
+    """The byte sizes of parameters of declared C types *c_types*."""
+    return [8 if not isinstance(t, _C_SCALARS) else
+            1 if isinstance(t, types.Boolean) else t.bitwidth // 8 for t in c_types]
+
+
+def _llvm_type(ty):
+    if not isinstance(ty, _C_SCALARS):
+        return ir.IntType(8).as_pointer()
+    if isinstance(ty, types.Boolean):
+        return ir.IntType(8)
+    if ty == types.float32:
+        return ir.FloatType()
+    if ty == types.float64:
+        return ir.DoubleType()
+    return ir.IntType(ty.bitwidth)  # integers, float16 as its bits
+
+
+def _flatten(context, builder, ty, value):
+    if isinstance(ty, types.Boolean):
+        return [builder.zext(value, ir.IntType(8))]
+    if ty == types.float16 or not isinstance(ty, _C_SCALARS):
+        return [value]  # float16 as its 2 bytes; a pointer parameter as its address
+    return context.get_arg_packer([ty]).as_arguments(builder, [value])
+
+
+class ForeignKernels:
+    """The kernel-compiler adapter of :class:`ForeignKernel`: one overload
+    (the declared signature), nothing to compile, one parameter per
+    argument (see docs/architecture.md)."""
+
+    name = "foreign kernel"
+
+    @staticmethod
+    def claims(obj):
+        return isinstance(obj, ForeignKernel)
+
+    owns = claims
+
+    @staticmethod
+    def kernel_name(kernel):
+        return kernel.name
+
+    @staticmethod
+    def parameters(kernel):
+        return list(kernel.params)
+
+    @staticmethod
+    def is_device_function(kernel):
+        return False
+
+    @staticmethod
+    def compiled_kernels(kernel):
+        return {kernel.formal: kernel}
+
+    @staticmethod
+    def can_compile(kernel):
+        return False
+
+    @staticmethod
+    def compile(kernel, argtypes):
+        raise AssertionError("foreign kernels are not compiled")
+
+    @staticmethod
+    def argument_problem(ty):
+        return None
+
+    @staticmethod
+    def launch_problems(dispatcher, kernel):
+        return []
+
+    @staticmethod
+    def entry_name(kernel):
+        return kernel.entry
+
+    @staticmethod
+    def image(kernel):
+        return kernel.image
+
+    @staticmethod
+    def cooperative(kernel):
+        return False
+
+    @staticmethod
+    def param_types(kernel):
+        return [_llvm_type(t) for t in kernel.c_types]
+
+    @staticmethod
+    def flat_param_names(name, ty):
+        return [name]
+
+    flatten = staticmethod(_flatten)
+
+
+def make_parameters(names, extras=()):
+    """``inspect.Parameter`` objects for C parameters *names*, then *extras*
+    defaulting to 0 (NULL)."""
+    p = inspect.Parameter
+    return tuple([p(n, p.POSITIONAL_OR_KEYWORD) for n in names]
+                 + [p(n, p.POSITIONAL_OR_KEYWORD, default=0) for n in extras])
+
+
+#: The adapter of foreign kernels.
+KERNELS = ForeignKernels()

@@ -1,0 +1,219 @@
+"""Kernels from other compilers as CPU nopython values: :func:`foreign_kernel`.
+
+A cubin, fatbin or PTX image with its entry name and a declared C
+signature (a Numba signature), a cuda.core ``ObjectCode``, a CuPy
+``RawKernel`` or a Triton ``CompiledKernel`` becomes a
+:class:`~numba_cuda_launch.compat.foreign_kernels.ForeignKernel`, typed on
+the CPU as :class:`ForeignKernelType` so that
+``kernel[grid, block, stream, sharedmem](args...)`` launches it like a
+numba-cuda kernel, through its adapter (:mod:`..compat.foreign_kernels`).
+A pointer parameter takes a device array or ``carray`` (its data pointer),
+a ``CPointer``/``voidptr`` or an integer address (:class:`PointerParam`).
+See docs/kernel-sources.md.
+"""
+
+from llvmlite import ir
+from numba.core import types
+from numba.core.datamodel import models
+from numba.core.imputils import lower_cast, lower_constant
+from numba.core.typeconv import Conversion
+from numba.extending import register_model, typeof_impl
+
+from numba_cuda_launch.compat import foreign_kernels as _fk
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.launch import launchconfig
+from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
+
+__all__ = ["ForeignKernelType", "PointerParam", "foreign_kernel"]
+
+_i8p = ir.IntType(8).as_pointer()
+
+
+class PointerParam(types.Type):
+    """A kernel's C pointer parameter (``dtype*``; *dtype* None for ``void*``)
+    as a launch's formal type: arrays of *dtype* (their data pointer),
+    ``CPointer(dtype)``, ``voidptr`` and integer addresses convert to it."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        super().__init__(name="%s* (address)" % ("void" if dtype is None else dtype))
+
+    def can_convert_from(self, typingctx, other):
+        if isinstance(other, types.Integer) or other == types.voidptr:
+            return Conversion.unsafe
+        if isinstance(other, (types.Array, types.CPointer)) and \
+                (self.dtype is None or other.dtype == self.dtype):
+            return Conversion.safe
+        return None
+
+
+register_model(PointerParam)(models.OpaqueModel)
+
+
+@lower_cast(types.Array, PointerParam)
+def _array_address(context, builder, fromty, toty, val):
+    return builder.bitcast(context.make_array(fromty)(context, builder, val).data, _i8p)
+
+
+@lower_cast(DeviceArray, PointerParam)
+def _device_array_address(context, builder, fromty, toty, val):
+    array_ty = as_array_type(fromty)
+    return _array_address(context, builder, array_ty, toty,
+                          context.cast(builder, val, fromty, array_ty))
+
+
+@lower_cast(types.CPointer, PointerParam)
+@lower_cast(types.RawPointer, PointerParam)
+def _pointer_address(context, builder, fromty, toty, val):
+    return builder.bitcast(val, _i8p)
+
+
+@lower_cast(types.Integer, PointerParam)
+def _integer_address(context, builder, fromty, toty, val):
+    return builder.inttoptr(val, _i8p)
+
+
+@lower_constant(PointerParam)
+def _constant_address(context, builder, ty, pyval):
+    return ir.Constant(ir.IntType(64), int(pyval)).inttoptr(_i8p)
+
+
+class ForeignKernelType(types.Type):
+    """The CPU type of a :class:`ForeignKernel`; holds it (``.dispatcher``)."""
+
+    def __init__(self, kernel):
+        self.dispatcher = kernel
+        super().__init__(name="ForeignKernel(%s)" % kernel.name)
+
+    @property
+    def key(self):
+        return self.dispatcher
+
+
+register_model(ForeignKernelType)(models.OpaqueModel)
+
+
+@typeof_impl.register(_fk.ForeignKernel)
+def _typeof_foreign_kernel(val, c):
+    return ForeignKernelType(val)
+
+
+@lower_constant(ForeignKernelType)
+def _foreign_kernel_constant(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+launchconfig.add_kernel_type(ForeignKernelType)
+
+
+def _formal(ty):
+    if ty == types.voidptr:
+        return PointerParam(None)
+    if isinstance(ty, types.CPointer):
+        return PointerParam(ty.dtype)
+    return ty
+
+
+def _declared(what, signature, names):
+    """The C parameter types of *signature* and their names."""
+    try:
+        argtypes, restype = _compat.parse_signature(signature)
+    except Exception as exc:
+        raise TypeError("foreign_kernel(%s): signature %r does not parse as a Numba "
+                        "signature such as 'void(CPointer(float32), float32, int64)': %s"
+                        % (what, signature, exc)) from None
+    if restype not in (None, types.void, types.none):
+        raise TypeError("foreign_kernel(%s): kernels return nothing; the signature returns "
+                        "%s (write void(...))" % (what, restype))
+    names = list(names) if names is not None else ["arg%d" % i for i in range(len(argtypes))]
+    if len(names) != len(argtypes):
+        raise TypeError("foreign_kernel(%s): %d parameter names for %d parameters"
+                        % (what, len(names), len(argtypes)))
+    for name, ty in zip(names, argtypes):
+        problem = _fk.c_parameter_problem(ty)
+        if problem:
+            raise TypeError("foreign_kernel(%s): parameter %r: %s" % (what, name, problem))
+    return list(argtypes), names
+
+
+def _check_entry(what, data, kind, entry, c_types, extras=()):
+    """Refuse a signature the image contradicts: PTX declares its parameters'
+    sizes; a cubin names its entry points in its symbol table."""
+    if kind == "ptx":
+        sizes = ptx_param_sizes(data.rstrip(b"\0").decode(errors="replace"), entry)
+        if sizes is None:
+            raise ValueError("foreign_kernel(%s): the PTX has no entry %r" % (what, entry))
+        expected = _fk.c_sizes(c_types) + [8] * len(extras)
+        if sizes != expected:
+            raise ValueError(
+                "foreign_kernel(%s): entry %r takes parameters of %s bytes; the signature "
+                "declares %s" % (what, entry, sizes, expected))
+    elif kind == "cubin" and entry.encode() + b"\0" not in data:
+        raise ValueError("foreign_kernel(%s): the cubin has no entry %r" % (what, entry))
+
+
+def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
+    """A kernel of another compiler, launchable from ``@njit``/``@cfunc`` code
+    as ``kernel[grid, block, stream, sharedmem](args...)``.
+
+    *source* is one of:
+
+    * a cubin, fatbin or PTX image: bytes, PTX text, or a file path; with
+      *entry* (the ``extern "C"`` kernel name) and *signature*;
+    * a cuda.core ``ObjectCode`` (cubin, PTX or fatbin); with *entry* and
+      *signature*;
+    * a CuPy ``RawKernel``; with *signature* (its name is the entry);
+    * a Triton ``CompiledKernel`` (``triton.compile(...)`` or what a launch of
+      a ``@triton.jit`` function returns): its signature, block
+      (``.block``: ``num_warps * 32`` threads) and shared memory
+      (``.sharedmem``) come with it.
+
+    *signature* is a Numba signature of the C parameters, ``"void(CPointer(
+    float32), float32, int64)"`` or ``void(CPointer(float32), ...)``:
+    pointers (``CPointer(T)``, ``voidptr``), integers of every width,
+    float16 (its bits), float32, float64, bool; *param_names* names them in
+    messages. PTX is checked against the declared sizes. Raises TypeError or
+    ValueError naming what does not fit."""
+    what = getattr(source, "name", None) or entry or type(source).__name__
+    triton = _fk.from_triton(source)
+    if triton is not None:
+        image, ptx, entry, names, c_types, extras, block, shared = triton
+        if signature is not None:
+            raise TypeError("foreign_kernel(%s): a Triton kernel declares its own signature"
+                            % entry)
+        _check_entry(entry, ptx, "ptx", entry, c_types, extras)
+        return _build(entry, image, "cubin", "Triton", names, c_types, extras, block, shared)
+    cc = _compat.target_compute_capability() if _type_of_cupy(source) else None
+    found = _fk.from_cuda_core(source) or (_fk.from_cupy(source, cc) if cc else None)
+    if _type_of_cupy(source) and cc is None:
+        raise RuntimeError("foreign_kernel(%s): a CuPy RawKernel is compiled for the current "
+                           "device; there is none (and no configured compute capability)"
+                           % what)
+    origin = "image"
+    if found is not None:
+        source, found_entry = found
+        origin = "CuPy RawKernel" if found_entry else "cuda.core ObjectCode"
+        entry = entry or found_entry
+    if not isinstance(entry, str) or not entry:
+        raise TypeError("foreign_kernel(%s): give the entry point's name (entry=...)" % what)
+    if signature is None:
+        raise TypeError("foreign_kernel(%s): give the C signature of the entry point as a "
+                        "Numba signature, e.g. signature='void(CPointer(float32), int64)'"
+                        % entry)
+    data, kind = _fk.read_image(source)
+    c_types, names = _declared(entry, signature, param_names)
+    _check_entry(entry, data, kind, entry, c_types)
+    return _build(entry, data, kind, origin, names, c_types)
+
+
+def _type_of_cupy(obj):
+    return type(obj).__module__.split(".")[0] == "cupy"
+
+
+def _build(entry, data, kind, origin, names, c_types, extras=(), block=None, shared=0):
+    c_types = tuple(c_types) + (types.voidptr,) * len(extras)
+    return _fk.ForeignKernel(
+        name=entry, entry=entry, image=data, kind=kind, source=origin,
+        params=_fk.make_parameters(names, extras), c_types=c_types,
+        formal=tuple(_formal(t) for t in c_types), block=block, sharedmem=shared)

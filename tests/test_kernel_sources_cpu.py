@@ -1,0 +1,374 @@
+"""Kernels from other compilers (docs/kernel-sources.md) on the CPU: images
+built here with NVRTC, launched from @njit/@cfunc against the recording
+driver; the parameter bytes recorded are compared with the bytes the C
+signature implies, computed independently with ``struct``. Triton kernels
+are fake ``CompiledKernel`` objects with Triton's attributes (Triton needs a
+GPU to compile); the GPU tests use the real packages."""
+
+import ctypes
+import struct
+from collections import namedtuple
+from types import SimpleNamespace
+
+import numba
+import numpy as np
+import pytest
+from numba import cfunc, njit
+from numba.core import types as nt
+from numba.core.errors import TypingError
+
+import numba_cuda_launch as ncl
+from numba_cuda_launch import graphs
+from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+from numba_cuda_launch.testing import RecordingDriver
+
+ALL_SCALARS = r'''
+extern "C" __global__ void every(float* y, const double* x, void* raw, signed char i8,
+    short i16, int i32, long long i64, unsigned char u8, unsigned short u16,
+    unsigned int u32, unsigned long long u64, unsigned short h, float f, double d, bool b)
+{ if (threadIdx.x == 0) y[0] = x[0] + f + d + i8 + i16 + i32 + i64 + u8 + u16 + u32 + u64 + h + b
+      + (raw != 0); }
+'''
+EVERY_SIG = ("void(CPointer(float32), CPointer(float64), voidptr, int8, int16, int32, int64, "
+             "uint8, uint16, uint32, uint64, float16, float32, float64, boolean)")
+
+AXPY = r'''
+extern "C" __global__ void axpy(float* y, const float* x, float a, long long n)
+{ long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }
+'''
+AXPY_SIG = "void(CPointer(float32), CPointer(float32), float32, int64)"
+
+
+def cubin_of(source, name):
+    from cuda.core import Program, ProgramOptions
+
+    return Program(source, "c++", ProgramOptions(arch="sm_90")).compile("cubin")
+
+
+@pytest.fixture(scope="module")
+def every():
+    return ncl.foreign_kernel(nvrtc_ptx(ALL_SCALARS, ("-arch=compute_90",), "every"),
+                              "every", EVERY_SIG)
+
+
+@pytest.fixture(scope="module")
+def axpy_code():
+    return cubin_of(AXPY, "axpy")
+
+
+def test_ptx_parameters_are_the_c_signature_bytes(every, fake_driver):
+    k = every
+
+    @njit
+    def go(yp, xp, raw, addr):
+        y = numba.carray(ncl.as_voidptr(yp), (4,), np.float32)
+        k[2, 64, 0, 0](y, addr, raw, -5, -300, -70000, -(2 ** 40), 200, 60000, 4000000000,
+                       2 ** 63 + 5, 1.5, 2.25, -3.125, True)
+
+    go(0x1000, 0x2000, 0x3000, 0x4000)
+    (launch,) = fake_driver.launches
+    want = [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x4000), struct.pack("<Q", 0x3000),
+            struct.pack("<b", -5), struct.pack("<h", -300), struct.pack("<i", -70000),
+            struct.pack("<q", -(2 ** 40)), struct.pack("<B", 200), struct.pack("<H", 60000),
+            struct.pack("<I", 4000000000), struct.pack("<Q", 2 ** 63 + 5),
+            struct.pack("<e", 1.5), struct.pack("<f", 2.25), struct.pack("<d", -3.125),
+            struct.pack("<?", True)]
+    assert launch.params == want
+    assert (launch.kernel, launch.grid, launch.block) == ("every", (2, 1, 1), (64, 1, 1))
+    assert fake_driver.loads and bytes(ctypes.string_at(fake_driver.loads[-1], 9)) == \
+        k.image[:9]
+
+
+def test_cubin_from_cuda_core_object_code_launches_from_cfunc(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+    assert k.kind == "cubin" and k.image == axpy_code.code
+
+    @cfunc(nt.int32(nt.voidptr, nt.voidptr, nt.int64, nt.intp))
+    def go(y, x, n, stream):
+        return k[(n + 127) // 128, 128, stream].launch_status(y, x, np.float32(0.5), n)
+
+    assert go.ctypes(0x1000, 0x2000, 1000, 0x55) == 0
+    (launch,) = fake_driver.launches
+    assert launch.params == [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000),
+                             struct.pack("<f", 0.5), struct.pack("<q", 1000)]
+    assert launch.grid == (8, 1, 1) and launch.stream == 0x55
+
+
+def test_image_from_a_file_path(axpy_code, tmp_path, fake_driver):
+    path = tmp_path / "axpy.cubin"
+    path.write_bytes(axpy_code.code)
+    k = ncl.foreign_kernel(str(path), "axpy", nt.void(nt.CPointer(nt.float32),
+                                                      nt.CPointer(nt.float32), nt.float32,
+                                                      nt.int64))
+    assert k.image == axpy_code.code
+
+
+def test_fatbin_is_loaded_as_is(fake_driver):
+    fatbin = b"\x50\xed\x55\xba" + b"\x01\x00\x10\x00" + bytes(64)
+    k = ncl.foreign_kernel(fatbin, "axpy", AXPY_SIG)
+
+    @njit
+    def go(y):
+        k[1, 32](y, y, 1.0, 0)
+
+    go(0x1000)
+    assert k.kind == "fatbin"
+    assert bytes(ctypes.string_at(fake_driver.loads[-1], len(fatbin))) == fatbin
+
+
+def test_device_array_argument_passes_its_data_pointer(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(yp, n):
+        y = numba.carray(ncl.as_voidptr(yp), (n,), np.float32)
+        k[1, 32](y[2:], y, 1.0, n)
+
+    go(0x1000, 16)
+    assert fake_driver.launches[0].params[:2] == [struct.pack("<Q", 0x1000 + 8),
+                                                  struct.pack("<Q", 0x1000)]
+
+
+def test_wrong_array_dtype_for_a_pointer_is_a_typing_error(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=("y", "x", "a", "n"))
+
+    @njit
+    def go(yp):
+        y = numba.carray(ncl.as_voidptr(yp), (4,), np.float64)
+        k[1, 32](y, y, 1.0, 4)
+
+    with pytest.raises(TypingError) as err:
+        go(0x1000)
+    first = str(err.value).splitlines()[0]
+    assert "'axpy'" in first and "'y'" in first and "float64" in first and "float32*" in first
+    assert fake_driver.launches == []
+
+
+def test_float_for_an_integer_parameter_is_a_typing_error(axpy_code):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=("y", "x", "a", "n"))
+
+    @njit
+    def go(p):
+        k[1, 32](p, p, 1.0, 2.5)
+
+    with pytest.raises(TypingError) as err:
+        go(0x1000)
+    first = str(err.value).splitlines()[0]
+    assert "'n'" in first and "float64" in first and "truncated" in first
+
+
+def test_integer_out_of_range_refuses_the_launch(every, fake_driver):
+    k = every
+
+    @njit
+    def go(big):
+        return k[1, 32].launch_status(0, 0, 0, big, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0, 1.0, False)
+
+    assert go(1000) != 0
+    assert fake_driver.launches == []
+
+
+def test_ptx_signature_that_does_not_match_is_refused():
+    ptx = nvrtc_ptx(AXPY, ("-arch=compute_90",), "axpy")
+    with pytest.raises(ValueError) as err:
+        ncl.foreign_kernel(ptx, "axpy", "void(CPointer(float32), CPointer(float32), float64, "
+                                        "int64)")
+    assert "'axpy'" in str(err.value) and "[8, 8, 4, 8]" in str(err.value)
+    with pytest.raises(ValueError, match="no entry 'saxpy'"):
+        ncl.foreign_kernel(ptx, "saxpy", AXPY_SIG)
+
+
+def test_cubin_without_the_entry_is_refused(axpy_code):
+    with pytest.raises(ValueError, match="no entry 'saxpy'"):
+        ncl.foreign_kernel(axpy_code, "saxpy", AXPY_SIG)
+
+
+@pytest.mark.parametrize("sig, words", [
+    ("void(float32[::1], int64)", ["'arg0'", "CPointer(float32)"]),
+    ("void(complex64, int64)", ["'arg0'", "by value"]),
+    ("void(UniTuple(int32, 2))", ["'arg0'", "by value"]),
+    ("int32(int64)", ["return nothing"]),
+])
+def test_unsupported_c_parameters_are_refused(axpy_code, sig, words):
+    with pytest.raises(TypeError) as err:
+        ncl.foreign_kernel(axpy_code, "axpy", sig)
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_not_an_image_is_refused():
+    with pytest.raises(ValueError, match="not a cubin"):
+        ncl.foreign_kernel(b"\x00\x01\x02\x03 not code", "k", "void()")
+
+
+def test_entry_and_signature_are_required(axpy_code):
+    with pytest.raises(TypeError, match="entry"):
+        ncl.foreign_kernel(axpy_code, signature=AXPY_SIG)
+    with pytest.raises(TypeError, match="signature"):
+        ncl.foreign_kernel(axpy_code, "axpy")
+
+
+def test_kernel_handle_of_a_foreign_kernel(axpy_code):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=("y", "x", "a", "n"))
+    h = ncl.kernel_handle(k, AXPY_SIG)
+    assert h.entry_name == "axpy" and h.image == axpy_code.code
+    assert [(p.name, p.size, p.offset) for p in h.params] == [
+        ("y", 8, 0), ("x", 8, 8), ("a", 4, 16), ("n", 8, 24)]
+    with RecordingDriver():
+        assert h.handle != 0
+
+
+def test_graph_capture_and_update_of_a_foreign_kernel(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(p, stream):
+        graphs.begin_capture(stream)
+        k[1, 32, stream](p, p, 1.0, 8)
+        node = graphs.last_launch(stream)
+        graph = graphs.end_capture(stream)
+        exe = graph.instantiate()
+        exe.launch(stream)
+        exe.update_launch(node, k[2, 64, stream], p, p, 3.0, 16)
+        exe.launch(stream)
+
+    go(0x1000, 0x51)
+    (graph,) = fake_driver.graphs.values()
+    assert graph.launches[0].params[2:] == [struct.pack("<f", 1.0), struct.pack("<q", 8)]
+    (_, _, update), = fake_driver.node_updates
+    assert update.params[2:] == [struct.pack("<f", 3.0), struct.pack("<q", 16)]
+    assert update.grid == (2, 1, 1) and update.block == (64, 1, 1)
+
+
+def test_cluster_launch_of_a_foreign_kernel(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(p):
+        k[4, 32, 0, 0, 2](p, p, 1.0, 8)
+
+    go(0x1000)
+    assert fake_driver.launches[0].cluster == (2, 1, 1)
+
+
+def test_occupancy_of_a_foreign_kernel(axpy_code):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(p):
+        return k[1, 128, 0, 64].max_active_blocks(p, p, 1.0, 8)
+
+    with RecordingDriver() as rec:
+        blocks = go(0x1000)
+    (q,) = rec.occupancy_queries
+    assert (q.kind, q.kernel, q.block_size, q.sharedmem) == ("max_active_blocks", "axpy", 128, 64)
+    assert blocks == rec.occupancy(128, 64)
+
+
+# -- Triton: a fake CompiledKernel with Triton 3.6's attributes ---------------
+
+TRITON_PTX = r'''
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry add_kernel(
+	.param .u64 .ptr .global .align 1 add_kernel_param_0,
+	.param .u64 .ptr .global .align 1 add_kernel_param_1,
+	.param .u32 add_kernel_param_2,
+	.param .u64 .ptr .global .align 1 add_kernel_param_3,
+	.param .u64 .ptr .global .align 1 add_kernel_param_4
+)
+{ ret; }
+'''
+
+Meta = namedtuple("KernelMetadata", "name num_warps num_ctas shared global_scratch_size "
+                  "profile_scratch_size launch_cooperative_grid launch_pdl")
+CompiledKernel = type("CompiledKernel", (), {"__module__": "triton.compiler.compiler"})
+
+
+def fake_triton(**meta):
+    k = CompiledKernel()
+    values = dict(name="add_kernel", num_warps=4, num_ctas=1, shared=1024,
+                  global_scratch_size=0, profile_scratch_size=0,
+                  launch_cooperative_grid=False, launch_pdl=False)
+    values.update(meta)
+    k.metadata = Meta(**values)
+    k.src = SimpleNamespace(signature={"x": "*fp32", "out": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"})
+    k.asm = {"cubin": b"\x7fELF fake cubin add_kernel\0", "ptx": TRITON_PTX}
+    return k
+
+
+def test_triton_kernel_gets_its_block_shared_memory_and_scratch_pointers(fake_driver):
+    k = ncl.foreign_kernel(fake_triton())
+    assert (k.block, k.sharedmem) == ((128, 1, 1), 1024)
+    assert [p.name for p in k.params] == ["x", "out", "n", "global_scratch", "profile_scratch"]
+
+    @njit
+    def go(x, out, n):
+        k[(n + 1023) // 1024, 128, 0, 1024](x, out, n)
+
+    go(0x1000, 0x2000, 4096)
+    (launch,) = fake_driver.launches
+    assert launch.params == [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000),
+                             struct.pack("<i", 4096), bytes(8), bytes(8)]
+    assert launch.sharedmem == 1024 and launch.block == (128, 1, 1)
+
+
+@pytest.mark.parametrize("meta, words", [
+    (dict(global_scratch_size=256), "global scratch"),
+    (dict(num_ctas=2), "num_ctas=2"),
+    (dict(shared=100000), "48 KiB"),
+    (dict(launch_pdl=True), "programmatic dependent launch"),
+])
+def test_triton_kernels_needing_more_than_a_launch_are_refused(meta, words):
+    with pytest.raises(ValueError) as err:
+        ncl.foreign_kernel(fake_triton(**meta))
+    assert "'add_kernel'" in str(err.value) and words in str(err.value)
+
+
+def test_triton_ptx_that_does_not_match_its_signature_is_refused():
+    k = fake_triton()
+    k.src.signature["n"] = "i64"
+    with pytest.raises(ValueError, match=r"\[8, 8, 4, 8, 8\]"):
+        ncl.foreign_kernel(k)
+
+
+def test_cuda_core_kernel_object_is_refused_with_the_way_out():
+    Kernel = type("Kernel", (), {"__module__": "cuda.core._module"})
+    with pytest.raises(TypeError, match="ObjectCode"):
+        ncl.foreign_kernel(Kernel(), "axpy", AXPY_SIG)
+
+
+def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
+    pytest.importorskip("jax")
+    from numba_cuda_launch.jax import jax_kernel
+
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+    with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
+        jax_kernel(k, out_shapes=None, launch=lambda *a: (1, 32))
+
+
+def test_cupy_function_is_refused_with_the_way_out():
+    Function = type("Function", (), {"__module__": "cupy.cuda.function"})
+    with pytest.raises(TypeError, match="RawKernel"):
+        ncl.foreign_kernel(Function(), signature=AXPY_SIG)
+
+
+class CAI:
+    """A device array as a producer exposes it (``__cuda_array_interface__``)."""
+
+    def __init__(self, address, n, typestr="<f4"):
+        self.__cuda_array_interface__ = dict(shape=(n,), strides=None, typestr=typestr,
+                                             data=(address, False), version=2)
+
+
+def test_device_array_from_python_passes_its_data_pointer(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(y, x, n):
+        k[1, 32](y, x, 2.0, n)
+
+    go(CAI(0x7000, 8), CAI(0x9000, 8), 8)
+    assert fake_driver.launches[0].params[:2] == [struct.pack("<Q", 0x7000),
+                                                  struct.pack("<Q", 0x9000)]
