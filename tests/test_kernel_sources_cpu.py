@@ -129,6 +129,25 @@ def test_device_array_argument_passes_its_data_pointer(axpy_code, fake_driver):
                                                   struct.pack("<Q", 0x1000)]
 
 
+def test_host_array_for_a_pointer_parameter_is_refused(axpy_code, fake_driver):
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
+
+    @njit
+    def go(y, x):
+        return k[1, 32].launch_status(y, x, 1.0, y.size)
+
+    @njit
+    def go_raising(y, x):
+        k[1, 32](y, x, 1.0, y.size)
+
+    host = np.zeros(16, np.float32)
+    assert go(host, host) == 1  # CUDA_ERROR_INVALID_VALUE, before the driver
+    with pytest.raises(ncl.CudaLaunchError, match="parameter 'arg0' \\(argument 1\\) is an array "
+                       "in host memory"):
+        go_raising(host, host)
+    assert fake_driver.launches == []
+
+
 def test_wrong_array_dtype_for_a_pointer_is_a_typing_error(axpy_code, fake_driver):
     k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=("y", "x", "a", "n"))
 

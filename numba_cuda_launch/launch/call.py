@@ -185,7 +185,11 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
         where = "parameter %r (argument %d)" % (names[i], i + 1)
         _check_integer_ranges(builder, guards, v, a, f, where)
         values.append(_to_formal(context, builder, v, a, f))
-        _check_arrays(context, builder, guards, backend, f, values[-1], where)
+        # An array given for a pointer parameter (a foreign kernel's) is
+        # checked as the array it is: its meminfo says host memory.
+        as_given = type(a) is types.Array and not isinstance(f, types.Array)
+        _check_arrays(context, builder, guards, backend, a if as_given else f,
+                      v if as_given else values[-1], where)
         producers += producer_streams(context, builder, a, v, where)
     if backend.waits_for_producer_streams:
         for producer, where in producers:
