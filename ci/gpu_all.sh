@@ -33,3 +33,5 @@ timeout 100 python3 benchmarks/cupy_call_breakdown.py --json "$OUT/cupy_breakdow
 timeout 170 python3 benchmarks/graphs.py --json "$OUT/graphs.json" --plot "$OUT/graphs.png" 2>&1 | tail -30
 timeout 150 python3 benchmarks/jax_overhead.py --json "$OUT/jax.json" --markdown "$OUT/jax.md" 2>&1 | tail -14
 timeout 100 python3 benchmarks/events_leak.py --json "$OUT/events.json" 2>&1 | tail -8
+timeout 120 python3 benchmarks/aot_launch.py --json "$OUT/aot.json" 2>&1 | tail -8
+timeout 150 python3 benchmarks/kernel_sources.py --json "$OUT/kernel_sources.json" 2>&1 | tail -14
