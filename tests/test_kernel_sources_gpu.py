@@ -77,7 +77,7 @@ def test_source_end_to_end(source, launch):
     rng = np.random.default_rng()
     x, y, a = inputs(rng)
     got = launch(KERNELS[source](), x, y, a)
-    np.testing.assert_allclose(got, a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(got, a * x + y, rtol=1e-5, atol=1e-6)  # FMA
 
 
 @pytest.mark.parametrize("launch", [launch_njit, launch_cfunc])
@@ -85,7 +85,7 @@ def test_cupy_raw_kernel_end_to_end(launch):
     cupy = pytest.importorskip("cupy")
     k = ncl.foreign_kernel(cupy.RawKernel(SRC, "axpy"), signature=SIG)
     x, y, a = inputs(np.random.default_rng())
-    np.testing.assert_allclose(launch(k, x, y, a), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(launch(k, x, y, a), a * x + y, rtol=1e-5, atol=1e-6)  # FMA
 
 
 def test_cupy_own_launch_and_njit_launch_agree():

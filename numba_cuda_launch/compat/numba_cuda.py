@@ -153,9 +153,7 @@ def target_compute_capability():
     if _deviceless():
         return get_compute_capability()
     try:
-        from numba.cuda.cudadrv.driver import get_current_device
-
-        return tuple(get_current_device().compute_capability)
+        return tuple(cuda.get_current_device().compute_capability)
     except Exception:  # no driver, no device
         return None
 
@@ -322,8 +320,16 @@ def _deviceless():
     """True when no GPU can be used and a compute capability is configured,
     the one case where the replacements below change anything."""
     # The GPU first: with one, a malformed NUMBA_CUDA_LAUNCH_CC is never read
-    # and numba-cuda works exactly as without this package.
-    return not cuda.is_available() and get_compute_capability() is not None
+    # and numba-cuda works exactly as without this package. is_available()
+    # loads NVVM too: its failure names the extra that installs it.
+    try:
+        available = cuda.is_available()
+    except Exception as exc:
+        hinted = with_toolkit_hint(exc)
+        if hinted is None:
+            raise
+        raise hinted from exc
+    return not available and get_compute_capability() is not None
 
 
 NO_GPU_HINT = (
