@@ -19,6 +19,7 @@ if [ -z "${BENCH:-}" ]; then
   timeout 400 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 tests 2>&1 | tee "$OUT/tests.log" | tail -25
   echo "== examples (every one in examples/; tests/test_readme_examples.py runs them too)"
   for e in examples/*.py; do
+    case "$e" in examples/_*) continue;; esac  # shared by the examples, not one
     [ "$e" = examples/jax_multiprocess.py ] && continue  # below, with its own timeout
     echo "-- $e"
     timeout 120 python3 "$e" 2>&1 | tail -2

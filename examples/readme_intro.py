@@ -5,23 +5,7 @@
 On a GPU; without one, under numba-cuda's CUDA simulator.
 """
 
-import ctypes
-import os
-
-
-def have_gpu():
-    """A CUDA driver that sees a device (asked before numba.cuda is imported)."""
-    try:
-        cu = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    count = ctypes.c_int(0)
-    return cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-
-
-if not have_gpu():  # run under numba-cuda's CUDA simulator instead
-    print("no usable GPU here: running under numba-cuda's CUDA simulator")
-    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+import _gpu_or_simulator  # noqa: F401  (before numba: the simulator without a GPU)
 
 import numpy as np
 from numba import cuda, njit

@@ -22,7 +22,8 @@ from numba import cuda
 from childenv import PREAMBLE, ROOT, child_env
 
 README = os.path.join(ROOT, "README.md")
-EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.py")))
+EXAMPLES = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "*.py"))
+                  if not os.path.basename(p).startswith("_"))  # _*.py: shared by examples
 MARKERS = ("fragment", "no-simulator")
 TIMEOUT = 300  # seconds per program; most take 3-10 on two cores
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
@@ -50,8 +51,10 @@ def _run(path, args=(), simulator=False, cwd=ROOT):
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\n"
-                         "runpy.run_path(%r, run_name='__main__')\n" % ([path] + list(args), path))
+    # sys.path[0] is the program's folder, as `python path` makes it
+    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\nsys.path.insert(0, %r)\n"
+                         "runpy.run_path(%r, run_name='__main__')\n"
+                         % ([path] + list(args), os.path.dirname(path), path))
     out = subprocess.run([sys.executable, "-c", runner], env=env, cwd=cwd,
                          capture_output=True, text=True, timeout=TIMEOUT)
     shown = out.stdout[-3000:] + out.stderr[-6000:]
