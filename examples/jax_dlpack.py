@@ -10,7 +10,11 @@ import os
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import jax  # noqa: E402
+try:
+    import jax  # noqa: E402
+except ImportError:  # the [jax] extra is not installed
+    print("jax_dlpack: this example needs JAX (pip install \"numba-cuda-launch[jax]\")")
+    raise SystemExit(0)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda, njit  # noqa: E402

@@ -9,7 +9,11 @@ announced its removal: new code should use the typed FFI
 ``numba_cuda_launch.xla_ffi``).
 """
 
-import jax
+try:
+    import jax
+except ImportError:  # the [jax] extra is not installed
+    print("jax_legacy_custom_call: this example needs JAX (pip install \"numba-cuda-launch[jax]\")")
+    raise SystemExit(0)
 import jax.numpy as jnp
 import numba
 import numba.types as nt

@@ -6,7 +6,11 @@ simulator: NUMBA_ENABLE_CUDASIM=1 JAX_PLATFORMS=cpu python examples/jax_saxpy.py
 Otherwise it says so and exits.
 """
 
-import jax
+try:
+    import jax
+except ImportError:  # the [jax] extra is not installed
+    print("jax_saxpy: this example needs JAX (pip install \"numba-cuda-launch[jax]\")")
+    raise SystemExit(0)
 import jax.numpy as jnp
 import numpy as np
 from numba import cuda

@@ -284,16 +284,26 @@ def test_a_tensor_whose_dtype_changed_after_typing_is_refused(fake_driver):
     assert p.live == {}
 
 
+_OBJMODE_PRODUCERS = []
+
+
+def _objmode_producer():
+    # Reached through a module function: Numba pickles what an objmode block
+    # references (numba 0.62), and a producer's ctypes fields cannot be.
+    return _OBJMODE_PRODUCERS[0]
+
+
 def test_a_tensor_leaving_an_objmode_block_is_refused(fake_driver):
     # Numba cleans up what objmode hands back right after reading it: the
     # tensor would be deleted before the launch.
     p = Producer(np.zeros(4, np.float32))
     ty = numba.typeof(p)
+    _OBJMODE_PRODUCERS[:] = [p]
 
     @njit
     def f():
         with numba.objmode(v=ty):
-            v = p
+            v = _objmode_producer()
         double[1, 32](v)
 
     with pytest.raises(TypeError, match=r"a DLPack producer cannot leave an objmode block as "

@@ -57,7 +57,8 @@ def _run(body):
 @pytest.mark.parametrize("body", [_EAGER, _LAZY], ids=["eager", "lazy"])
 def test_missing_compiler_library_names_the_extra(body):
     err = _run(body)
-    assert 'Failure finding "libnvvm.so"' in err  # numba-cuda's own message, kept
+    # numba-cuda's own message, kept (releases load NVVM or NVRTC first)
+    assert 'Failure finding "libnvvm.so"' in err or 'Failure finding "libnvrtc.so"' in err
     assert 'pip install "numba-cuda-launch[cu13]"' in err and "[cu12]" in err
 
 

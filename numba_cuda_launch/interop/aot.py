@@ -137,6 +137,8 @@ def _launcher(cname, cf):
 
 
 def _jax_exports(kernels):
+    if not kernels:
+        return []  # no JAX needed (it may not be installed)
     from numba_cuda_launch.interop import jax as jax_interop
 
     out = []
