@@ -34,3 +34,19 @@ def tile(data, scale, small, flag):
                       nt.int64))
 def tile_launch(stream, gx, gy, flag, scale, small, data, shmem):
     return tile[(gx, gy), (16, 8, 2), stream, shmem].launch_status(data, scale, small, flag)
+
+
+@cuda.jit
+def jsaxpy(x, y, out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+def jax_saxpy():
+    """``out = a * x + y`` as a ``jax_kernel`` (JAX imported here: it is optional)."""
+    import numpy as np
+    from numba_cuda_launch.jax import jax_kernel
+
+    return jax_kernel(jsaxpy, out_shapes=lambda x, y, a: x, scalars={"a": np.float32},
+                      launch=lambda x, y, a: ((x.shape[0] + 255) // 256, 256))

@@ -397,14 +397,7 @@ def test_jax_handler_from_library_without_numba(tmp_path):
     # The CUDA kernel's target is registered for XLA:CPU too (a handler that
     # refuses the call), so a function using it can be exported for the CPU;
     # the child registers the library's real handler there instead.
-    @cuda.jit
-    def jsaxpy(x, y, out, a):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = a * x[i] + y[i]
-
-    k = J.jax_kernel(jsaxpy, out_shapes=lambda x, y, a: x, scalars={"a": np.float32},
-                     launch=lambda x, y, a: ((x.shape[0] + 255) // 256, 256))
+    k = K.jax_saxpy()
     spec = jax.ShapeDtypeStruct((1000,), np.float32)
     exported = J.export(jax.jit(lambda x, y: k(x, y, a=2.0)), platforms=["cpu"])(spec, spec)
     (tmp_path / "f.jax").write_bytes(exported.serialize())

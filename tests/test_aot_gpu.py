@@ -91,14 +91,7 @@ def test_jax_handlers_from_library_without_numba(tmp_path):
         pytest.skip("JAX has no GPU backend here")
     import numba_cuda_launch.interop.jax as J
 
-    @cuda.jit
-    def jsaxpy(x, y, out, a):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = a * x[i] + y[i]
-
-    k = J.jax_kernel(jsaxpy, out_shapes=lambda x, y, a: x, scalars={"a": np.float32},
-                     launch=lambda x, y, a: ((x.shape[0] + 255) // 256, 256))
+    k = K.jax_saxpy()
     spec = jax.ShapeDtypeStruct((5000,), np.float32)
     exported = J.export(jax.jit(lambda x, y: k(x, y, a=2.0)), platforms=["cuda"])(spec, spec)
     (tmp_path / "f.jax").write_bytes(exported.serialize())
