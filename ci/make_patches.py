@@ -82,7 +82,10 @@ def package_sources():
     """This package's modules with imports rewritten for numba.cuda."""
     out = {}
     package = os.path.join(ROOT, "numba_cuda_launch")
-    for path in sorted(glob.glob(os.path.join(package, "**", "*.py"), recursive=True)):
+    # modules and the C runtime of built libraries (package data)
+    paths = [p for ext in ("py", "c") for p in
+             glob.glob(os.path.join(package, "**", "*." + ext), recursive=True)]
+    for path in sorted(paths):
         with open(path) as f:
             text = f.read()
         # Module references only: LLVM symbol names (numba_cuda_launch_*) stay,

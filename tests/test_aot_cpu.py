@@ -311,7 +311,7 @@ def test_link_refuses_what_the_first_guard_missed(tmp_path, monkeypatch):
 # -- command line ----------------------------------------------------------------
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "numba_cuda_launch.aot", *args], cwd=HERE,
+    return subprocess.run([sys.executable, "-m", aot.__name__, *args], cwd=HERE,
                           env=child_env(), capture_output=True, text=True, timeout=300)
 
 

@@ -51,8 +51,9 @@ def _run(path, args=(), simulator=False, cwd=ROOT):
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-    # sys.path[0] is the program's folder, as `python path` makes it
-    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\nsys.path.insert(0, %r)\n"
+    # sys.path[0] is the program's folder (not the working directory), as
+    # `python path` makes it
+    runner = PREAMBLE + ("import runpy, sys\nsys.argv = %r\nsys.path[0] = %r\n"
                          "runpy.run_path(%r, run_name='__main__')\n"
                          % ([path] + list(args), os.path.dirname(path), path))
     out = subprocess.run([sys.executable, "-c", runner], env=env, cwd=cwd,

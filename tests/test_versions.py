@@ -8,6 +8,10 @@ import pytest
 
 from numba_cuda_launch.compat import versions
 
+# The package's name as its messages spell it (numba.cuda.cpu_launch in a
+# numba-cuda built from patches/).
+PACKAGE = versions.__name__.rsplit(".compat.", 1)[0]
+
 DISTRIBUTIONS = ["numba", "numba-cuda", "numba-cuda-mlir"]
 
 
@@ -38,8 +42,8 @@ def test_newer_release_line_warns(monkeypatch, dist):
     with pytest.warns(RuntimeWarning) as record:
         versions.check_versions()
     assert [str(w.message) for w in record] == [
-        "numba_cuda_launch was checked with %s up to %s; %s is installed"
-        % (dist, versions.SUPPORTED[dist][1], newer)]
+        "%s was checked with %s up to %s; %s is installed"
+        % (PACKAGE, dist, versions.SUPPORTED[dist][1], newer)]
 
 
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
