@@ -12,7 +12,7 @@ python3 -m venv "$work/build" && "$work/build/bin/pip" install -q build
 ls "$work/dist"
 # README.md names these (patches/ for the patched numba-cuda, the CI files).
 listing=$(tar tzf "$work"/dist/*.tar.gz)
-for path in patches/0.30 examples docs ci tests benchmarks .github/workflows .ci/run; do
+for path in patches/SERIES examples docs ci tests benchmarks .github/workflows .ci/run; do
   grep -q "^[^/]*/$path" <<<"$listing" || { echo "sdist lacks $path"; exit 1; }
 done
 echo "sdist carries patches/, examples/, docs/, ci/, tests/, benchmarks/, .github/, .ci/"
