@@ -11,7 +11,7 @@ The package is four layers whose imports point one way (a test checks it):
 * :mod:`.launch` -- ``kernel[...]`` in nopython code: types, typing,
   lowering, the parameter ABI, launch backends, ``kernel_handle``, occupancy
   queries, CUDA graphs (:mod:`numba_cuda_launch.graphs`);
-* :mod:`.runtime` -- what compiled code calls: the driver table, contexts,
+* :mod:`.cudadrv` -- what compiled code calls: the driver table, contexts,
   kernel images, the recording driver (:mod:`numba_cuda_launch.testing`);
 * :mod:`.compat` -- every use of numba-cuda internals, and every
   replacement of a Numba, numba-cuda or numba-cuda-mlir attribute
@@ -53,9 +53,9 @@ from numba_cuda_launch.launch.sync import (  # noqa: E402
 )
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.launch.foreignkernel import foreign_kernel  # noqa: E402
-from numba_cuda_launch.runtime.driver import driver_problem  # noqa: E402
+from numba_cuda_launch.cudadrv.driver import driver_problem  # noqa: E402
 from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
-from numba_cuda_launch.runtime.pointers import (  # noqa: E402
+from numba_cuda_launch.cudadrv.pointers import (  # noqa: E402
     check_pointers,
     pointer_checks_enabled,
 )

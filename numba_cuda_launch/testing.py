@@ -5,10 +5,10 @@ CUDA driver for launches from compiled code and records image loads,
 launches (:class:`Launch`), synchronisation and event calls, CUDA graphs
 (:class:`RecordedGraph`, :class:`RecordedExec`) and occupancy queries
 (:class:`OccupancyQuery`, answered by :func:`occupancy_model`). The
-implementation is :mod:`numba_cuda_launch.runtime.recording`.
+implementation is :mod:`numba_cuda_launch.cudadrv.recording`.
 """
 
-from numba_cuda_launch.runtime.recording import (
+from numba_cuda_launch.cudadrv.recording import (
     RecordingDriver,
     Launch,
     RecordedGraph,

@@ -2,11 +2,11 @@
 # graphs and queries are annotated dataclasses. tests/test_public_modules.py
 # checks these against the module.
 
-from numba_cuda_launch.runtime.recording import Launch as Launch
-from numba_cuda_launch.runtime.recording import OccupancyQuery as OccupancyQuery
-from numba_cuda_launch.runtime.recording import RecordedExec as RecordedExec
-from numba_cuda_launch.runtime.recording import RecordedGraph as RecordedGraph
-from numba_cuda_launch.runtime.recording import RecordingDriver as RecordingDriver
+from numba_cuda_launch.cudadrv.recording import Launch as Launch
+from numba_cuda_launch.cudadrv.recording import OccupancyQuery as OccupancyQuery
+from numba_cuda_launch.cudadrv.recording import RecordedExec as RecordedExec
+from numba_cuda_launch.cudadrv.recording import RecordedGraph as RecordedGraph
+from numba_cuda_launch.cudadrv.recording import RecordingDriver as RecordingDriver
 
 __all__: list[str]
 

@@ -421,7 +421,7 @@ def test_recorders_nest_and_the_innermost_records():
 
 
 def test_recorder_exited_out_of_order_raises_and_restores_the_table():
-    from numba_cuda_launch.runtime import driver
+    from numba_cuda_launch.cudadrv import driver
 
     before = driver.current_functions()
     outer, inner = RecordingDriver(), RecordingDriver()

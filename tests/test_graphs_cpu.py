@@ -631,7 +631,7 @@ int main(void) {
     c = [list(map(int, line.split())) for line in
          subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()]
     from numba.core.registry import cpu_target
-    from numba_cuda_launch.runtime import graph as rt_graph, launchex
+    from numba_cuda_launch.cudadrv import graph as rt_graph, launchex
     td = cpu_target.target_context.target_data
 
     def layout(ty, *fields):
@@ -642,14 +642,14 @@ int main(void) {
     assert layout(rt_graph._UPDATE_INFO, 1) == c[3]
     assert [launchex.ATTRIBUTE_CLUSTER_DIMENSION, launchex.ATTRIBUTE_COOPERATIVE,
             graphs.CAPTURE_THREAD_LOCAL] == c[4]
-    from numba_cuda_launch.runtime import recording
+    from numba_cuda_launch.cudadrv import recording
     assert [ctypes.sizeof(recording._LaunchConfigC), ctypes.sizeof(recording._LaunchAttributeC),
             ctypes.sizeof(recording._KernelNodeParamsC),
             ctypes.sizeof(recording._UpdateInfoC)] == [c[0][0], c[1][0], c[2][0], c[3][0]]
 
 
 def test_driver_without_newer_entry_points_still_launches():
-    from numba_cuda_launch.runtime import driver
+    from numba_cuda_launch.cudadrv import driver
 
     class OldDriver:
         def __getattr__(self, name):

@@ -1,4 +1,4 @@
-"""The package's layers: imports point one way (interop -> launch -> runtime
+"""The package's layers: imports point one way (interop -> launch -> cudadrv
 -> compat, with errors/config below all) and no module imports another that
 imports it back. Every import counts, also one inside a function."""
 
@@ -11,7 +11,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "numba_cuda_launch")
 
 # Higher numbers may import lower ones, never the reverse.
-LAYERS = {"compat": 0, "runtime": 1, "launch": 2, "interop": 3}
+LAYERS = {"compat": 0, "cudadrv": 1, "launch": 2, "interop": 3}
 BASE = {"errors", "config", "_version"}
 PUBLIC = {"__init__", "jax", "xla_ffi", "testing", "graphs", "aot"}  # the public surface, above all
 
@@ -117,9 +117,9 @@ def test_no_import_cycles():
 def test_the_checks_can_fail():
     # A cycle and an upward import planted in a copy of the real graph.
     graph = {m: set(t) for m, t in GRAPH.items()}
-    graph["numba_cuda_launch.runtime.driver"].add("numba_cuda_launch.launch.backends.driver")
+    graph["numba_cuda_launch.cudadrv.driver"].add("numba_cuda_launch.launch.backends.driver")
     assert find_cycles(graph)
-    assert layer("numba_cuda_launch.runtime.driver") < layer("numba_cuda_launch.launch.backends.driver")
+    assert layer("numba_cuda_launch.cudadrv.driver") < layer("numba_cuda_launch.launch.backends.driver")
     # The walk does see real edges, lazy (in-function) imports included.
-    assert "numba_cuda_launch.runtime.driver" in GRAPH["numba_cuda_launch.launch.backends.driver"]
-    assert "numba_cuda_launch.errors" in GRAPH["numba_cuda_launch.runtime.recording"]
+    assert "numba_cuda_launch.cudadrv.driver" in GRAPH["numba_cuda_launch.launch.backends.driver"]
+    assert "numba_cuda_launch.errors" in GRAPH["numba_cuda_launch.cudadrv.recording"]

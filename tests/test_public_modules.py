@@ -22,7 +22,7 @@ from support.childenv import PREAMBLE, child_env
 PUBLIC = {
     "numba_cuda_launch.graphs": "numba_cuda_launch.launch.graph",
     "numba_cuda_launch.jax": "numba_cuda_launch.interop.jax",
-    "numba_cuda_launch.testing": "numba_cuda_launch.runtime.recording",
+    "numba_cuda_launch.testing": "numba_cuda_launch.cudadrv.recording",
     "numba_cuda_launch.xla_ffi": "numba_cuda_launch.interop.xla_ffi",
     "numba_cuda_launch.aot": "numba_cuda_launch.interop.aot",
 }
@@ -47,7 +47,7 @@ def test_public_module_exports_its_implementation(public):
 
 
 def test_recording_driver_of_the_public_module_is_the_one_launches_use():
-    from numba_cuda_launch.runtime import recording
+    from numba_cuda_launch.cudadrv import recording
     from numba_cuda_launch.testing import RecordingDriver
 
     with RecordingDriver() as rec:

@@ -14,5 +14,5 @@
 * :mod:`.overrides` -- every replacement of another library's attribute,
   declared and installed in one place (docs/overrides.md).
 
-Nothing here imports from the layers above (runtime, launch, interop).
+Nothing here imports from the layers above (cudadrv, launch, interop).
 """

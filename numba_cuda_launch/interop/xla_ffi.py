@@ -35,7 +35,7 @@ from numba_cuda_launch.errors import NopythonUsageError
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
-from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 __all__ = [

@@ -17,7 +17,7 @@ the simulator is never reused from the cache (it is compiled each process).
 from dataclasses import dataclass
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.runtime.image import remember_param_sizes
+from numba_cuda_launch.cudadrv.image import remember_param_sizes
 from numba_cuda_launch.compat.numba_caching import (
     LaunchTargetChanged,
     add_reload_check,

@@ -28,7 +28,7 @@ from numba_cuda_launch.launch.guards import Guards, check_config
 from numba_cuda_launch.launch.launchconfig import LaunchConfig, config_values
 from numba_cuda_launch.launch.devicearray.producer_wait import emit_producer_wait, producer_streams
 from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
-from numba_cuda_launch.runtime.pointers import emit_checked_mode
+from numba_cuda_launch.cudadrv.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
 
 __all__ = ["emit_launch", "emit_preload", "launch_error_raiser"]

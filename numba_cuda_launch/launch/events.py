@@ -44,7 +44,7 @@ from numba_cuda_launch.launch.sync import (
     status_check,
     status_intrinsic,
 )
-from numba_cuda_launch.runtime import events as _events
+from numba_cuda_launch.cudadrv import events as _events
 
 __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 

@@ -25,7 +25,7 @@ from numba_cuda_launch.launch.launchconfig import LaunchConfig
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 from numba_cuda_launch.launch.sync import jitted_call, python_stream
-from numba_cuda_launch.runtime import graph as _rt
+from numba_cuda_launch.cudadrv import graph as _rt
 
 __all__ = [
     "Graph", "GraphExec", "KernelNode",

@@ -10,8 +10,8 @@ from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE
 from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, cluster_dims, launch_dims
-from numba_cuda_launch.runtime.graph import emit_kernel_node_attribute
-from numba_cuda_launch.runtime.launchex import ATTRIBUTE_CLUSTER_DIMENSION, ATTRIBUTE_COOPERATIVE
+from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute
+from numba_cuda_launch.cudadrv.launchex import ATTRIBUTE_CLUSTER_DIMENSION, ATTRIBUTE_COOPERATIVE
 
 __all__ = ["Guards", "check_config", "block_threads", "check_block_threads",
            "check_node_update", "TOO_MANY_THREADS"]

@@ -22,7 +22,7 @@ from numba_cuda_launch.launch.guards import Guards, block_threads, check_block_t
 from numba_cuda_launch.launch.launchconfig import LaunchConfig, cluster_dims, launch_dims
 from numba_cuda_launch.launch.raising import emit_raise_if_failed
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
-from numba_cuda_launch.runtime import occupancy as _rt
+from numba_cuda_launch.cudadrv import occupancy as _rt
 
 __all__ = ["QUERIES"]
 

@@ -26,7 +26,7 @@ from numba_cuda_launch.launch.stream import (
     stream_handle,
     stream_handle_value,
 )
-from numba_cuda_launch.runtime import events as _events
+from numba_cuda_launch.cudadrv import events as _events
 
 __all__ = [
     "synchronize",

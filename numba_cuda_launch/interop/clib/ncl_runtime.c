@@ -2,7 +2,7 @@
  *
  * Compiled launch code calls the CUDA driver through one table of function
  * pointers (numba_cuda_launch_driver_table, entry points in the order of
- * numba_cuda_launch.runtime.driver.ENTRY_POINTS) and reads one int32 flag
+ * numba_cuda_launch.cudadrv.driver.ENTRY_POINTS) and reads one int32 flag
  * (numba_cuda_launch_check_pointers). In Python both live in the package;
  * here they are defined and the table is bound on first use from
  * libcuda.so.1, opened with dlopen, so the library needs only libc and libdl.

@@ -19,12 +19,12 @@ from numba_cuda_launch.launch.backends import LaunchBackend, register
 from numba_cuda_launch.launch.caching import record_param_sizes
 from numba_cuda_launch.launch.params import emit_param_array, flatten_values
 from numba_cuda_launch.launch.selection import COMPILERS
-from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context, emit_in_context
-from numba_cuda_launch.runtime.graph import emit_kernel_node_set_params
-from numba_cuda_launch.runtime.image import KernelImage, emit_get_kernel
-from numba_cuda_launch.runtime.launchex import emit_launch_ex
-from numba_cuda_launch.runtime.pointers import emit_is_device_accessible
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.context import emit_ensure_context, emit_in_context
+from numba_cuda_launch.cudadrv.graph import emit_kernel_node_set_params
+from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
+from numba_cuda_launch.cudadrv.launchex import emit_launch_ex
+from numba_cuda_launch.cudadrv.pointers import emit_is_device_accessible
 
 __all__ = ["DriverBackend"]
 

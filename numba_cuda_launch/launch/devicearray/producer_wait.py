@@ -34,8 +34,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, device_array_parts
-from numba_cuda_launch.runtime import events as _events
-from numba_cuda_launch.runtime.graph import CAPTURE_RELAXED, emit_exchange_capture_mode, \
+from numba_cuda_launch.cudadrv import events as _events
+from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED, emit_exchange_capture_mode, \
     emit_is_capturing
 
 __all__ = ["producer_streams", "emit_producer_wait", "forget_waits"]

@@ -81,7 +81,7 @@ PROTOTYPES = {
     "cuKernelGetFunction": ("void**", "void*"),
     # (void* data, CUpointer_attribute, CUdeviceptr)
     "cuPointerGetAttribute": ("void*", "int", "CUdeviceptr"),
-    # Synchronisation and events (runtime/events.py). Symbols every CUDA 12
+    # Synchronisation and events (cudadrv/events.py). Symbols every CUDA 12
     # and 13 driver exports: cuEventDestroy_v2 is what cuda.h has named
     # cuEventDestroy since CUDA 4.0; cuEventElapsedTime_v2 and
     # cuCtxSynchronize_v2 are newer than CUDA 12.0, so the plain ones.

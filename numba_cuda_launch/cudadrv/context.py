@@ -10,7 +10,7 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
-from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.cudadrv import driver
 
 __all__ = ["ensure_context_function", "emit_ensure_context", "emit_with_context",
            "emit_in_context"]

@@ -1,4 +1,4 @@
-"""Layer 1, runtime: what compiled code calls at run time.
+"""Layer 1, cudadrv: the driver calls compiled code makes at run time.
 
 * :mod:`.driver` -- the driver table compiled code calls through;
 * :mod:`.context` -- the context a launching thread uses;

@@ -3,7 +3,7 @@
 Each ``emit_*`` function emits driver calls through the table
 (:mod:`.driver`) and returns the ``CUresult`` (``i32``); a thread with no
 current context gets device 0's primary context and the call is made again
-(:func:`~numba_cuda_launch.runtime.context.emit_in_context`).
+(:func:`~numba_cuda_launch.cudadrv.context.emit_in_context`).
 
 An event lives in a small block of memory, :data:`EVENT_PAYLOAD`, that the
 nopython ``Event`` value owns through a Numba meminfo (refcounted): the
@@ -23,8 +23,8 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
-from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_in_context, emit_with_context
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.context import emit_in_context, emit_with_context
 
 __all__ = [
     "CU_EVENT_BLOCKING_SYNC",

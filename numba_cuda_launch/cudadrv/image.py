@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.context import emit_ensure_context
 
 __all__ = ["KernelImage", "emit_get_kernel", "emit_load", "load_image",
            "remember_param_sizes", "param_sizes"]

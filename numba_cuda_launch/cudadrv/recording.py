@@ -34,8 +34,8 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD as _CAPTURE_WRONG_THREAD,
     error_name,
 )
-from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.image import param_sizes
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.image import param_sizes
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint
@@ -575,7 +575,7 @@ class RecordingDriver:
         return 0
 
 
-    # Synchronisation and events (numba_cuda_launch.runtime.events).
+    # Synchronisation and events (numba_cuda_launch.cudadrv.events).
     #
     # ``calls`` logs them in order as (driver function, handles...);
     # ``statuses`` maps a driver function name to the CUresult it returns
@@ -584,7 +584,7 @@ class RecordingDriver:
     # a stream and not destroyed times ``elapsed_ms`` apart from another, as
     # the driver refuses (CUDA_ERROR_INVALID_HANDLE) one never recorded, one
     # made without timing, or one destroyed. An event is destroyed through
-    # the destroy function it was created with (runtime/events.py), so
+    # the destroy function it was created with (cudadrv/events.py), so
     # ``events_destroyed`` counts destroys even after this fake has ended.
 
     _event_counter = [0]
@@ -620,7 +620,7 @@ class RecordingDriver:
             self.calls.append(entry)
         if not self._current():
             # The driver needs a current context (the pessimistic reading
-            # for cuEventDestroy, which runtime/events.py copes with).
+            # for cuEventDestroy, which cudadrv/events.py copes with).
             return _INVALID_CONTEXT
         return status
 

@@ -18,8 +18,8 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.context import emit_ensure_context
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.context import emit_ensure_context
 
 __all__ = ["check_pointers", "pointer_checks_enabled", "emit_checked_mode",
            "emit_is_device_accessible"]

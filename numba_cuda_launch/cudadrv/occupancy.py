@@ -13,8 +13,8 @@ that context) and returns the ``CUresult`` with the driver's answer:
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.runtime import driver
-from numba_cuda_launch.runtime.launchex import emit_launch_config
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.launchex import emit_launch_config
 
 __all__ = ["emit_max_active_blocks", "emit_max_potential_block_size",
            "emit_max_active_clusters"]

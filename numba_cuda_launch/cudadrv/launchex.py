@@ -16,7 +16,7 @@ Layouts (``cuda.h`` of CUDA 12 and 13, 64-bit): ``CUlaunchConfig`` is seven
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.runtime import driver
+from numba_cuda_launch.cudadrv import driver
 
 __all__ = ["ATTRIBUTE_COOPERATIVE", "ATTRIBUTE_CLUSTER_DIMENSION",
            "launch_config_type", "launch_attribute_type", "emit_launch_config",
