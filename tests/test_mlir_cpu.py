@@ -390,11 +390,10 @@ def test_mlir_imported_after_numba_cuda_launch():
 # driver launches nothing).
 
 
-def memref(a, data=None):
+def memref(a):
     """numba-cuda-mlir's parameters of NumPy array *a*'s memory (as a device
     array): data pointer twice, offset 0, shape, strides in elements."""
-    data = a.ctypes.data if data is None else data
-    return q(data, data, 0, *a.shape, *[s // a.itemsize for s in a.strides])
+    return q(a.ctypes.data, a.ctypes.data, 0, *a.shape, *[s // a.itemsize for s in a.strides])
 
 
 @njit

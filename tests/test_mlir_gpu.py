@@ -345,7 +345,7 @@ def test_cluster_item_groups_blocks_into_clusters(c):
 
 
 @needs_hopper
-def test_cluster_not_dividing_the_grid_fails_with_the_drivers_error():
+def test_cluster_not_dividing_the_grid_is_refused_at_run_time():
     dout = cuda.to_device(np.full(6, -1, np.int32))
     with pytest.raises(ncl.CudaLaunchError, match="CUDA_ERROR_INVALID_VALUE"):
         launch_cluster_ids(dout, True, 4, 0)
