@@ -16,6 +16,7 @@ from numba.core import types as nt
 
 import numba_cuda_launch as ncl
 from support.cluster_kernels import cluster_info
+from support.driver_queries import cufunction, max_active_clusters
 from support.leaks import least_growth
 from numba_cuda_launch import graphs
 
@@ -504,19 +505,10 @@ def occupancy_of(xp, n, block, smem):
     return cfg.max_active_blocks(x, x), grid, best
 
 
-def _cufunction(dispatcher, argtypes):
-    from cuda.bindings import driver as drv
-    cuda.current_context()  # numba-cuda's primary context, current
-    handle = ncl.kernel_handle(dispatcher, argtypes).handle
-    err, func = drv.cuKernelGetFunction(drv.CUkernel(handle))
-    assert err == drv.CUresult.CUDA_SUCCESS
-    return func
-
-
 def test_occupancy_equals_the_driver():
     from cuda.bindings import driver as drv
     dx = cuda.device_array(4096, np.float32)
-    func = _cufunction(shared_reverse, ARGTYPES)
+    func = cufunction(shared_reverse, ARGTYPES)
     libcuda = ctypes.CDLL("libcuda.so.1")
     numba_func = shared_reverse.overloads[ARGTYPES]._codelibrary.get_cufunc()
     ctx = cuda.current_context()
@@ -549,20 +541,8 @@ def clusters_of(xp, n, grid, block, cx):
 
 @needs_hopper
 def test_max_active_clusters_equals_the_driver():
-    from cuda.bindings import driver as drv
     dx = cuda.device_array(4096, np.float32)
-    func = _cufunction(shared_reverse, ARGTYPES)
+    func = cufunction(shared_reverse, ARGTYPES)
     for cx in (1, 2, 4, 8):
         ours = clusters_of(ptr(dx), 4096, 64, 128, cx)
-        config = drv.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = 64, 1, 1
-        config.blockDimX, config.blockDimY, config.blockDimZ = 128, 1, 1
-        config.sharedMemBytes = 1024
-        attr = drv.CUlaunchAttribute()
-        attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, 1, 1
-        config.attrs = [attr]
-        config.numAttrs = 1
-        err, theirs = drv.cuOccupancyMaxActiveClusters(func, config)
-        assert err == drv.CUresult.CUDA_SUCCESS
-        assert ours == theirs > 0, cx
+        assert ours == max_active_clusters(func, 64, 128, 1024, cx) > 0, cx

@@ -12,6 +12,7 @@ of numba-cuda-mlir's C++ launcher (upstream ``cext/launcher/kernel.cpp``,
   two float64 in one 16-byte parameter; float16: its 16 bits.
 """
 
+import ctypes
 import struct
 import subprocess
 import sys
@@ -27,9 +28,11 @@ from numba.core.errors import TypingError
 numba_cuda_mlir = pytest.importorskip("numba_cuda_mlir")
 
 import numba_cuda_launch as ncl  # noqa: E402
+from numba_cuda_launch import graphs  # noqa: E402
 from numba_cuda_launch.compat import numba_cuda_mlir as compat_mlir  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
 from support.childenv import PREAMBLE, child_env  # noqa: E402
+from test_devicearray_cpu import CAI, CupyLikeStream, DLPackOnDevice, ProtocolStream  # noqa: E402
 
 from numba_cuda_mlir import cuda as mcuda  # noqa: E402
 from numba_cuda_mlir import types as mt  # noqa: E402
@@ -378,3 +381,322 @@ def test_mlir_imported_after_numba_cuda_launch():
     assert out.returncode == 0, out.stderr[-3000:]
     count, name = out.stdout.split()
     assert count == "1" and name.startswith("_Z1k")
+
+
+# -- device arrays and stream objects ------------------------------------------
+# The package's device-array type (numba-cuda, CuPy, PyTorch, JAX arrays, any
+# CUDA Array Interface or DLPack producer): passed as the array it views, in
+# numba-cuda-mlir's layout. Fake producers over host memory (the recording
+# driver launches nothing).
+
+
+def memref(a):
+    """numba-cuda-mlir's parameters of NumPy array *a*'s memory (as a device
+    array): data pointer twice, offset 0, shape, strides in elements."""
+    return q(a.ctypes.data, a.ctypes.data, 0, *a.shape, *[s // a.itemsize for s in a.strides])
+
+
+@njit
+def launch_scale_arrays(out, x, a, stream):
+    scale[1, 32, stream](out, x, a)
+
+
+@njit
+def launch_copy2d_arrays(out, x):
+    copy2d[(1, 1), (8, 8)](out, x)
+
+
+@pytest.mark.parametrize("producer", [CAI, DLPackOnDevice], ids=["cai", "dlpack"])
+def test_device_arrays_pass_numba_cuda_mlirs_memref_layout(producer):
+    n = int(rng.integers(4, 300))
+    out, x = np.zeros(n, np.float32), rng.standard_normal(n).astype(np.float32)
+    a = np.float32(rng.standard_normal())
+    launch = record(scale, launch_scale_arrays, producer(out), producer(x), a, 0)
+    assert launch.params == memref(out) + memref(x) + [struct.pack("<f", a)]
+    assert (mt.float32[::1], mt.float32[::1], mt.float32) in scale.overloads
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.asfortranarray(rng.standard_normal((5, 7))),
+    lambda: rng.standard_normal((6, 14))[:, ::2],
+    lambda: rng.standard_normal((9, 7))[1::2],
+], ids=["fortran", "column-step", "row-step"])
+def test_device_array_layouts_pass_strides_in_elements(make):
+    x = make()
+    out = np.zeros(x.shape)
+    launch = record(copy2d, launch_copy2d_arrays, CAI(out), CAI(x))
+    assert launch.params == memref(out) + memref(x)
+    assert launch.params[-2:] != q(*x.strides)  # elements, not numba-cuda's bytes
+
+
+def test_device_array_views_and_tuples_of_device_arrays():
+    @njit
+    def f(out, x, y, n):
+        tuples[1, 1](out[:1], (np.float32(1.0), np.float32(2.0)), (x[2:n], y[::2]))
+
+    n = int(rng.integers(6, 40))
+    out, x, y = (np.zeros(n, np.float32) for _ in range(3))
+    launch = record(tuples, f, CAI(out), CAI(x), CAI(y), n)
+    assert launch.params == (memref(out[:1]) + [struct.pack("<f", 1.0), struct.pack("<f", 2.0)]
+                             + memref(x[2:n]) + memref(y[::2]))
+
+
+def test_readonly_device_array_compiles_a_readonly_overload():
+    ro = np.ones(16, np.float32)
+    out = np.zeros(16, np.float32)
+    launch = record(scale, launch_scale_arrays, CAI(out), CAI(ro, readonly=True),
+                    np.float32(2), 0)
+    assert launch.params[5:10] == memref(ro)
+    assert (mt.float32[::1], mt.Array(mt.float32, 1, "C", readonly=True), mt.float32) \
+        in scale.overloads
+
+
+@mcuda.jit
+def writes(x):
+    x[0] = 1
+
+
+def test_kernel_writing_to_a_readonly_device_array_is_refused():
+    @njit
+    def f(x):
+        writes[1, 1](x)
+
+    with pytest.raises(TypingError) as info:
+        f(CAI(np.zeros(4, np.float32), readonly=True))
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("compiling kernel 'writes' for (x: readonly array(float32, 1d, C))")
+    assert "Cannot modify readonly array" in str(info.value)
+
+
+@mcuda.jit(mt.void(mt.float32[::1], mt.float32[::1]))
+def eager_copy(x, out):
+    out[0] = x[0]
+
+
+@njit
+def launch_eager_copy(x, out):
+    eager_copy[1, 1](x, out)
+
+
+def test_eager_kernel_takes_the_device_arrays_of_its_signature(fake_driver):
+    a = np.zeros(4, np.float32)
+    fake_driver.layouts.update(layout_of(eager_copy))
+    launch_eager_copy(CAI(a), CAI(a))
+    assert fake_driver.launches[0].params == memref(a) + memref(a)
+
+
+@pytest.mark.parametrize("x, out, refused", [
+    (CAI(np.zeros(4)), CAI(np.zeros(4, np.float32)),
+     "parameter 'x' (argument 1): got DeviceArray(float64, 1d, C), expected array(float32, 1d, C)"),
+    (CAI(np.zeros(4, np.float32)), CAI(np.zeros(8, np.float32)[::2]),
+     "parameter 'out' (argument 2): got DeviceArray(float32, 1d, A), expected array(float32, 1d, C)"),
+    (CAI(np.zeros(4, np.float32)), CAI(np.zeros(4, np.float32), readonly=True),
+     "parameter 'out' (argument 2): got DeviceArray(float32, 1d, C, readonly), "
+     "expected array(float32, 1d, C)"),
+], ids=["dtype", "layout", "readonly"])
+def test_eager_kernel_refuses_device_arrays_it_was_not_compiled_for(x, out, refused):
+    with pytest.raises(TypingError) as info:
+        launch_eager_copy(x, out)
+    assert str(info.value).startswith("kernel 'eager_copy' " + refused)
+
+
+@pytest.mark.parametrize("make", [CupyLikeStream, ProtocolStream, int],
+                         ids=["cupy-like", "__cuda_stream__", "int"])
+def test_stream_objects(make):
+    a = np.zeros(8, np.float32)
+    launch = record(scale, launch_scale_arrays, CAI(a), CAI(a), np.float32(1), make(0x5150))
+    assert launch.stream == 0x5150
+
+
+def test_launch_waits_for_a_device_arrays_producer_stream(fake_driver):
+    a = np.zeros(8, np.float32)
+    launch_scale_arrays(CAI(a, stream=0x99), CAI(a), np.float32(1), 0x98)
+    launch_scale_arrays(CAI(a, stream=0x98), CAI(a), np.float32(1), 0x98)  # same stream
+    assert [c[1] for c in fake_driver.calls if c[0] == "cuStreamSynchronize"] == [0x99]
+    assert [x.stream for x in fake_driver.launches] == [0x98, 0x98]
+
+
+def test_cfunc_launches_an_mlir_kernel():
+    @numba.cfunc(nt.int32(nt.voidptr, nt.voidptr, nt.int64, nt.float32, nt.voidptr))
+    def launcher(o, x, n, a, stream):
+        out = numba.carray(o, (n,), np.float32)
+        xs = numba.carray(x, (n,), np.float32)
+        return scale[(n + 63) // 64, 64, stream].launch_status(out, xs, a)
+
+    n = int(rng.integers(1, 1000))
+    with RecordingDriver() as rec:
+        rec.layouts.update(layout_of(scale))
+        fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                              ctypes.c_float, ctypes.c_void_p)(launcher.address)
+        assert fn(0x1000, 0x2000, n, 0.5, 0x77) == 0
+    (launch,) = rec.launches
+    assert launch.grid == ((n + 63) // 64, 1, 1) and launch.stream == 0x77
+    assert launch.params == q(0x1000, 0x1000, 0, n, 1) + q(0x2000, 0x2000, 0, n, 1) + [
+        struct.pack("<f", 0.5)]
+
+
+@mcuda.jit
+def grid_wide(out):
+    out[0] = 1
+
+
+@njit
+def launch_grid_wide(o, blocks, cluster):
+    out = numba.carray(ncl.as_voidptr(o), (1,), np.int32)
+    if cluster:
+        grid_wide[blocks, 32, 0, 0, 2](out)
+    else:
+        grid_wide[blocks, 32](out)
+
+
+def test_cooperative_kernel_launches_cooperatively(fake_driver, monkeypatch):
+    """numba-cuda-mlir marks a kernel calling declare_device(use_cooperative=True)
+    code with metadata["use_cooperative"], what its launcher reads: the
+    launch is cooperative (cuLaunchCooperativeKernel; with a cluster, the
+    cooperative attribute of cuLaunchKernelEx)."""
+    kernel = grid_wide.compile(mt.void(mt.int32[::1]))
+    monkeypatch.setitem(kernel.metadata, "use_cooperative", True)
+    launch_grid_wide(0x1000, 4, False)
+    launch_grid_wide(0x1000, 4, True)
+    plain, clustered = fake_driver.launches
+    assert plain.cooperative and plain.cluster is None
+    assert clustered.cooperative and clustered.cluster == (2, 1, 1)
+
+
+# -- thread-block clusters -------------------------------------------------------
+
+@njit
+def launch_clustered(o, x, n, blocks, cluster, stream):
+    out = numba.carray(ncl.as_voidptr(o), (n,), np.float32)
+    xs = numba.carray(ncl.as_voidptr(x), (n,), np.float32)
+    scale[(blocks, 2), 32, stream, 16, cluster](out, xs, np.float32(2))
+
+
+def test_cluster_item_launches_with_cuLaunchKernelEx():
+    c = int(rng.integers(1, 5))
+    blocks = c * int(rng.integers(1, 6))
+    launch = record(scale, launch_clustered, 0x1000, 0x2000, 64, blocks, (c, 2, 1), 0x33)
+    assert launch.cluster == (c, 2, 1) and launch.grid == (blocks, 2, 1)
+    assert launch.sharedmem == 16 and launch.stream == 0x33
+    assert launch.params == q(0x1000, 0x1000, 0, 64, 1) + q(0x2000, 0x2000, 0, 64, 1) + [
+        struct.pack("<f", 2.0)]
+
+
+def test_cluster_not_dividing_the_grid_is_refused():
+    @njit
+    def f(o):
+        scale[5, 32, 0, 0, 2](numba.carray(ncl.as_voidptr(o), (4,), np.float32),
+                              numba.carray(ncl.as_voidptr(o), (4,), np.float32),
+                              np.float32(1))
+
+    with pytest.raises(TypingError, match=r"kernel 'scale': griddim must be a multiple of the "
+                       r"cluster dimensions; along x the grid has 5 blocks and the cluster 2"):
+        f(0x1000)
+
+
+# -- occupancy -------------------------------------------------------------------
+
+@njit
+def mlir_occupancy(o, x, block, smem):
+    out = numba.carray(ncl.as_voidptr(o), (64,), np.float32)
+    xs = numba.carray(ncl.as_voidptr(x), (64,), np.float32)
+    cfg = scale[8, block, 0, smem]
+    grid, best = cfg.max_potential_block_size(out, xs, np.float32(1))
+    clusters = scale[8, block, 0, smem, 4].max_active_clusters(out, xs, np.float32(1))
+    return cfg.max_active_blocks(out, xs, np.float32(1)), grid, best, clusters
+
+
+def test_occupancy_queries_ask_about_the_mlir_kernel():
+    block, smem = 32 * int(rng.integers(1, 33)), 256 * int(rng.integers(0, 100))
+    with RecordingDriver() as rec:
+        blocks, grid, best, clusters = mlir_occupancy(0x1000, 0x2000, block, smem)
+    entry = compat_mlir.kernel_entry_name(scale.overloads[
+        (mt.float32[::1], mt.float32[::1], mt.float32)])
+    kinds = [(o.kind, o.kernel, o.block_size, o.sharedmem, o.cluster)
+             for o in rec.occupancy_queries]
+    assert kinds == [("max_potential_block_size", entry, 0, smem, None),
+                     ("max_active_clusters", entry, block, smem, (4, 1, 1)),
+                     ("max_active_blocks", entry, block, smem, None)]
+    assert blocks == rec.occupancy(block, smem)
+    assert clusters == rec.occupancy(block, smem) * rec.multiprocessors // 4
+    assert (grid, best) == rec.occupancy_queries[0].result
+
+
+# -- graphs ----------------------------------------------------------------------
+
+@njit
+def capture_and_update(out, x, y, stream):
+    graphs.begin_capture(stream)
+    scale[1, 32, stream](out, x, np.float32(1))
+    node = graphs.last_launch(stream)
+    graph = graphs.end_capture(stream)
+    exe = graph.instantiate()
+    exe.launch(stream)
+    exe.update_launch(node, scale[3, 64, stream, 128], out[1:], y, np.float32(3))
+    exe.launch(stream)
+
+
+def test_graph_capture_and_update_launch_of_an_mlir_kernel(fake_driver):
+    out, x, y = np.zeros(9, np.float32), np.ones(9, np.float32), np.ones(8, np.float32)
+    fake_driver.layouts.update(layout_of(scale))
+    capture_and_update(CAI(out), CAI(x), CAI(y), 0x51)
+    (graph,) = fake_driver.graphs.values()
+    (captured,) = graph.launches
+    assert captured.params == memref(out) + memref(x) + [struct.pack("<f", 1.0)]
+    ((_, node, update),) = fake_driver.node_updates
+    assert node == graph.nodes[0] and update.kernel == captured.kernel
+    assert update.grid == (3, 1, 1) and update.block == (64, 1, 1) and update.sharedmem == 128
+    assert update.params == memref(out[1:]) + memref(y) + [struct.pack("<f", 3.0)]
+
+
+# -- cache=True ------------------------------------------------------------------
+
+CACHE_MODULE = PREAMBLE + """
+import numba
+from numba import cuda
+import numba_cuda_launch as ncl
+from numba_cuda_mlir import cuda as mcuda
+if not cuda.is_available():
+    ncl.set_compute_capability((9, 0))
+
+@mcuda.jit
+def k(x, a):
+    x[0] = a
+
+@numba.njit(cache=True)
+def go(x, a):
+    return k[1, 1].launch_status(x, a)
+"""
+
+
+@pytest.mark.slow
+def test_cache_true_function_launching_an_mlir_kernel_loads_in_a_new_process(tmp_path):
+    """The second process loads the function from Numba's cache (no
+    numba-cuda-mlir compilation: the kernel has no overload there) and
+    launches the cubin embedded in it, with the same parameters."""
+    (tmp_path / "cached_mlir_launch.py").write_text(CACHE_MODULE)
+    probe = textwrap.dedent("""
+        import numpy as np
+        import cached_mlir_launch as m
+        from numba_cuda_launch.testing import RecordingDriver
+
+        class CAI:  # a device-array producer over host memory
+            def __init__(self, a):
+                self.__cuda_array_interface__ = dict(
+                    shape=a.shape, strides=None, typestr=a.dtype.str,
+                    data=(a.ctypes.data, False), version=3, stream=None)
+
+        a = np.zeros(4, np.float32)
+        with RecordingDriver() as fake:
+            status = m.go(CAI(a), np.float32(2.5))
+        (launch,) = fake.launches
+        memref = [v.to_bytes(8, "little") for v in (a.ctypes.data,) * 2 + (0, 4, 1)]
+        print(status, sum(m.go.stats.cache_hits.values()), len(m.k.overloads),
+              launch.params == memref + [np.float32(2.5).tobytes()])
+    """)
+    runs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           env=child_env(), timeout=300, cwd=tmp_path) for _ in range(2)]
+    for out in runs:
+        assert out.returncode == 0, out.stderr[-3000:]
+    assert runs[0].stdout.split() == ["0", "0", "1", "True"]
+    assert runs[1].stdout.split() == ["0", "1", "0", "True"]

@@ -2,21 +2,33 @@
 against NumPy on fresh random inputs, and against the same kernel launched
 from Python through numba-cuda-mlir's own launcher (which packs the
 parameters its own way: the results must agree). Outputs are poisoned (NaN)
-before each launch. Device memory comes from numba-cuda; both compilers run
-in this one process."""
+before each launch. Device memory comes from numba-cuda (raw pointers and
+DeviceNDArrays), CuPy and PyTorch; thread-block clusters, CUDA graphs and
+occupancy queries are checked against the driver's own answers. Both
+compilers run in this one process."""
+
+import ctypes
 
 import numba
 import numpy as np
 import pytest
 from numba import cuda, njit
+from numba.core import types as nt
 
 numba_cuda_mlir = pytest.importorskip("numba_cuda_mlir")
 
 import numba_cuda_launch as ncl  # noqa: E402
+from numba_cuda_launch import graphs  # noqa: E402
 from numba_cuda_mlir import cuda as mcuda  # noqa: E402
 from numba_cuda_mlir import types as mt  # noqa: E402
+from support.driver_queries import cufunction, max_active_clusters  # noqa: E402
 
 pytestmark = pytest.mark.gpu
+# Eager kernels compile at decoration, inside numba-cuda-mlir: with no GPU
+# (the tests are skipped, the module is still collected) the architecture
+# must be set once numba_cuda_mlir is imported.
+if not cuda.is_available():
+    ncl.set_compute_capability(ncl.get_compute_capability() or (9, 0))
 rng = np.random.default_rng()
 
 
@@ -203,3 +215,221 @@ def test_dynamic_shared_memory_and_status():
     assert launch(ptr(dout), ptr(dx), blocks, threads) == 0
     cuda.synchronize()
     np.testing.assert_array_equal(dout.copy_to_host(), x.reshape(blocks, threads)[:, ::-1].ravel())
+
+
+# -- device arrays and stream objects ------------------------------------------
+
+class Producer:
+    """A library's device arrays and streams: ``put`` (host to device),
+    ``get`` (device to host), ``stream()``."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        if lib == "numba-cuda":
+            self.put, self.get, self.stream = cuda.to_device, lambda d: d.copy_to_host(), \
+                cuda.stream
+        elif lib == "cupy":
+            cp = pytest.importorskip("cupy")
+            self.put, self.get = cp.asarray, cp.asnumpy
+            self.stream = lambda: cp.cuda.Stream(non_blocking=True)
+        else:
+            torch = pytest.importorskip("torch")
+            self.put = lambda h: torch.from_numpy(np.ascontiguousarray(h)).cuda()
+            self.get, self.stream = lambda d: d.cpu().numpy(), torch.cuda.Stream
+
+    def poisoned(self, shape, dtype=np.float32):
+        return self.put(np.full(shape, np.nan, dtype=dtype))
+
+
+LIBRARIES = ["numba-cuda", "cupy", "torch"]
+
+
+@njit
+def launch_axpy_arrays(out, a, x, y, stream):
+    axpy[(out.shape[0] + 255) // 256, 256, stream](out, a, x, y)
+
+
+@pytest.mark.parametrize("lib", LIBRARIES)
+def test_device_arrays_and_streams_of_each_library(lib):
+    p = Producer(lib)
+    n = int(rng.integers(1000, 100000))
+    a = np.float32(rng.standard_normal())
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    dx, dy, dout = p.put(x), p.put(y), p.poisoned(n)
+    cuda.synchronize()  # the inputs are written (producer streams: test_devicearray_gpu.py)
+    stream = p.stream()
+    launch_axpy_arrays(dout, a, dx, dy, stream)
+    stream.synchronize()
+    np.testing.assert_allclose(p.get(dout), a * x + y, rtol=1e-5, atol=1e-6)
+
+
+@njit
+def launch_transpose_arrays(out, big, s):
+    rows, cols = out.shape
+    transpose_scaled[((rows + 15) // 16, (cols + 15) // 16), (16, 16)](out, big[:, ::2], s)
+
+
+@pytest.mark.parametrize("lib", ["numba-cuda", "cupy"])
+def test_fortran_and_strided_device_arrays(lib):
+    p = Producer(lib)
+    rows, cols = int(rng.integers(17, 200)), int(rng.integers(17, 200))
+    s = float(rng.standard_normal())
+    big = rng.standard_normal((cols, 2 * rows))
+    dbig = p.put(big)
+    dout = p.put(np.asfortranarray(np.full((rows, cols), np.nan)))
+    cuda.synchronize()
+    launch_transpose_arrays(dout, dbig, s)
+    cuda.synchronize()
+    np.testing.assert_allclose(p.get(dout), s * big[:, ::2].T, rtol=1e-12)
+
+
+def test_device_arrays_agree_with_numba_cuda_mlirs_own_launch():
+    cp = pytest.importorskip("cupy")
+    n = int(rng.integers(1000, 100000))
+    a = np.float32(rng.standard_normal())
+    dx, dy = (cp.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
+    d1, d2 = (cp.full(n, np.nan, np.float32) for _ in range(2))
+    launch_axpy_arrays(d1, a, dx, dy, 0)
+    axpy[(n + 255) // 256, 256](d2, a, dx, dy)
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cp.asnumpy(d1), cp.asnumpy(d2))
+    assert not np.isnan(cp.asnumpy(d1)).any()
+
+
+# -- thread-block clusters -------------------------------------------------------
+
+def _cc():
+    if not cuda.is_available():
+        return (0, 0)
+    return tuple(cuda.get_current_device().compute_capability)
+
+
+needs_hopper = pytest.mark.skipif("not _cc() >= (9, 0)", reason="clusters need sm_90")
+
+
+@mcuda.jit
+def cluster_ids(out):
+    if mcuda.threadIdx.x == 0:
+        # numba-cuda-mlir 0.6.0's block_idx_in_cluster reads %clusterid.x
+        # (the cluster's index in the grid); its cluster_ctarank does not
+        # compile there.
+        out[mcuda.blockIdx.x] = mcuda.intrin.block_idx_in_cluster()
+
+
+@njit
+def launch_cluster_ids(out, clustered, c, stream):
+    if clustered:
+        cluster_ids[out.shape[0], 32, stream, 0, c](out)
+    else:
+        cluster_ids[out.shape[0], 32, stream](out)
+
+
+@needs_hopper
+@pytest.mark.parametrize("c", [1, 2, 4, 8])
+def test_cluster_item_groups_blocks_into_clusters(c):
+    blocks = c * int(rng.integers(1, 16))
+    dout, plain = cuda.to_device(np.full(blocks, -1, np.int32)), \
+        cuda.to_device(np.full(blocks, -1, np.int32))
+    stream = cuda.stream()
+    launch_cluster_ids(dout, True, c, stream)
+    launch_cluster_ids(plain, False, c, stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(dout.copy_to_host(), np.arange(blocks) // c)
+    np.testing.assert_array_equal(plain.copy_to_host(), np.arange(blocks))
+    cp = pytest.importorskip("cupy")
+    theirs = cp.full(blocks, -1, np.int32)
+    cluster_ids.configure(blocks, 32, cluster=c)(theirs)  # numba-cuda-mlir's own launch
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cp.asnumpy(theirs), dout.copy_to_host())
+
+
+@needs_hopper
+def test_cluster_not_dividing_the_grid_is_refused_at_run_time():
+    dout = cuda.to_device(np.full(6, -1, np.int32))
+    with pytest.raises(ncl.CudaLaunchError, match="CUDA_ERROR_INVALID_VALUE"):
+        launch_cluster_ids(dout, True, 4, 0)
+    np.testing.assert_array_equal(dout.copy_to_host(), np.full(6, -1))
+
+
+# -- graphs ----------------------------------------------------------------------
+
+@njit
+def capture_axpy(out, a, x, y, stream):
+    graphs.begin_capture(stream)
+    axpy[(out.shape[0] + 255) // 256, 256, stream](out, a, x, y)
+    node = graphs.last_launch(stream)
+    return graphs.end_capture(stream), node
+
+
+@njit
+def update_axpy(exe, node, out, a, x, y, stream):
+    exe.update_launch(node, axpy[(out.shape[0] + 255) // 256, 256, stream], out, a, x, y)
+    exe.launch(stream)
+
+
+def test_graph_capture_replay_and_update_of_an_mlir_kernel():
+    n = int(rng.integers(1000, 50000))
+    a, a2 = (np.float32(v) for v in rng.standard_normal(2))
+    x, y, x2 = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    dx, dy, dx2 = cuda.to_device(x), cuda.to_device(y), cuda.to_device(x2)
+    dout, dout2 = poisoned(n), poisoned(n)
+    stream = cuda.stream()
+    graph, node = capture_axpy(dout, a, dx, dy, stream)
+    stream.synchronize()
+    assert np.isnan(dout.copy_to_host()).all()  # recorded, not run
+    exe = graph.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(dout.copy_to_host(), a * x + y, rtol=1e-5, atol=1e-6)
+    update_axpy(exe, node, dout2, a2, dx2, dy, stream)  # other arrays, another scalar
+    stream.synchronize()
+    np.testing.assert_allclose(dout2.copy_to_host(), a2 * x2 + y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dout.copy_to_host(), a * x + y, rtol=1e-5, atol=1e-6)
+    assert exe.destroy() == 0 and graph.destroy() == 0
+
+
+# -- occupancy -------------------------------------------------------------------
+
+AXPY_TYPES = (nt.float32[::1], nt.float32, nt.float32[::1], nt.float32[::1])
+
+
+@njit
+def axpy_occupancy(out, x, block, smem):
+    cfg = axpy[64, block, 0, smem]
+    grid, best = cfg.max_potential_block_size(out, np.float32(1), x, x)
+    return cfg.max_active_blocks(out, np.float32(1), x, x), grid, best
+
+
+def test_occupancy_of_an_mlir_kernel_equals_the_drivers():
+    from cuda.bindings import driver as drv
+
+    dx = cuda.device_array(4096, np.float32)
+    func = cufunction(axpy, AXPY_TYPES)
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    for block in (32, 128, 256, 1024):
+        for smem in (0, 4096, 40_000):
+            blocks, grid, best = axpy_occupancy(dx, dx, block, smem)
+            err, theirs = drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, block, smem)
+            assert err == drv.CUresult.CUDA_SUCCESS and blocks == theirs > 0, (block, smem)
+            min_grid, block_size = ctypes.c_int(), ctypes.c_int()
+            assert libcuda.cuOccupancyMaxPotentialBlockSize(
+                ctypes.byref(min_grid), ctypes.byref(block_size), ctypes.c_void_p(int(func)),
+                None, ctypes.c_size_t(smem), 0) == 0
+            assert (grid, best) == (min_grid.value, block_size.value), (block, smem)
+            assert 0 < best <= 1024 and best % 32 == 0 and grid > 0
+    # More shared memory per block, no more resident blocks.
+    assert axpy_occupancy(dx, dx, 256, 0)[0] >= axpy_occupancy(dx, dx, 256, 40_000)[0]
+
+
+@njit
+def axpy_clusters(out, x, c):
+    return axpy[64, 128, 0, 1024, c].max_active_clusters(out, np.float32(1), x, x)
+
+
+@needs_hopper
+def test_max_active_clusters_of_an_mlir_kernel_equals_the_drivers():
+    dx = cuda.device_array(4096, np.float32)
+    func = cufunction(axpy, AXPY_TYPES)
+    for c in (1, 2, 4, 8):
+        assert axpy_clusters(dx, dx, c) == max_active_clusters(func, 64, 128, 1024, c) > 0, c

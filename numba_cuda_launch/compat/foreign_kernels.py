@@ -321,6 +321,10 @@ class ForeignKernels:
         return None
 
     @staticmethod
+    def unavailable(kernel):
+        return None
+
+    @staticmethod
     def launch_problems(dispatcher, kernel):
         return []
 

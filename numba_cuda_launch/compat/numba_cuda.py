@@ -299,6 +299,10 @@ class NumbaCudaKernels:
         return None  # selection's own rules are numba-cuda's (LAUNCHABLE_SCALARS)
 
     @staticmethod
+    def unavailable(dispatcher):
+        return None  # under the simulator its kernels are simulated
+
+    @staticmethod
     def launch_problems(dispatcher, kernel):
         reasons = unsupported_kernel_features(kernel)
         problem = None if is_simulated(kernel) else _image_problem(kernel)

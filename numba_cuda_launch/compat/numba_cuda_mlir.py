@@ -22,6 +22,7 @@ import sys
 from llvmlite import ir
 from numba.core import cgutils, types
 
+from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capability
 
@@ -45,6 +46,7 @@ __all__ = [
     "ptx_param_sizes",
     "kernel_is_cooperative",
     "unsupported_kernel_features",
+    "unavailable_reason",
     "flat_param_names",
     "flatten_value",
     "KERNELS",
@@ -300,6 +302,19 @@ def unsupported_kernel_features(dispatcher, kernel):
     return reasons
 
 
+def unavailable_reason(dispatcher):
+    """Why no numba-cuda-mlir kernel can be launched in this process, or
+    None: numba-cuda-mlir has no counterpart of numba-cuda's CUDA simulator,
+    so under it (``NUMBA_ENABLE_CUDASIM=1``) a launch would put the
+    simulator's host memory in a real GPU launch."""
+    if simulator_enabled():
+        return ("this process runs numba-cuda's CUDA simulator "
+                "(NUMBA_ENABLE_CUDASIM=1), which simulates numba-cuda kernels only, and "
+                "numba-cuda-mlir has no simulator; run without NUMBA_ENABLE_CUDASIM to "
+                "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)")
+    return None
+
+
 def _constant_args(dispatcher):
     descriptor = _module("descriptor")
     return descriptor.get_constant_args(dispatcher.py_func)
@@ -396,6 +411,7 @@ class NumbaCudaMLIRKernels:
     can_compile = staticmethod(can_compile)
     compile = staticmethod(compile_kernel)
     argument_problem = staticmethod(_argument_problem)
+    unavailable = staticmethod(unavailable_reason)
     entry_name = staticmethod(kernel_entry_name)
     image = staticmethod(kernel_image)
     cooperative = staticmethod(kernel_is_cooperative)

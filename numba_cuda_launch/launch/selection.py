@@ -211,7 +211,9 @@ def _compile_for(compiler, dispatcher, args, name, names):
         return exact, argtypes
     _check_count(name, names, args)
     for i, ty in enumerate(args):
-        problem = _launchable_problem(ty) or compiler.argument_problem(ty)
+        # The adapter is asked about the type the kernel is compiled for (a
+        # device array as the array the kernel receives).
+        problem = _launchable_problem(ty) or compiler.argument_problem(argtypes[i])
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
@@ -287,6 +289,9 @@ def _fill_defaults(compiler, dispatcher, args, name):
 def _select(dispatcher, args):
     compiler = compiler_for(dispatcher)
     name = compiler.kernel_name(dispatcher)
+    why = compiler.unavailable(dispatcher)
+    if why:
+        raise KernelTypingError("kernel %r cannot be launched here: %s" % (name, why))
     names = tuple(p.name for p in compiler.parameters(dispatcher))
     args, defaults = _fill_defaults(compiler, dispatcher, args, name)
     choose = _compile_for if compiler.can_compile(dispatcher) else _select_compiled
