@@ -5,7 +5,9 @@ replay them, change their arguments (public as :mod:`numba_cuda_launch.graphs`).
 driver's handles; each operation has a raising form
 (:class:`~numba_cuda_launch.CudaGraphError`) and a ``_status`` form. An
 update of a recorded launch gets every check a launch of that configuration
-gets (:mod:`.guards`). The user's guide is docs/graphs.md.
+gets (:mod:`.guards`). Under numba-cuda's simulator the same operations
+act on simulated graphs (:mod:`.backends.simgraph`). The user's guide is
+docs/graphs.md.
 """
 
 from llvmlite import ir
@@ -17,6 +19,7 @@ from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_at
 
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
+from numba_cuda_launch.launch.backends import simgraph as _simgraph
 from numba_cuda_launch.launch.call import emit_launch
 from numba_cuda_launch.launch.guards import Guards, check_node_update
 from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
@@ -186,11 +189,7 @@ def _check_stream(what, stream):
 def _runtime(context):
     """The emitters of the graph operations: the driver's, or under
     numba-cuda's simulator those of the simulated graphs (same calls)."""
-    if simulated():
-        from numba_cuda_launch.launch.backends.simgraph import Emitters
-
-        return Emitters(context)
-    return _rt
+    return _simgraph.Emitters(context) if simulated() else _rt
 
 
 def _check(what, value, ty):
