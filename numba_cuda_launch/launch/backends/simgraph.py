@@ -42,7 +42,7 @@ __all__ = ["KernelLaunch", "GraphState", "STATE", "Emitters"]
 _TOPOLOGY_CHANGED, _NODE_TYPE_CHANGED, _FUNCTION_CHANGED = 2, 3, 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class KernelLaunch:
     """One simulated launch: the kernel, its configuration and its
     arguments as the simulator takes them (arrays viewing the same host
@@ -60,7 +60,7 @@ class KernelLaunch:
         return self.run(self, True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class _ChildGraph:
     """The launches of an executable graph replayed on a capturing stream:
     one node of the graph being recorded, not a kernel node."""
