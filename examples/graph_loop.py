@@ -1,13 +1,21 @@
 """A loop of small kernels recorded once as a CUDA graph from compiled code,
 replayed with new arguments each step.
 
-    .venv/bin/python examples/graph_loop.py
+    .venv/bin/python examples/graph_loop.py [--record]
 
-With a GPU: runs and checks the result against NumPy. Without one (graphs
-are not simulated): compiles the kernel for compute capability 9.0 and runs
-the same code against numba_cuda_launch's recording driver, checking the
-launches the driver would be asked for.
+With a GPU: runs and checks the result against NumPy. Without one: runs the
+same code under numba-cuda's CUDA simulator (the capture records the
+simulated launches, each replay runs them) and checks it the same way. With
+``--record`` and no GPU: compiles the kernel for compute capability 9.0 and
+runs the same code against numba_cuda_launch's recording driver, checking
+the launches the driver would be asked for.
 """
+
+import sys
+
+RECORD = "--record" in sys.argv
+if not RECORD:
+    import _gpu_or_simulator  # noqa: F401  (before numba: the simulator without a GPU)
 
 import numpy as np
 from numba import cuda, njit
@@ -72,10 +80,7 @@ if __name__ == "__main__":
     n, steps = 1000, 5
     a = rng.uniform(0.5, 1.0, 4).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
-    if getattr(cuda, "config", None) is not None and cuda.config.ENABLE_CUDASIM:
-        print("graph_loop: CUDA graphs are not simulated: run it without NUMBA_ENABLE_CUDASIM")
-        raise SystemExit(0)
-    if not cuda.is_available():
+    if RECORD and not cuda.is_available():
         record(a, b, n, steps)
     x0 = rng.standard_normal(n).astype(np.float32)
     x = cuda.to_device(x0)

@@ -95,3 +95,17 @@ def test_example_runs(example):
 def test_seed_cfunc_records_without_a_gpu():
     out = _run(os.path.join(ROOT, "examples", "seed_cfunc.py"), ["--record"])
     assert "cuLaunchKernel(kernel_gpu, grid=(1000, 1, 1), block=(128, 1, 1)" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAVE_GPU, reason="--record is the no-GPU mode of graph_loop.py")
+def test_graph_loop_records_without_a_gpu():
+    out = _run(os.path.join(ROOT, "examples", "graph_loop.py"), ["--record"])
+    assert "4 launches captured, 5 replays, 5 node updates: as expected" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAVE_GPU, reason="the simulator is graph_loop.py's mode without a GPU")
+def test_graph_loop_runs_under_the_simulator():
+    out = _run(os.path.join(ROOT, "examples", "graph_loop.py"))
+    assert "CUDA simulator" in out and "correct True" in out, out

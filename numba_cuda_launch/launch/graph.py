@@ -5,7 +5,9 @@ replay them, change their arguments (public as :mod:`numba_cuda_launch.graphs`).
 driver's handles; each operation has a raising form
 (:class:`~numba_cuda_launch.CudaGraphError`) and a ``_status`` form. An
 update of a recorded launch gets every check a launch of that configuration
-gets (:mod:`.guards`). The user's guide is docs/graphs.md.
+gets (:mod:`.guards`). Under numba-cuda's simulator the same operations
+act on simulated graphs (:mod:`.backends.simgraph`). The user's guide is
+docs/graphs.md.
 """
 
 from llvmlite import ir
@@ -15,16 +17,16 @@ from numba.core.typing.templates import AttributeTemplate, bound_function, infer
 from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_attribute_wrapper,
                              models, overload_method, register_model, typeof_impl, unbox)
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
+from numba_cuda_launch.launch.backends import simgraph as _simgraph
 from numba_cuda_launch.launch.call import emit_launch
 from numba_cuda_launch.launch.guards import Guards, check_node_update
 from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.launch.launchconfig import LaunchConfig
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
-from numba_cuda_launch.launch.sync import jitted_call, python_stream
+from numba_cuda_launch.launch.sync import jitted_call, python_stream, simulated
 from numba_cuda_launch.cudadrv import graph as _rt
 
 __all__ = [
@@ -177,23 +179,17 @@ for _ty in _PY_CLASSES:
 
 # -- driver calls (status forms) ---------------------------------------------------
 
-#: Every graph entry point's refusal under the simulator, whose launches
-#: run at once in Python: nothing could be recorded or replayed.
-SIMULATOR_REFUSAL = (
-    "CUDA graphs need a GPU or the recording driver (numba_cuda_launch.testing."
-    "RecordingDriver); under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) launches run "
-    "at once, so there is nothing to capture or replay")
-
-
 def _check_stream(what, stream):
-    if _compat.simulator_enabled():
-        # The module functions reach this through _stream_ptr: name the module.
-        raise NopythonUsageError("%s: %s" % ("numba_cuda_launch.graphs" if what == "stream"
-                                             else "graphs." + what, SIMULATOR_REFUSAL))
     if not is_stream_type(stream):
         raise NopythonUsageError(
             "graphs.%s: the stream must be a raw CUstream (voidptr or an integer) or a "
             "numba.cuda stream object passed in as an argument; got %s" % (what, stream))
+
+
+def _runtime(context):
+    """The emitters of the graph operations: the driver's, or under
+    numba-cuda's simulator those of the simulated graphs (same calls)."""
+    return _simgraph.Emitters(context) if simulated() else _rt
 
 
 def _check(what, value, ty):
@@ -246,8 +242,8 @@ def _begin_capture(typingctx, stream, mode):
         wide = context.cast(builder, args[1], sig.args[1], types.int64)
         guards.check(lambda: builder.icmp_unsigned("<", wide.type(_rt.CAPTURE_RELAXED), wide),
                      _BEGIN_MESSAGES[2])  # unsigned: a negative mode is out of range too
-        guards.check_status(lambda: _rt.emit_begin_capture(builder, args[0],
-                                                           builder.trunc(wide, _i32)), "")
+        guards.check_status(lambda: _runtime(context).emit_begin_capture(
+            builder, args[0], builder.trunc(wide, _i32)), "")
         status = builder.load(guards.status)
         guards.explain(lambda: cgutils.is_null(builder, args[0]), _BEGIN_MESSAGES[3])
         guards.explain(lambda: builder.icmp_signed(
@@ -262,7 +258,7 @@ def _end_capture(typingctx, stream):
     ret = types.Tuple((types.int32, graph_type))
 
     def codegen(context, builder, sig, args):
-        status, graph = _rt.emit_end_capture(builder, args[0])
+        status, graph = _runtime(context).emit_end_capture(builder, args[0])
         return context.make_tuple(builder, ret, [status, _make(context, builder, graph_type,
                                                                graph)])
     return ret(types.voidptr), codegen
@@ -271,7 +267,7 @@ def _end_capture(typingctx, stream):
 @intrinsic
 def _abort_capture(typingctx, stream):
     def codegen(context, builder, sig, args):
-        return _rt.emit_abort_capture(builder, args[0])
+        return _runtime(context).emit_abort_capture(builder, args[0])
     return types.int32(types.voidptr), codegen
 
 
@@ -280,7 +276,7 @@ def _last_node(typingctx, stream):
     ret = types.Tuple((types.int32, types.int32, kernel_node_type))
 
     def codegen(context, builder, sig, args):
-        status, reason, node = _rt.emit_last_node(builder, args[0])
+        status, reason, node = _runtime(context).emit_last_node(builder, args[0])
         return context.make_tuple(builder, ret, [
             status, reason, _make(context, builder, kernel_node_type, node)])
     return ret(types.voidptr), codegen
@@ -292,8 +288,8 @@ def _instantiate(typingctx, graph):
     ret = types.Tuple((types.int32, graph_exec_type))
 
     def codegen(context, builder, sig, args):
-        status, exe = _rt.emit_instantiate(builder, _handle(context, builder, graph_type,
-                                                            args[0]))
+        status, exe = _runtime(context).emit_instantiate(
+            builder, _handle(context, builder, graph_type, args[0]))
         return context.make_tuple(builder, ret, [
             status, _make(context, builder, graph_exec_type, exe)])
     return ret(graph), codegen
@@ -302,7 +298,7 @@ def _instantiate(typingctx, graph):
 @intrinsic
 def _graph_launch(typingctx, exe, stream):
     def codegen(context, builder, sig, args):
-        return _rt.emit_graph_launch(
+        return _runtime(context).emit_graph_launch(
             builder, _handle(context, builder, graph_exec_type, args[0]), args[1])
     return types.int32(exe, types.voidptr), codegen
 
@@ -313,7 +309,7 @@ def _exec_update(typingctx, exe, graph):
     ret = types.UniTuple(types.int32, 2)
 
     def codegen(context, builder, sig, args):
-        status, result = _rt.emit_exec_update(
+        status, result = _runtime(context).emit_exec_update(
             builder, _handle(context, builder, graph_exec_type, args[0]),
             _handle(context, builder, graph_type, args[1]))
         return context.make_tuple(builder, ret, [status, result])
@@ -323,15 +319,16 @@ def _exec_update(typingctx, exe, graph):
 @intrinsic
 def _graph_destroy(typingctx, graph):
     def codegen(context, builder, sig, args):
-        return _rt.emit_graph_destroy(builder, _handle(context, builder, graph_type, args[0]))
+        return _runtime(context).emit_graph_destroy(
+            builder, _handle(context, builder, graph_type, args[0]))
     return types.int32(graph), codegen
 
 
 @intrinsic
 def _exec_destroy(typingctx, exe):
     def codegen(context, builder, sig, args):
-        return _rt.emit_exec_destroy(builder, _handle(context, builder, graph_exec_type,
-                                                      args[0]))
+        return _runtime(context).emit_exec_destroy(
+            builder, _handle(context, builder, graph_exec_type, args[0]))
     return types.int32(exe), codegen
 
 
@@ -501,9 +498,7 @@ def _update_launch_signature(exe_ty, args, kws, what):
             "KernelNode (from graphs.last_launch) and the second argument a configured "
             "kernel; got %s" % (what, ", ".join(str(a) for a in args[:2]) or "nothing"))
     cfg_ty = args[1]
-    selection = select_kernel(cfg_ty.dispatcher, args[2:])
-    if _compat.is_simulated(selection.kernel):
-        raise KernelTypingError("kernel %r: %s" % (cfg_ty.kernel_name, SIMULATOR_REFUSAL))
+    select_kernel(cfg_ty.dispatcher, args[2:])  # typing errors as a launch's
     return signature(types.int32 if what.endswith("_status") else types.none, *args,
                      recvr=exe_ty)
 
@@ -532,8 +527,10 @@ def _emit_update_launch(context, builder, sig, args):
 
     def check(guards, backend, kernel, cfg):
         check_node_update(builder, guards, cfg, node, backend.compiler.cooperative(kernel))
+    # A simulated replay runs what it is given: no cluster (refused when
+    # typing) and no cooperative attribute to keep.
     return emit_launch(context, builder, sig.args[2], args[2], sig.args[3:], args[3:],
-                       submit=submit, check=check)
+                       submit=submit, check=None if simulated() else check)
 
 
 @lower_builtin("GraphExec.update_launch_status", GraphExecType, types.VarArg(types.Any))

@@ -99,8 +99,10 @@ def stream_handle(obj):
     object: numba-cuda's ``Stream`` (``int(stream)``), an object with
     cuda.core's ``__cuda_stream__`` protocol (``(version, handle)``), a CuPy
     or PyTorch stream, an integer handle, or the CUDA simulator's stream
-    (which stands for no real stream: 0). Anything else, or a handle that
-    is not an integer in 0..2**64-1, is a TypeError."""
+    (which stands for no real stream: a handle unique while it lives, its
+    ``id``, so that simulated CUDA graphs capture on it as on a real one).
+    Anything else, or a handle that is not an integer in 0..2**64-1, is a
+    TypeError."""
     if isinstance(obj, _compat.stream_classes()) and not _compat.simulator_enabled():
         return int(obj)
     proto = getattr(obj, "__cuda_stream__", None)
@@ -117,7 +119,7 @@ def stream_handle(obj):
     if attr is not None:
         return _checked_handle(getattr(obj, attr), "%s.%s" % (type(obj).__name__, attr))
     if _compat.is_simulator_stream(obj):
-        return 0
+        return id(obj)  # an address, as a CUstream: never 0, 1 or 2
     return _checked_handle(obj, "a stream")
 
 

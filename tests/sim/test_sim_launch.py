@@ -318,46 +318,6 @@ def test_clusters_refused_with_a_sentence():
     assert "thread-block clusters" in first and "simulator" in first
 
 
-# -- graphs: refused on every entry point, with one sentence ---------------------------
-
-def _graph_entry_points():
-    from numba_cuda_launch import graphs
-
-    return {
-        "begin_capture": lambda s: graphs.begin_capture(s),
-        "begin_capture_status": lambda s: graphs.begin_capture_status(s),
-        "end_capture": lambda s: graphs.end_capture(s),
-        "end_capture_status": lambda s: graphs.end_capture_status(s),
-        "last_launch": lambda s: graphs.last_launch(s),
-        "last_launch_status": lambda s: graphs.last_launch_status(s),
-        "abort_capture": lambda s: graphs.abort_capture(s),
-    }
-
-
-@pytest.mark.parametrize("entry", sorted(_graph_entry_points()))
-@pytest.mark.parametrize("where", ["python", "njit"])
-def test_graph_entry_point_refused(entry, where):
-    call = _graph_entry_points()[entry]
-    fn = call if where == "python" else njit(call)
-    with pytest.raises(TypingError) as info:
-        fn(cuda.stream())
-    first = str(info.value).splitlines()[0]
-    assert "CUDA graphs need a GPU or the recording driver" in first
-    assert "NUMBA_ENABLE_CUDASIM" in first
-
-
-def test_graph_update_launch_refused():
-    from numba_cuda_launch import graphs
-
-    @njit
-    def update(exe, node, p):
-        exe.update_launch(node, add_one[1, 4], numba.carray(ncl.as_voidptr(p), (4,), np.float32))
-
-    with pytest.raises(TypingError) as info:
-        update(graphs.GraphExec(0), graphs.KernelNode(0), 0)
-    assert "CUDA graphs need a GPU or the recording driver" in str(info.value).splitlines()[0]
-
-
 # -- occupancy: the simulator's model, the same from every form -----------------------
 
 @njit

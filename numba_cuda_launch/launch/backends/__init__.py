@@ -12,15 +12,16 @@ returning a ``CUresult`` (``i32``, 0 on success):
   without launching.
 
 The driver backend also emits ``emit_function`` (the kernel's
-``CUfunction``, for occupancy queries) and ``emit_node_update`` (a recorded
-launch in an executable CUDA graph set to new arguments).
+``CUfunction``, for occupancy queries); both emit ``emit_node_update`` (a
+recorded launch in an executable CUDA graph set to new arguments).
 
 The status is turned into an exception (``cfg(...)``) or returned
 (``cfg.launch_status(...)``) by the caller, the same way for every backend.
 :mod:`.driver` launches through the CUDA driver the kernels of every kernel
 compiler (one backend per compiler adapter); :mod:`.simulator` runs the
-kernel in numba-cuda's simulator. A new kind of launch (a recording mode) is
-a new module that calls :func:`register`.
+kernel in numba-cuda's simulator (and :mod:`.simgraph` keeps the CUDA graphs
+of simulated launches). A new kind of launch (a recording mode) is a new
+module that calls :func:`register`.
 """
 
 __all__ = ["LaunchBackend", "register", "backend_for", "call_jitted"]
@@ -58,8 +59,7 @@ class LaunchBackend:
         (loading it there); return ``(status_ptr, function)``: a stack slot
         holding the ``CUresult`` and the handle (NULL on failure). Backends
         without driver functions (the simulator) do not implement it: they
-        answer occupancy queries with :meth:`emit_occupancy`, and graph
-        updates are refused when typing."""
+        answer occupancy queries with :meth:`emit_occupancy`."""
         raise NotImplementedError("LaunchBackend.emit_function")
 
     def emit_occupancy(self, builder, query, cfg):

@@ -13,10 +13,11 @@ simulated launches are serialised by a lock.
 Kernels declared with signatures (``cuda.jit(sig)``) keep them
 (``compat.numba_cuda.signature_recording_jit``) so that overloads are chosen
 and ``voidptr`` arguments typed as on a GPU.
-Kernels may be arguments of ``@njit`` functions, as on a GPU. Occupancy
-queries answer a fixed model (one multiprocessor running one block at a
-time, as the simulator runs them); CUDA graphs and clusters are refused when
-typing. See README.md, "Without a GPU: what works where".
+Kernels may be arguments of ``@njit`` functions, as on a GPU. A launch on a
+stream capturing a CUDA graph is recorded instead of run (:mod:`.simgraph`).
+Occupancy queries answer a fixed model (one multiprocessor running one block
+at a time, as the simulator runs them); clusters are refused when typing.
+See README.md, "Without a GPU: what works where".
 """
 
 import ctypes
@@ -36,7 +37,7 @@ from numba.cuda.simulator.kernel import FakeCUDAKernel
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_LAUNCH_FAILED
 from numba_cuda_launch.launch import launchconfig
-from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register
+from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register, simgraph
 from numba_cuda_launch.launch.guards import block_threads
 
 __all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
@@ -108,12 +109,12 @@ def _as_kernel_arg(value, pointer_type):
     return value
 
 
-def _simulate(kernel, grid, block, sharedmem, args, pointer_types, catch):
-    """Run a simulator kernel (called from compiled code, GIL held)."""
-    args = tuple(_as_kernel_arg(a, pt) for a, pt in zip(args, pointer_types))
-    with _lock, _compat.simulator_numba_spelling(kernel):
+def _run(launch, catch):
+    """Run a :class:`~.simgraph.KernelLaunch` in the simulator (GIL held);
+    the ``CUresult``. With *catch* false the kernel's exception propagates."""
+    with _lock, _compat.simulator_numba_spelling(launch.kernel):
         try:
-            kernel[grid, block, 0, sharedmem](*args)
+            launch.kernel[launch.grid, launch.block, 0, launch.sharedmem](*launch.args)
         except Exception:
             if not catch:
                 raise
@@ -124,18 +125,42 @@ def _simulate(kernel, grid, block, sharedmem, args, pointer_types, catch):
     return 0
 
 
+def _as_launch(kernel, grid, block, sharedmem, args, pointer_types):
+    args = tuple(_as_kernel_arg(a, pt) for a, pt in zip(args, pointer_types))
+    return simgraph.KernelLaunch(kernel, grid, block, sharedmem, args, _run)
+
+
+def _simulate(kernel, stream, _, grid, block, sharedmem, args, pointer_types, catch):
+    """A simulated launch on *stream* (called from compiled code, GIL held):
+    run now, or recorded when the stream is capturing a CUDA graph."""
+    launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
+    status = simgraph.STATE.submit(stream, launch)
+    return _run(launch, catch) if status is None else status
+
+
+def _set_node(kernel, exe, node, grid, block, sharedmem, args, pointer_types, catch):
+    """The update of kernel node *node* of executable graph *exe* to this
+    launch (called from compiled code, GIL held)."""
+    launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
+    return simgraph.STATE.set_node(exe, node, launch)
+
+
 @functools.lru_cache(maxsize=None)
-def _helper(kernel, argtypes, catch):
-    """An @njit function running the simulated launch in object mode."""
+def _helper(kernel, argtypes, catch, target=_simulate):
+    """An @njit function running *target* (a simulated launch, or the
+    update of a recorded one) in object mode: ``(h0, h1, grid, block,
+    sharedmem, args...)``, h0 and h1 the stream (and 0) or the executable
+    graph and the node."""
     names = ["a%d" % i for i in range(len(argtypes))]
     pointer_types = tuple(_HALF if t == types.float16 else _ctype_of(t) for t in argtypes)
     tup = "(%s)" % "".join(n + ", " for n in names)
     src = (
-        "def launch(g0, g1, g2, b0, b1, b2, shmem%s):\n"
+        "def launch(h0, h1, g0, g1, g2, b0, b1, b2, shmem%s):\n"
         "    with numba.objmode(status='int32'):\n"
-        "        status = SIMULATE(KERNEL, (g0, g1, g2), (b0, b1, b2), shmem, %s, PTRS, CATCH)\n"
+        "        status = TARGET(KERNEL, h0, h1, (g0, g1, g2), (b0, b1, b2), shmem, %s, PTRS,"
+        " CATCH)\n"
         "    return status\n" % ("".join(", " + n for n in names), tup))
-    ns = {"numba": numba, "SIMULATE": _simulate, "KERNEL": kernel,
+    ns = {"numba": numba, "TARGET": target, "KERNEL": kernel,
           "PTRS": pointer_types, "CATCH": catch}
     exec(src, ns)
     return numba.njit(ns["launch"])
@@ -169,7 +194,8 @@ class SimulatorBackend(LaunchBackend):
         # Numba or NumPy allocated is known to be host-only, as on a GPU.
         return builder.not_(host_allocated)
 
-    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
+    def _emit_call(self, context, builder, kernel, cfg, formal_types, values, catch,
+                   handles, target):
         # Pointers travel as integers and float16 as its bits (Numba cannot
         # box either); the Python side rebuilds them (_as_kernel_arg).
         hosted = tuple(types.uintp if isinstance(t, types.CPointer)
@@ -177,9 +203,20 @@ class SimulatorBackend(LaunchBackend):
         vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer)
                 else builder.bitcast(v, ir.IntType(16)) if t == types.float16 else v
                 for v, t in zip(values, formal_types)]
-        helper = _helper(kernel, tuple(formal_types), catch)
-        return call_jitted(context, builder, helper, (types.uint32,) * 7 + hosted,
-                           cfg.dims + [cfg.sharedmem] + vals)
+        handles = [builder.ptrtoint(h, ir.IntType(64)) for h in handles]
+        helper = _helper(kernel, tuple(formal_types), catch, target)
+        return call_jitted(context, builder, helper,
+                           (types.uintp,) * 2 + (types.uint32,) * 7 + hosted,
+                           handles + cfg.dims + [cfg.sharedmem] + vals)
+
+    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
+        null = ir.Constant(ir.IntType(8).as_pointer(), None)
+        return self._emit_call(context, builder, kernel, cfg, formal_types, values, catch,
+                               [cfg.stream, null], _simulate)
+
+    def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):
+        return self._emit_call(context, builder, kernel, cfg, formal_types, values, True,
+                               [exe, node], _set_node)
 
 
 register(SimulatorBackend())
