@@ -600,8 +600,9 @@ def test_occupancy_and_cluster_of_a_live_kernel(source, live):
     assert live.launches[0].cluster == (2, 1, 1) and live.launches[0].kernel == "axpy"
 
 
-def test_live_kernel_launcher_is_not_cached(live):
-    k = LIVE_SOURCES["cuda.core Kernel"][0]()
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_live_kernel_launcher_is_not_cached(source, live):
+    k = LIVE_SOURCES[source][0]()
 
     @njit
     def go(p):
@@ -656,12 +657,13 @@ def test_cache_true_warns_and_does_not_cache_a_live_kernel_launcher(tmp_path):
     assert cached == []
 
 
-def test_aot_build_refuses_a_live_kernel_launcher(live, tmp_path):
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_aot_build_refuses_a_live_kernel_launcher(source, live, tmp_path):
     from numba_cuda_launch import aot
 
     if shutil.which(os.environ.get("CC") or "cc") is None:
         pytest.skip("no C compiler")
-    k = LIVE_SOURCES["CuPy RawKernel"][0]()
+    k = LIVE_SOURCES[source][0]()
 
     @cfunc(nt.int32(nt.voidptr, nt.int64))
     def launch(p, n):
