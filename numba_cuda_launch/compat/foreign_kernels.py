@@ -22,9 +22,10 @@ from numba.core import types
 
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
 
-__all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name", "read_image",
-           "image_kind", "from_cuda_core", "from_cupy", "nvrtc_ptx", "from_triton", "c_parameter_problem", "c_sizes",
-           "make_parameters", "KERNELS"]
+__all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
+           "remember_live_kernel", "read_image", "image_kind", "from_cuda_core", "from_cupy",
+           "nvrtc_ptx", "from_triton", "c_parameter_problem", "c_sizes", "make_parameters",
+           "KERNELS"]
 
 #: the releases of the other compilers whose kernel objects are read here
 SUPPORTED = {"cuda-core": "1.2", "cupy": "14", "triton": "3.6"}
