@@ -1,7 +1,8 @@
 """Launch cost of kernels from other compilers (docs/kernel-sources.md).
 
-Per source (a cubin built with NVRTC, a cuda.core ObjectCode, a CuPy
-RawKernel, a Triton CompiledKernel, whichever are installed) the same
+Per source (a cubin built with NVRTC, a cuda.core ObjectCode and the
+Kernel it loads, a CuPy RawKernel -- CuPy's own loaded CUfunction --, a
+Triton CompiledKernel, whichever are installed) the same
 kernel launched from an ``@njit`` loop and from a C ``cuLaunchKernel`` loop
 (benchmarks/launch_c.c); and a CuPy RawKernel launched from an ``@njit``
 loop against CuPy's own Python launch. All in this process, with
@@ -41,7 +42,8 @@ def sources():
     cc = cuda.get_current_device().compute_capability
     code = Program(SRC, "c++", ProgramOptions(arch="sm_%d%d" % cc)).compile("cubin")
     out = [("cubin (bytes)", ncl.foreign_kernel(code.code, "k", SIG), None),
-           ("cuda.core ObjectCode", ncl.foreign_kernel(code, "k", SIG), None)]
+           ("cuda.core ObjectCode", ncl.foreign_kernel(code, "k", SIG), None),
+           ("cuda.core Kernel", ncl.foreign_kernel(code.get_kernel("k"), "k", SIG), None)]
     try:
         import cupy
     except Exception:

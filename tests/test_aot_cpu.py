@@ -427,3 +427,18 @@ def test_portable_cpu(tmp_path):
     assert lib.build_info.endswith("CPU x86-64")
     so = ctypes.CDLL(lib.path)
     assert so.port_abi_version() == aot.ABI_VERSION
+
+
+def test_process_address_refused(tmp_path):
+    # A ctypes function pointer is compiled in as an address of this
+    # process (a Numba dynamic global): no other process has it.
+    labs = ctypes.CDLL(None).labs
+    labs.restype, labs.argtypes = ctypes.c_long, [ctypes.c_long]
+
+    @numba.cfunc(nt.int64(nt.int64))
+    def absolute(x):
+        return labs(x)
+
+    with pytest.raises(aot.AotBuildError) as err:
+        aot.build(str(tmp_path / "libaddr.so"), {"absolute": absolute})
+    assert "'absolute'" in str(err.value) and "addresses of this process" in str(err.value)

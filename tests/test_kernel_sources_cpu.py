@@ -6,6 +6,8 @@ are fake ``CompiledKernel`` objects with Triton's attributes (Triton needs a
 GPU to compile); the GPU tests use the real packages."""
 
 import ctypes
+import os
+import shutil
 import struct
 from collections import namedtuple
 from types import SimpleNamespace
@@ -37,6 +39,9 @@ extern "C" __global__ void axpy(float* y, const float* x, float a, long long n)
 { long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }
 '''
 AXPY_SIG = "void(CPointer(float32), CPointer(float32), float32, int64)"
+
+
+AXPY_SIZES = [8, 8, 4, 8]
 
 
 def cubin_of(source, name):
@@ -352,12 +357,6 @@ def test_triton_ptx_that_does_not_match_its_signature_is_refused():
         ncl.foreign_kernel(k)
 
 
-def test_cuda_core_kernel_object_is_refused_with_the_way_out():
-    Kernel = type("Kernel", (), {"__module__": "cuda.core._module"})
-    with pytest.raises(TypeError, match="ObjectCode"):
-        ncl.foreign_kernel(Kernel(), "axpy", AXPY_SIG)
-
-
 def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
     pytest.importorskip("jax")
     from numba_cuda_launch.jax import jax_kernel
@@ -365,12 +364,6 @@ def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
     k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
     with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
         jax_kernel(k, out_shapes=None, launch=lambda *a: (1, 32))
-
-
-def test_cupy_function_is_refused_with_the_way_out():
-    Function = type("Function", (), {"__module__": "cupy.cuda.function"})
-    with pytest.raises(TypeError, match="RawKernel"):
-        ncl.foreign_kernel(Function(), signature=AXPY_SIG)
 
 
 class CAI:
@@ -391,3 +384,292 @@ def test_device_array_from_python_passes_its_data_pointer(axpy_code, fake_driver
     go(CAI(0x7000, 8), CAI(0x9000, 8), 8)
     assert fake_driver.launches[0].params[:2] == [struct.pack("<Q", 0x7000),
                                                   struct.pack("<Q", 0x9000)]
+
+
+# -- live handles: fake cuda.core Kernel / CuPy Function and RawKernel -------
+# Classes named and moduled as cuda.core 1.2's and CuPy 14's (the readers
+# duck-type on those); their handles are fake addresses the recording
+# driver is told about (add_kernel), with the parameter sizes it answers.
+
+CUKERNEL, CUFUNCTION = 0x7E570000, 0x7E580000
+CoreKernel = type("Kernel", (), {"__module__": "cuda.core._module"})
+CuPyFunction = type("Function", (), {"__module__": "cupy.cuda.function"})
+CuPyRawKernel = type("RawKernel", (), {"__module__": "cupy._core.raw"})
+CUkernelHandle = type("CUkernel", (), {"__module__": "cuda.bindings.driver",
+                                       "__init__": lambda self, v: setattr(self, "v", v),
+                                       "__int__": lambda self: self.v})
+
+
+def core_kernel(handle=CUKERNEL):
+    k = CoreKernel()
+    k.handle = CUkernelHandle(handle)  # cuda.bindings' CUkernel: int() is its address
+    return k
+
+
+def cupy_function(ptr=CUFUNCTION):
+    f = CuPyFunction()
+    f.ptr = ptr
+    return f
+
+
+def cupy_raw_kernel(name="axpy", ptr=CUFUNCTION, cooperative=False):
+    k = CuPyRawKernel()
+    k.name, k.kernel, k.enable_cooperative_groups = name, cupy_function(ptr), cooperative
+    return k
+
+
+@pytest.fixture
+def live(fake_driver):
+    fake_driver.add_kernel(CUKERNEL, "axpy", AXPY_SIZES, "CUkernel")
+    fake_driver.add_kernel(CUFUNCTION, "axpy", AXPY_SIZES, "CUfunction")
+    return fake_driver
+
+
+LIVE_SOURCES = {
+    "cuda.core Kernel": (lambda: ncl.foreign_kernel(core_kernel(), "axpy", AXPY_SIG),
+                         CUKERNEL, "CUkernel"),
+    "CuPy RawKernel": (lambda: ncl.foreign_kernel(cupy_raw_kernel(), signature=AXPY_SIG),
+                       CUFUNCTION, "CUfunction"),
+    "CuPy Function": (lambda: ncl.foreign_kernel(cupy_function(), "axpy", AXPY_SIG),
+                      CUFUNCTION, "CUfunction"),
+}
+AXPY_BYTES = [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000), struct.pack("<f", 0.5),
+              struct.pack("<q", 1000)]
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_live_kernel_launches_its_own_handle_from_njit(source, live):
+    make, handle, kind = LIVE_SOURCES[source]
+    k = make()
+    assert (k.image, k.handle, k.handle_kind, k.name) == (None, handle, kind, "axpy")
+
+    @njit
+    def go(y, x, n):
+        k[(n + 127) // 128, 128, 0x55](y, x, np.float32(0.5), n)
+
+    go(0x1000, 0x2000, 1000)
+    (launch,) = live.launches
+    assert launch.params == AXPY_BYTES
+    assert (launch.grid, launch.stream) == ((8, 1, 1), 0x55)
+    assert live.loads == []  # the other library's binary: no image of ours loaded
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_live_kernel_launches_from_cfunc(source, live):
+    make, handle, _ = LIVE_SOURCES[source]
+    k = make()
+
+    @cfunc(nt.int32(nt.voidptr, nt.voidptr, nt.int64))
+    def go(y, x, n):
+        return k[(n + 127) // 128, 128].launch_status(y, x, np.float32(0.5), n)
+
+    assert go.ctypes(0x1000, 0x2000, 1000) == 0
+    assert live.launches[0].params == AXPY_BYTES
+
+
+def test_launch_through_the_recorded_handle_only(fake_driver):
+    # A handle the driver does not know is refused at launch (and, with
+    # param info, at foreign_kernel()): the launch really passes the address.
+    fake_driver.add_kernel(CUKERNEL + 16, "other", AXPY_SIZES)
+    k = ncl.foreign_kernel(core_kernel(CUKERNEL + 16), "other", AXPY_SIG)
+
+    @njit
+    def go(p):
+        return k[1, 32].launch_status(p, p, 1.0, 8)
+
+    assert go(0x1000) == 0
+    assert fake_driver.launches[0].kernel == "other"
+
+
+def test_cupy_function_without_entry_is_named_by_its_handle(live):
+    k = ncl.foreign_kernel(cupy_function(), signature=AXPY_SIG)
+    assert k.name == "CuPy Function %#x" % CUFUNCTION
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: core_kernel(), ["'a'", "float64", "8 bytes", "4 bytes"]),
+    (lambda: cupy_raw_kernel(), ["'a'", "float64", "8 bytes", "4 bytes"]),
+])
+def test_param_info_mismatch_is_refused_naming_the_parameter(make, words, live):
+    sig = "void(CPointer(float32), CPointer(float32), float64, int64)"
+    with pytest.raises(ValueError) as err:
+        ncl.foreign_kernel(make(), "axpy", sig, param_names=("y", "x", "a", "n"))
+    assert "foreign_kernel(axpy)" in str(err.value)
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_param_info_count_mismatch_is_refused(live):
+    with pytest.raises(ValueError) as err:
+        ncl.foreign_kernel(core_kernel(), "axpy", "void(CPointer(float32), float32, int64)")
+    assert "takes 4 parameters ([8, 8, 4, 8] bytes)" in str(err.value)
+    assert "declares 3 ([8, 4, 8] bytes)" in str(err.value)
+
+
+def test_param_info_of_the_other_kind_is_not_asked(fake_driver):
+    # A CUfunction is asked with cuFuncGetParamInfo (the fake refuses the
+    # CUkernel query for it): a mismatch is found only through the right one.
+    fake_driver.add_kernel(CUFUNCTION, "axpy", [8, 8, 8, 8], "CUfunction")
+    with pytest.raises(ValueError, match="'arg2' is declared float32"):
+        ncl.foreign_kernel(cupy_function(), "axpy", AXPY_SIG)
+
+
+def test_unknown_live_handle_is_refused(fake_driver):
+    with pytest.raises(ValueError) as err:
+        ncl.foreign_kernel(core_kernel(0xBAD0), "axpy", AXPY_SIG)
+    assert "CUkernel 0xbad0" in str(err.value) and "CUDA_ERROR_INVALID_HANDLE" in str(err.value)
+
+
+def test_null_live_handle_is_refused():
+    with pytest.raises(ValueError, match="holds no loaded kernel"):
+        ncl.foreign_kernel(cupy_function(0), "axpy", AXPY_SIG)
+
+
+def test_live_kernel_without_param_info_is_not_checked(fake_driver):
+    # A driver before CUDA 12.4 lacks the query (the table's stub answers
+    # CUDA_ERROR_NOT_FOUND): the declared signature is taken as is.
+    from numba_cuda_launch.cudadrv import driver
+
+    fake_driver.add_kernel(CUKERNEL, "axpy", AXPY_SIZES)
+    missing = driver.prototype("cuKernelGetParamInfo")(lambda *args: 500)
+    with driver.use_functions(cuKernelGetParamInfo=missing):
+        k = ncl.foreign_kernel(core_kernel(), "axpy", "void(float64)")
+    assert k.c_types == (nt.float64,)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: cupy_raw_kernel(cooperative=True), "cooperative groups"),
+    (lambda: type("RawModule", (), {"__module__": "cupy._core.raw"})(), "get_function"),
+])
+def test_cupy_objects_that_are_not_plain_kernels_are_refused(make, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        ncl.foreign_kernel(make(), signature=AXPY_SIG)
+
+
+def test_live_kernel_signature_is_required(live):
+    with pytest.raises(TypeError, match="signature"):
+        ncl.foreign_kernel(core_kernel(), "axpy")
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_kernel_handle_of_a_live_kernel_is_its_handle(source, live):
+    make, handle, kind = LIVE_SOURCES[source]
+    h = ncl.kernel_handle(make(), AXPY_SIG)
+    assert (h.handle, h.handle_kind, h.image) == (handle, kind, None)
+    assert [(p.size, p.offset) for p in h.params] == [(8, 0), (8, 8), (4, 16), (8, 24)]
+    assert live.loads == []
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_graph_capture_and_update_of_a_live_kernel(source, live):
+    k = LIVE_SOURCES[source][0]()
+
+    @njit
+    def go(p, stream):
+        graphs.begin_capture(stream)
+        k[1, 32, stream](p, p, 1.0, 8)
+        node = graphs.last_launch(stream)
+        exe = graphs.end_capture(stream).instantiate()
+        exe.update_launch(node, k[2, 64, stream], p, p, 3.0, 16)
+        exe.launch(stream)
+
+    go(0x1000, 0x51)
+    (graph,) = live.graphs.values()
+    assert graph.launches[0].kernel == "axpy"
+    (_, _, update), = live.node_updates
+    assert update.kernel == "axpy" and update.params[2:] == [struct.pack("<f", 3.0),
+                                                            struct.pack("<q", 16)]
+    assert live.launches[-1].grid == (2, 1, 1)
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_occupancy_and_cluster_of_a_live_kernel(source, live):
+    k = LIVE_SOURCES[source][0]()
+
+    @njit
+    def go(p):
+        blocks = k[1, 128, 0, 64].max_active_blocks(p, p, 1.0, 8)
+        clusters = k[4, 128, 0, 0, 2].max_active_clusters(p, p, 1.0, 8)
+        k[4, 32, 0, 0, 2](p, p, 1.0, 8)
+        return blocks, clusters
+
+    blocks, clusters = go(0x1000)
+    assert [(q.kind, q.kernel) for q in live.occupancy_queries] == [
+        ("max_active_blocks", "axpy"), ("max_active_clusters", "axpy")]
+    assert blocks == live.occupancy(128, 64)
+    assert clusters == live.occupancy(128, 0) * live.multiprocessors // 2
+    assert live.launches[0].cluster == (2, 1, 1) and live.launches[0].kernel == "axpy"
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_live_kernel_launcher_is_not_cached(source, live):
+    k = LIVE_SOURCES[source][0]()
+
+    @njit
+    def go(p):
+        k[1, 32](p, p, 1.0, 8)
+
+    go(0x1000)
+    # Numba's mark of process addresses: cache=True refuses to save such code.
+    assert go.overloads[go.signatures[0]].library.has_dynamic_globals
+    ours = ncl.foreign_kernel(nvrtc_ptx(AXPY, ("-arch=compute_90",), "axpy"), "axpy", AXPY_SIG)
+
+    @njit
+    def from_image(p):
+        ours[1, 32](p, p, 1.0, 8)
+
+    from_image(0x1000)
+    assert not from_image.overloads[from_image.signatures[0]].library.has_dynamic_globals
+
+
+@pytest.mark.slow
+def test_cache_true_warns_and_does_not_cache_a_live_kernel_launcher(tmp_path):
+    import subprocess
+    import sys
+
+    from childenv import child_env
+
+    script = tmp_path / "live_cached.py"
+    script.write_text(
+        "import warnings\n"
+        "import numba\n"
+        "import numba_cuda_launch as ncl\n"
+        "from numba_cuda_launch.testing import RecordingDriver\n"
+        "Kernel = type('Kernel', (), {'__module__': 'cuda.core._module'})\n"
+        "src = Kernel(); src.handle = 0x7E570000\n"
+        "with RecordingDriver() as rec:\n"
+        "    rec.add_kernel(0x7E570000, 'axpy', [8, 8, 4, 8])\n"
+        "    k = ncl.foreign_kernel(src, 'axpy', %r)\n"
+        "    @numba.njit(cache=True)\n"
+        "    def go(p):\n"
+        "        k[1, 32](p, p, 1.0, 8)\n"
+        "    with warnings.catch_warnings(record=True) as w:\n"
+        "        warnings.simplefilter('always')\n"
+        "        go(0x1000)\n"
+        "    print(len(rec.launches), [str(x.message) for x in w])\n" % AXPY_SIG)
+    env = child_env()
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "cache")
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env=env, cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("1 ") and "dynamic globals" in done.stdout, done.stdout
+    cached = [f for _, _, fs in os.walk(tmp_path / "cache") for f in fs if f.endswith(".nbc")]
+    assert cached == []
+
+
+@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
+def test_aot_build_refuses_a_live_kernel_launcher(source, live, tmp_path):
+    from numba_cuda_launch import aot
+
+    if shutil.which(os.environ.get("CC") or "cc") is None:
+        pytest.skip("no C compiler")
+    k = LIVE_SOURCES[source][0]()
+
+    @cfunc(nt.int32(nt.voidptr, nt.int64))
+    def launch(p, n):
+        return k[1, 32].launch_status(p, p, np.float32(1.0), n)
+
+    with pytest.raises(aot.AotBuildError) as err:
+        aot.build(str(tmp_path / "liblive.so"), {"launch": launch})
+    assert "'launch'" in str(err.value) and "foreign kernel 'axpy'" in str(err.value)
+    assert "driver handle" in str(err.value) and "image" in str(err.value)

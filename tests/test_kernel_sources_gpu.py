@@ -1,7 +1,9 @@
 """Kernels from other compilers on a GPU (docs/kernel-sources.md): each
 source launched from @njit and from @cfunc (through ctypes), outputs
 poisoned with NaN first and compared with NumPy; a CuPy RawKernel launched
-by CuPy and from @njit gives the same result; a graph replay."""
+by CuPy and from @njit gives the same result; a graph replay. Kernels
+CuPy and cuda.core loaded launch through their own handles (the binary
+that library loaded), checked against the driver's parameter sizes."""
 
 import ctypes
 
@@ -80,12 +82,65 @@ def test_source_end_to_end(source, launch):
     np.testing.assert_allclose(got, a * x + y, rtol=1e-5, atol=1e-6)  # FMA
 
 
-@pytest.mark.parametrize("launch", [launch_njit, launch_cfunc])
-def test_cupy_raw_kernel_end_to_end(launch):
+def cupy_raw_kernel():
     cupy = pytest.importorskip("cupy")
-    k = ncl.foreign_kernel(cupy.RawKernel(SRC, "axpy"), signature=SIG)
+    return cupy.RawKernel(SRC, "axpy")
+
+
+def cupy_module_function():
+    cupy = pytest.importorskip("cupy")
+    return cupy.RawModule(code=SRC).get_function("axpy")  # a RawKernel
+
+
+def cuda_core_kernel():
+    from cuda.core import Device
+
+    Device().set_current()  # cuda.core loads in the current device's primary context
+    return object_code().get_kernel("axpy")
+
+
+LIVE = {
+    "CuPy RawKernel": lambda: ncl.foreign_kernel(cupy_raw_kernel(), signature=SIG),
+    "CuPy RawModule.get_function": lambda: ncl.foreign_kernel(cupy_module_function(),
+                                                              signature=SIG),
+    "CuPy Function": lambda: ncl.foreign_kernel(cupy_raw_kernel().kernel, "axpy", SIG),
+    "cuda.core Kernel": lambda: ncl.foreign_kernel(cuda_core_kernel(), "axpy", SIG),
+}
+
+
+@pytest.mark.parametrize("source", sorted(LIVE))
+@pytest.mark.parametrize("launch", [launch_njit, launch_cfunc])
+def test_live_kernel_end_to_end(source, launch):
+    k = LIVE[source]()
+    assert k.image is None and k.handle != 0
     x, y, a = inputs(np.random.default_rng())
     np.testing.assert_allclose(launch(k, x, y, a), a * x + y, rtol=1e-5, atol=1e-6)  # FMA
+
+
+def test_cupy_raw_kernel_launches_cupys_own_binary():
+    raw = cupy_raw_kernel()
+    k = ncl.foreign_kernel(raw, signature=SIG)
+    assert (k.handle, k.handle_kind) == (raw.kernel.ptr, "CUfunction")
+    assert ncl.kernel_handle(k, SIG).handle == raw.kernel.ptr
+
+
+def test_cuda_core_kernel_launches_its_own_cukernel():
+    kern = cuda_core_kernel()
+    k = ncl.foreign_kernel(kern, "axpy", SIG)
+    assert (k.handle, k.handle_kind) == (int(kern.handle), "CUkernel")
+
+
+@pytest.mark.parametrize("source", sorted(LIVE))
+def test_live_kernel_signature_is_checked_by_the_driver(source):
+    make = {"CuPy RawKernel": lambda: cupy_raw_kernel(),
+            "CuPy RawModule.get_function": cupy_module_function,
+            "CuPy Function": lambda: cupy_raw_kernel().kernel,
+            "cuda.core Kernel": cuda_core_kernel}[source]
+    wrong = "void(CPointer(float32), CPointer(float32), float64, int64)"
+    with pytest.raises(ValueError) as err:
+        ncl.foreign_kernel(make(), "axpy", wrong, param_names=("y", "x", "a", "n"))
+    assert "'a'" in str(err.value) and "8 bytes" in str(err.value) \
+        and "takes 4 bytes" in str(err.value)
 
 
 def test_cupy_own_launch_and_njit_launch_agree():
@@ -97,6 +152,66 @@ def test_cupy_own_launch_and_njit_launch_agree():
     cupy.cuda.Device().synchronize()
     ours = launch_njit(ncl.foreign_kernel(raw, signature=SIG), x, y, a)
     np.testing.assert_array_equal(ours, cupy.asnumpy(cy))
+
+
+def test_occupancy_of_a_live_kernel_is_the_drivers():
+    kern = cuda_core_kernel()
+    k = ncl.foreign_kernel(kern, "axpy", SIG)
+    raw = cupy_raw_kernel()
+    kc = ncl.foreign_kernel(raw, signature=SIG)
+
+    @njit
+    def blocks(p):
+        return k[1, 256, 0, 1024].max_active_blocks(p, p, 1.0, 8)
+
+    @njit
+    def blocks_cupy(p):
+        return kc[1, 256, 0, 1024].max_active_blocks(p, p, 1.0, 8)
+
+    from cuda.bindings import driver as cu
+
+    assert blocks(0) == kern.occupancy.max_active_blocks_per_multiprocessor(256, 1024) > 0
+    # CuPy compiles with its own options: ask the driver about its CUfunction.
+    status, want = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        cu.CUfunction(raw.kernel.ptr), 256, 1024)
+    assert status == cu.CUresult.CUDA_SUCCESS and blocks_cupy(0) == want > 0
+
+
+@pytest.mark.parametrize("source", ["CuPy RawKernel", "cuda.core Kernel"])
+def test_graph_replay_and_update_of_a_live_kernel(source):
+    k = LIVE[source]()
+    x, y, a = inputs(np.random.default_rng())
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    stream = cuda.stream()
+
+    @njit
+    def record_and_replay(yv, xv, a, n, s, times):
+        graphs.begin_capture(s)
+        k[(n + 127) // 128, 128, s](yv, xv, a, n)
+        node = graphs.last_launch(s)
+        exe = graphs.end_capture(s).instantiate()
+        for _ in range(times):
+            exe.launch(s)
+        exe.update_launch(node, k[(n + 127) // 128, 128, s], yv, xv, 2 * a, n)
+        exe.launch(s)
+
+    record_and_replay(dy, dx, a, N, int(stream.handle), 2)
+    stream.synchronize()
+    np.testing.assert_allclose(dy.copy_to_host(), 4 * a * x + y, rtol=1e-5, atol=1e-5)
+
+
+def test_cluster_launch_of_a_cuda_core_kernel():
+    k = LIVE["cuda.core Kernel"]()
+    x, y, a = inputs(np.random.default_rng())
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+
+    @njit
+    def go(yv, xv, a, n):
+        k[8, 128, 0, 0, 2](yv, xv, a, n)
+
+    go(dy, dx, a, N)
+    cuda.synchronize()
+    np.testing.assert_allclose(dy.copy_to_host(), a * x + y, rtol=1e-5, atol=1e-6)
 
 
 def test_triton_kernel_end_to_end():

@@ -1,7 +1,9 @@
 """Kernels from other compilers: machine code, cuda.core, CuPy and Triton.
 
 A foreign kernel is an image (a cubin, a fatbin or PTX text, which the
-driver compiles when it loads it) with an entry point whose C parameters
+driver compiles when it loads it) or a live driver handle (a cuda.core
+``Kernel``'s ``CUkernel``, a CuPy kernel's ``CUfunction``: the binary that
+library loaded, launched as it is) with an entry point whose C parameters
 are declared, as Numba types, by the user or by the compiler that made it.
 :class:`ForeignKernel` holds that; the readers below take it from each
 source's public attributes (duck-typed: nothing here imports cuda.core,
@@ -20,9 +22,10 @@ from numba.core import types
 
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
 
-__all__ = ["SUPPORTED", "ForeignKernel", "read_image", "image_kind", "from_cuda_core",
-           "from_cupy", "nvrtc_ptx", "from_triton", "c_parameter_problem", "c_sizes",
-           "make_parameters", "KERNELS"]
+__all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
+           "remember_live_kernel", "read_image", "image_kind", "from_cuda_core", "from_cupy",
+           "nvrtc_ptx", "from_triton", "c_parameter_problem", "c_sizes", "make_parameters",
+           "KERNELS"]
 
 #: the releases of the other compilers whose kernel objects are read here
 SUPPORTED = {"cuda-core": "1.2", "cupy": "14", "triton": "3.6"}
@@ -41,18 +44,27 @@ class ForeignKernel:
     ``CPointer`` or ``voidptr`` for a pointer); ``formal`` the types a launch
     converts its arguments to. ``block``/``sharedmem`` are what the kernel
     was compiled for (Triton: ``num_warps * 32`` threads and the shared
-    memory it uses), None/0 when the launch chooses."""
+    memory it uses), None/0 when the launch chooses.
+
+    A kernel loaded by another library has no ``image`` (None) but a live
+    ``handle``: the address of a ``CUkernel`` (``handle_kind`` "CUkernel",
+    context-independent) or of a ``CUfunction`` ("CUfunction", which
+    launches only where the context it was loaded in is current); ``owner``
+    is the object that keeps it loaded."""
 
     name: str
     entry: str
     image: bytes = field(repr=False)
-    kind: str  # "cubin", "fatbin" or "ptx"
+    kind: str  # "cubin", "fatbin" or "ptx"; None for a live handle
     source: str  # where it came from, for messages
     params: tuple  # inspect.Parameter of each C parameter
     c_types: tuple
     formal: tuple
     block: tuple = None
     sharedmem: int = 0
+    handle: int = 0
+    handle_kind: str = None
+    owner: object = field(default=None, repr=False)
 
     @property
     def signature(self):
@@ -100,18 +112,43 @@ def _type_of(obj):
     return cls.__module__.split(".")[0], cls.__name__
 
 
+@dataclass(frozen=True)
+class LiveHandle:
+    """A kernel another library has loaded: the address of its ``CUkernel``
+    or ``CUfunction`` (*kind*), its entry name if the object knows it, and
+    the object that keeps it loaded (*owner*)."""
+
+    address: int
+    kind: str  # "CUkernel" or "CUfunction"
+    name: str
+    owner: object
+    source: str  # for messages
+
+
+_live_names = {}  # handle address -> kernel name, for messages (interop.aot)
+
+
+def live_kernel_name(address):
+    """The name of the live-handle kernel at *address* made in this
+    process, or None."""
+    return _live_names.get(address)
+
+
+def remember_live_kernel(address, name):
+    """Note that live-handle kernel *name* has address *address*."""
+    _live_names[address] = name
+
+
 def from_cuda_core(obj):
     """``(image, None)`` of a cuda.core ``ObjectCode`` (its ``code``: bytes or
-    a path), or None if *obj* is not one; a cuda.core ``Kernel`` is refused
-    (it exposes neither its image nor its entry name)."""
+    a path), a :class:`LiveHandle` of a cuda.core ``Kernel`` (its
+    ``handle``, a ``CUkernel``; cuda.core keeps no name for it), or None if
+    *obj* is neither."""
     module, cls = _type_of(obj)
     if module != "cuda":
         return None
     if cls == "Kernel":
-        raise TypeError(
-            "a cuda.core Kernel exposes neither its image nor its entry name; pass "
-            "the ObjectCode it came from and the name: foreign_kernel(object_code, "
-            "'entry', signature)")
+        return LiveHandle(int(obj.handle), "CUkernel", None, obj, "cuda.core Kernel")
     if cls != "ObjectCode":
         return None
     if obj.code_type not in ("cubin", "ptx", "fatbin"):
@@ -120,31 +157,27 @@ def from_cuda_core(obj):
     return obj.code, None
 
 
-def from_cupy(obj, arch):
-    """``(PTX, entry)`` of a CuPy ``RawKernel`` for compute capability *arch*
-    (a pair), or None if *obj* is not one. Its public attributes (``code``,
-    ``name``, ``options``) are compiled with NVRTC as CuPy's nvrtc backend
-    does (CuPy's headers on the include path); the PTX is what the driver
-    loads, and what the declared signature is checked against."""
+def from_cupy(obj):
+    """A :class:`LiveHandle` of a CuPy ``RawKernel`` (what ``RawModule.
+    get_function`` returns too: its ``kernel``, compiled or loaded by CuPy
+    for the current device) or of a ``cupy.cuda.Function`` (``RawKernel.
+    kernel``); None if *obj* is neither. Both are ``CUfunction`` handles
+    of the context current when CuPy loaded them (the device's primary
+    context). Cooperative kernels are refused."""
     module, cls = _type_of(obj)
     if module != "cupy":
         return None
+    if cls == "Function":
+        return LiveHandle(int(obj.ptr), "CUfunction", None, obj, "CuPy Function")
     if cls != "RawKernel":
         raise TypeError(
-            "a CuPy %s does not keep its source; launch a cupy.RawKernel, or pass "
-            "the cubin file a RawModule loads (RawModule(path=...))" % cls)
-    if obj.backend != "nvrtc" or getattr(obj, "jitify", False):
-        raise ValueError("CuPy RawKernel %r: only kernels of the nvrtc backend without "
-                         "jitify are read" % obj.name)
+            "a CuPy %s is not a kernel: pass a cupy.RawKernel (RawModule.get_function("
+            "name) returns one) or its .kernel (a cupy.cuda.Function)" % cls)
     if getattr(obj, "enable_cooperative_groups", False):
         raise ValueError("CuPy RawKernel %r enables cooperative groups, which need a "
-                         "cooperative launch; launches from compiled code are plain ones"
-                         % obj.name)
-    import cupy
-
-    include = os.path.join(os.path.dirname(cupy.__file__), "_core", "include")
-    options = tuple(obj.options) + ("-I" + include, "-arch=compute_%d%d" % tuple(arch))
-    return nvrtc_ptx(obj.code, options, obj.name), obj.name
+                         "cooperative launch; launches of foreign kernels from compiled code "
+                         "are plain ones" % obj.name)
+    return LiveHandle(int(obj.kernel.ptr), "CUfunction", obj.name, obj, "CuPy RawKernel")
 
 
 def nvrtc_ptx(source, options, name):
@@ -335,6 +368,12 @@ class ForeignKernels:
     @staticmethod
     def image(kernel):
         return kernel.image
+
+    @staticmethod
+    def live_handle(kernel):
+        """``(address, "CUkernel" or "CUfunction")`` of a kernel another
+        library loaded, or None for one launched from its image."""
+        return (kernel.handle, kernel.handle_kind) if kernel.handle else None
 
     @staticmethod
     def cooperative(kernel):

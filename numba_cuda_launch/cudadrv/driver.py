@@ -123,6 +123,10 @@ PROTOTYPES = {
     "cuOccupancyMaxActiveClusters": ("int*", "void*", "void*"),
     # (CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue* out)
     "cuGraphKernelNodeGetAttribute": ("void*", "int", "void*"),
+    # CUDA 12.4: (CUkernel / CUfunction, size_t index, size_t* offset,
+    # size_t* size); CUDA_ERROR_INVALID_VALUE past the last parameter.
+    "cuKernelGetParamInfo": ("void*", "size_t", "size_t*", "size_t*"),
+    "cuFuncGetParamInfo": ("void*", "size_t", "size_t*", "size_t*"),
 }
 
 #: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.

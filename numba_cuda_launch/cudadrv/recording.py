@@ -11,7 +11,10 @@ layout)::
         my_cfunc_or_njit(...)
     print(rec.launches)
 
-It also plays the driver's part in synchronisation and events (``calls``,
+Kernels another library loaded (live ``CUkernel``/``CUfunction`` handles
+of foreign kernels) are made known with :meth:`RecordingDriver.add_kernel`,
+which also answers ``cuKernelGetParamInfo``/``cuFuncGetParamInfo`` for
+them. It also plays the driver's part in synchronisation and events (``calls``,
 ``statuses``: docs/events.md), CUDA graphs (captures, replays, updates and
 node attributes) and occupancy queries (a simple model): docs/graphs.md.
 """
@@ -190,6 +193,7 @@ class RecordingDriver:
         self.launches = []
         self.contexts_made_current = 0
         self.functions = []  # (context, kernel) loaded by cfg.preload
+        self._loaded = {}  # live handle -> (kind, parameter sizes): add_kernel
         self.graphs = {}  # handle -> RecordedGraph
         self.execs = {}  # handle -> RecordedExec
         self.graph_launches = []  # (exec handle, stream)
@@ -235,6 +239,8 @@ class RecordingDriver:
             cuOccupancyMaxActiveBlocksPerMultiprocessor=self._max_active_blocks,
             cuOccupancyMaxPotentialBlockSize=self._max_potential_block_size,
             cuOccupancyMaxActiveClusters=self._max_active_clusters,
+            cuKernelGetParamInfo=lambda *a: self._param_info("CUkernel", *a),
+            cuFuncGetParamInfo=lambda *a: self._param_info("CUfunction", *a),
         )
         self._init_events()
         # Each stand-in wrapped in its entry point's C prototype (driver.PROTOTYPES).
@@ -246,6 +252,34 @@ class RecordingDriver:
         needed for launch code compiled in this process, which records its
         kernels' parameter sizes itself)."""
         self.layouts[handle.entry_name] = [p.size for p in handle.params]
+
+    def add_kernel(self, handle, name, param_sizes, kind="CUkernel"):
+        """Treat *handle* as a kernel another library loaded: a ``CUkernel``
+        or a ``CUfunction`` (*kind*) of entry *name* whose parameters have
+        *param_sizes* bytes. Launches of it are recorded with their
+        parameter bytes; the param-info queries of its kind answer
+        *param_sizes*; ``cuKernelGetFunction`` refuses a ``CUfunction``
+        (``CUDA_ERROR_INVALID_HANDLE``), as the driver does."""
+        with self._lock:
+            self._names[handle] = name
+            self._loaded[handle] = (kind, tuple(param_sizes))
+        self.layouts[name] = list(param_sizes)
+
+    def _param_info(self, kind, handle, index, offset, size):
+        known = self._loaded.get(handle)
+        if known is None or known[0] != kind:
+            return _INVALID_HANDLE
+        sizes = known[1]
+        if index >= len(sizes):
+            return _INVALID_VALUE
+        # Offsets as the driver lays parameters out: each aligned to its size.
+        at = where = 0
+        for n in sizes[:index + 1]:
+            align = max(1, min(n, 8))
+            where = (at + align - 1) // align * align
+            at = where + n
+        offset[0], size[0] = where, sizes[index]
+        return 0
 
     def add_device_memory(self, address, nbytes):
         """Treat ``[address, address + nbytes)`` as device memory: the fake
@@ -285,7 +319,7 @@ class RecordingDriver:
         return 0
 
     def _get_function(self, out, kernel):
-        if kernel not in self._names:
+        if kernel not in self._names or self._loaded.get(kernel, ("CUkernel",))[0] != "CUkernel":
             return _INVALID_HANDLE
         with self._lock:
             self.functions.append((self._current(), self._names[kernel]))

@@ -35,6 +35,7 @@ from numba_cuda_launch import config
 from numba_cuda_launch._version import __version__
 from numba_cuda_launch.compat import numba_cfunc
 from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat.foreign_kernels import live_kernel_name
 from numba_cuda_launch.cudadrv import driver, pointers
 
 __all__ = ["ABI_VERSION", "AotBuildError", "Library", "build", "check_library", "main"]
@@ -182,11 +183,33 @@ def _target_machine(code, cpu):
                                         reloc="pic", codemodel="default")
 
 
+_DYNAMIC_PREFIX = "numba.dynamic.globals."  # Numba's name of a process address
+
+
+def _refuse_process_addresses(exp, module):
+    """Refuse a function whose code holds addresses of this process (Numba's
+    dynamic globals): the live handle of a kernel another library loaded,
+    or any other."""
+    addresses = [int(g.name[len(_DYNAMIC_PREFIX):], 16) for g in module.global_variables
+                 if g.name.startswith(_DYNAMIC_PREFIX)]
+    kernels = [live_kernel_name(a) for a in addresses if live_kernel_name(a) is not None]
+    if kernels:
+        _refuse(exp.what, "it launches foreign kernel %s by the driver handle another library "
+                "loaded in this process, which no other process has; make the "
+                "ForeignKernel from the kernel's image (cubin, PTX, fatbin or cuda.core "
+                "ObjectCode) to build a library" % ", ".join(repr(k) for k in kernels))
+    if addresses:
+        _refuse(exp.what, "it holds addresses of this process (%s: ctypes pointers or "
+                "objects Numba refers to by address), which no other process has"
+                % ", ".join("%#x" % a for a in addresses))
+
+
 def _optimized_module(exp, tm):
     """The function's module with everything but its entry internal,
     optimised again so that error paths the function can never take (and
     the Python calls on them) are removed where LLVM can prove it."""
     module = ll.parse_assembly(exp.code.llvm_ir)
+    _refuse_process_addresses(exp, module)
     for g in itertools.chain(module.functions, module.global_variables):
         if not g.is_declaration and g.name != exp.code.symbol:
             g.linkage = "internal"

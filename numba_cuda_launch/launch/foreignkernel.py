@@ -1,8 +1,8 @@
 """Kernels from other compilers as CPU nopython values: :func:`foreign_kernel`.
 
 A cubin, fatbin or PTX image with its entry name and a declared C
-signature (a Numba signature), a cuda.core ``ObjectCode``, a CuPy
-``RawKernel`` or a Triton ``CompiledKernel`` becomes a
+signature (a Numba signature), a cuda.core ``ObjectCode`` or ``Kernel``, a
+CuPy ``RawKernel`` or ``Function`` or a Triton ``CompiledKernel`` becomes a
 :class:`~numba_cuda_launch.compat.foreign_kernels.ForeignKernel`, typed on
 the CPU as :class:`ForeignKernelType` so that
 ``kernel[grid, block, stream, sharedmem](args...)`` launches it like a
@@ -22,6 +22,8 @@ from numba.extending import register_model, typeof_impl
 from numba_cuda_launch.compat import foreign_kernels as _fk
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.cudadrv.paraminfo import loaded_param_sizes
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, error_name
 from numba_cuda_launch.launch import launchconfig
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 
@@ -153,6 +155,27 @@ def _check_entry(what, data, kind, entry, c_types, extras=()):
         raise ValueError("foreign_kernel(%s): the cubin has no entry %r" % (what, entry))
 
 
+def _check_loaded(what, live, c_types, names):
+    """Refuse a signature the driver's view of a loaded kernel's parameters
+    contradicts (a driver before CUDA 12.4, or no driver: not checked)."""
+    status, sizes = loaded_param_sizes(live.address, live.kind)
+    if status == CUDA_ERROR_INVALID_HANDLE:
+        raise ValueError("foreign_kernel(%s): the driver does not know the %s %#x of the %s "
+                         "(%s)" % (what, live.kind, live.address, live.source,
+                                   error_name(status)))
+    if sizes is None:
+        return
+    declared = _fk.c_sizes(c_types)
+    if len(sizes) != len(declared):
+        raise ValueError("foreign_kernel(%s): the kernel takes %d parameters (%s bytes); the "
+                         "signature declares %d (%s bytes)"
+                         % (what, len(sizes), sizes, len(declared), declared))
+    for name, ty, want, got in zip(names, c_types, declared, sizes):
+        if want != got:
+            raise ValueError("foreign_kernel(%s): parameter %r is declared %s (%d bytes); the "
+                             "kernel's takes %d bytes" % (what, name, ty, want, got))
+
+
 def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
     """A kernel of another compiler, launchable from ``@njit``/``@cfunc`` code
     as ``kernel[grid, block, stream, sharedmem](args...)``.
@@ -163,7 +186,12 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
       *entry* (the ``extern "C"`` kernel name) and *signature*;
     * a cuda.core ``ObjectCode`` (cubin, PTX or fatbin); with *entry* and
       *signature*;
-    * a CuPy ``RawKernel``; with *signature* (its name is the entry);
+    * a cuda.core ``Kernel`` (``ObjectCode.get_kernel``): its ``CUkernel`` is
+      launched; with *signature* (*entry* names it in messages);
+    * a CuPy ``RawKernel`` (also what ``RawModule.get_function`` returns) or
+      ``cupy.cuda.Function``: the ``CUfunction`` CuPy loaded for the current
+      device is launched, where that device's primary context is current;
+      with *signature* (a ``RawKernel``'s name is the entry);
     * a Triton ``CompiledKernel`` (``triton.compile(...)`` or what a launch of
       a ``@triton.jit`` function returns): its signature, block
       (``.block``: ``num_warps * 32`` threads) and shared memory
@@ -173,8 +201,11 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
     float32), float32, int64)"`` or ``void(CPointer(float32), ...)``:
     pointers (``CPointer(T)``, ``voidptr``), integers of every width,
     float16 (its bits), float32, float64, bool; *param_names* names them in
-    messages. PTX is checked against the declared sizes. Raises TypeError or
-    ValueError naming what does not fit."""
+    messages. PTX is checked against the declared sizes, a loaded kernel
+    against the driver's parameter sizes (CUDA 12.4+). A function launching
+    a loaded kernel holds its address, which exists in this process only:
+    it is not cached (``cache=True``) nor built into a C library. Raises
+    TypeError or ValueError naming what does not fit."""
     what = getattr(source, "name", None) or entry or type(source).__name__
     triton = _fk.from_triton(source)
     if triton is not None:
@@ -184,31 +215,44 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
                             % entry)
         _check_entry(entry, ptx, "ptx", entry, c_types, extras)
         return _build(entry, image, "cubin", "Triton", names, c_types, extras, block, shared)
-    cc = _compat.target_compute_capability() if _type_of_cupy(source) else None
-    found = _fk.from_cuda_core(source) or (_fk.from_cupy(source, cc) if cc else None)
-    if _type_of_cupy(source) and cc is None:
-        raise RuntimeError("foreign_kernel(%s): a CuPy RawKernel is compiled for the current "
-                           "device; there is none (and no configured compute capability)"
-                           % what)
+    found = _fk.from_cuda_core(source) or _fk.from_cupy(source)
+    if isinstance(found, _fk.LiveHandle):
+        return _from_live(found, entry, signature, param_names)
     origin = "image"
     if found is not None:
-        source, found_entry = found
-        origin = "CuPy RawKernel" if found_entry else "cuda.core ObjectCode"
-        entry = entry or found_entry
+        source, _ = found
+        origin = "cuda.core ObjectCode"
     if not isinstance(entry, str) or not entry:
         raise TypeError("foreign_kernel(%s): give the entry point's name (entry=...)" % what)
-    if signature is None:
-        raise TypeError("foreign_kernel(%s): give the C signature of the entry point as a "
-                        "Numba signature, e.g. signature='void(CPointer(float32), int64)'"
-                        % entry)
+    _require_signature(entry, signature)
     data, kind = _fk.read_image(source)
     c_types, names = _declared(entry, signature, param_names)
     _check_entry(entry, data, kind, entry, c_types)
     return _build(entry, data, kind, origin, names, c_types)
 
 
-def _type_of_cupy(obj):
-    return type(obj).__module__.split(".")[0] == "cupy"
+def _require_signature(what, signature):
+    if signature is None:
+        raise TypeError("foreign_kernel(%s): give the C signature of the entry point as a "
+                        "Numba signature, e.g. signature='void(CPointer(float32), int64)'"
+                        % what)
+
+
+def _from_live(live, entry, signature, param_names):
+    """The ForeignKernel of a kernel another library loaded (*live*)."""
+    name = entry or live.name or "%s %#x" % (live.source, live.address)
+    if not live.address:
+        raise ValueError("foreign_kernel(%s): the %s holds no loaded kernel (its %s is NULL)"
+                         % (name, live.source, live.kind))
+    _require_signature(name, signature)
+    c_types, names = _declared(name, signature, param_names)
+    _check_loaded(name, live, c_types, names)
+    _fk.remember_live_kernel(live.address, name)
+    return _fk.ForeignKernel(
+        name=name, entry=name, image=None, kind=None, source=live.source,
+        params=_fk.make_parameters(names), c_types=tuple(c_types),
+        formal=tuple(_formal(t) for t in c_types), handle=live.address,
+        handle_kind=live.kind, owner=live.owner)
 
 
 def _build(entry, data, kind, origin, names, c_types, extras=(), block=None, shared=0):

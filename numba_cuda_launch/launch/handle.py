@@ -26,7 +26,10 @@ class KernelHandle:
     """A kernel overload ready to launch from C.
 
     ``handle`` is a ``CUkernel`` (usable as the ``CUfunction`` of
-    ``cuLaunchKernel``; it launches in the context current at launch time).
+    ``cuLaunchKernel``; it launches in the context current at launch time),
+    or, for a foreign kernel another library loaded, that library's handle:
+    ``handle_kind`` says which (a ``CUfunction`` launches only where its
+    context is current; such a kernel has no ``image``, None).
     ``params`` lists the kernel's parameters in order (``kernelParams[i]``
     must point at ``params[i].size`` bytes). ``cooperative`` kernels need
     ``cuLaunchCooperativeKernel``.
@@ -38,13 +41,17 @@ class KernelHandle:
     params: tuple
     cooperative: bool
     image: bytes = field(repr=False)
+    handle_kind: str = "CUkernel"
+    live_handle: int = field(default=0, repr=False)
 
     @property
     def handle(self):
-        """The ``CUkernel`` as an integer; loads the image on first use (with
-        the loader compiled code uses). Raises :class:`CudaLaunchError` if
-        the driver refuses it (with no driver or GPU: ``image`` and
-        ``params`` need neither)."""
+        """The ``CUkernel`` (or live ``CUfunction``) as an integer; loads the
+        image on first use (with the loader compiled code uses). Raises
+        :class:`CudaLaunchError` if the driver refuses it (with no driver or
+        GPU: ``image`` and ``params`` need neither)."""
+        if self.live_handle:
+            return self.live_handle
         status, kern = load_image(KernelImage(self.entry_name, self.image))
         if status != 0:
             raise CudaLaunchError(status, self.kernel_name, _NO_DEVICE if status ==
@@ -105,6 +112,7 @@ def kernel_handle(dispatcher, argtypes):
     param_types = compiler.param_types(kernel)
     layout = param_layout(compiler, selection.param_names, selection.argtypes, param_types,
                           cpu_target.target_context.target_data)
+    live = getattr(compiler, "live_handle", lambda k: None)(kernel)
     return KernelHandle(
         kernel_name=name,
         entry_name=compiler.entry_name(kernel),
@@ -112,4 +120,6 @@ def kernel_handle(dispatcher, argtypes):
         params=layout,
         cooperative=compiler.cooperative(kernel),
         image=compiler.image(kernel),
+        handle_kind=live[1] if live else "CUkernel",
+        live_handle=live[0] if live else 0,
     )

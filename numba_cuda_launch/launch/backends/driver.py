@@ -7,7 +7,10 @@ packing serves updates of recorded launches in executable CUDA graphs
 
 One backend serves each kernel compiler: what differs (the image, its
 entry point, the parameter layout, cooperativeness) is asked of the
-compiler's adapter. Arguments are packed in that layout
+compiler's adapter. A kernel another library loaded (a live handle:
+``CUkernel`` or ``CUfunction``) is a process-local address, emitted as a
+dynamic address (Numba then neither caches the function nor may it go in a
+C library) instead of an image. Arguments are packed in that layout
 (:mod:`numba_cuda_launch.launch.params`) into stack slots; nothing is
 allocated per launch.
 """
@@ -65,15 +68,34 @@ class DriverBackend(LaunchBackend):
         flat = flatten_values(context, builder, self.compiler, formal_types, values)
         return emit_param_array(builder, flat, param_types, context.target_data)
 
+    def _live_handle(self, kernel):
+        live = getattr(self.compiler, "live_handle", None)
+        return live(kernel) if live is not None else None
+
+    def _emit_kernel(self, context, builder, kernel):
+        """``(status_ptr, handle)``: the ``CUkernel`` of the kernel's image,
+        loaded on first use, or the kernel's live handle (status 0)."""
+        live = self._live_handle(kernel)
+        if live is None:
+            return emit_get_kernel(builder, self.image(kernel))
+        address, kind = live
+        status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+        info = "%s of kernel %r" % (kind, self.compiler.entry_name(kernel))
+        return status_ptr, context.add_dynamic_addr(builder, address, info=info)
+
     def emit_function(self, context, builder, kernel):
-        # cuKernelGetFunction forces the per-context load of a CUkernel.
-        status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
+        status_ptr, handle = self._emit_kernel(context, builder, kernel)
+        live = self._live_handle(kernel)
         func = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
-            with _if_ok(builder, status_ptr):
-                builder.store(driver.call(builder, "cuKernelGetFunction", [func, handle]),
-                              status_ptr)
+            if live is not None and live[1] == "CUfunction":
+                builder.store(handle, func)  # already the function of its context
+            else:
+                # cuKernelGetFunction forces the per-context load of a CUkernel.
+                with _if_ok(builder, status_ptr):
+                    builder.store(driver.call(builder, "cuKernelGetFunction",
+                                              [func, handle]), status_ptr)
         return status_ptr, builder.load(func)
 
     def emit_preload(self, context, builder, kernel):
@@ -82,7 +104,7 @@ class DriverBackend(LaunchBackend):
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
         params = self._emit_params(context, builder, kernel, formal_types, values)
-        status_ptr, handle = emit_get_kernel(builder, self.image(kernel))
+        status_ptr, handle = self._emit_kernel(context, builder, kernel)
         with _if_ok(builder, status_ptr):
             dims = cfg.dims
             common = [handle] + dims + [cfg.sharedmem, cfg.stream, params]
