@@ -358,13 +358,19 @@ def test_cuda_core_kernel_object_is_refused_with_the_way_out():
         ncl.foreign_kernel(Kernel(), "axpy", AXPY_SIG)
 
 
-def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
-    pytest.importorskip("jax")
+def test_jax_kernel_takes_a_foreign_kernel(axpy_code):
+    """(the handler's launches: tests/test_jax_sources_cpu.py)"""
+    jax = pytest.importorskip("jax")
     from numba_cuda_launch.jax import jax_kernel
 
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
-    with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
-        jax_kernel(k, out_shapes=None, launch=lambda *a: (1, 32))
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=["y", "x", "a", "n"])
+    # y is updated in place: an input aliased to the output
+    jk = jax_kernel(k, lambda y, x, a, n: y, (1, 32), scalars={"a": np.float32, "n": np.int64},
+                    input_output_aliases={0: 0})
+    with pytest.raises(TypeError, match="kernel 'axpy' takes 4 parameters \\(y, x, a, n\\); "
+                                        "got 2 inputs, 1 outputs and 2 scalars"):
+        jk.register(jax.ShapeDtypeStruct((4,), np.float32),
+                    jax.ShapeDtypeStruct((4,), np.float32), a=1.0, n=4)
 
 
 def test_cupy_function_is_refused_with_the_way_out():

@@ -301,6 +301,20 @@ class ForeignKernels:
         return list(kernel.params)
 
     @staticmethod
+    def param_names(kernel):
+        # Trailing parameters with defaults (Triton's scratch pointers) are
+        # the launch's, passed NULL; callers give the declared ones.
+        return [p.name for p in kernel.params if p.default is inspect.Parameter.empty]
+
+    @staticmethod
+    def qualified_name(kernel):
+        return "foreign.%s" % kernel.entry
+
+    @staticmethod
+    def is_simulated(kernel):
+        return False  # machine code: numba-cuda's simulator runs Python kernels only
+
+    @staticmethod
     def is_device_function(kernel):
         return False
 
