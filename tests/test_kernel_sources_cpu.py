@@ -336,7 +336,6 @@ def test_triton_kernel_gets_its_block_shared_memory_and_scratch_pointers(fake_dr
 @pytest.mark.parametrize("meta, words", [
     (dict(global_scratch_size=256), "global scratch"),
     (dict(num_ctas=2), "num_ctas=2"),
-    (dict(shared=100000), "48 KiB"),
     (dict(launch_pdl=True), "programmatic dependent launch"),
 ])
 def test_triton_kernels_needing_more_than_a_launch_are_refused(meta, words):

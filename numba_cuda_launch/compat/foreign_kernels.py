@@ -214,10 +214,6 @@ def from_triton(obj):
     if getattr(meta, "num_ctas", 1) != 1:
         raise ValueError("Triton kernel %r has num_ctas=%d (a cluster launch with a scaled "
                          "grid); compile it with num_ctas=1" % (name, meta.num_ctas))
-    if meta.shared > 48 * 1024:
-        raise ValueError("Triton kernel %r uses %d bytes of shared memory; above 48 KiB "
-                         "Triton's loader raises the kernel's dynamic shared memory limit, "
-                         "which loads from compiled code do not" % (name, meta.shared))
     names, c_types = [], []
     for pname, ty in obj.src.signature.items():
         if ty == "constexpr":

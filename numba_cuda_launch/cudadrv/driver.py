@@ -123,6 +123,15 @@ PROTOTYPES = {
     "cuOccupancyMaxActiveClusters": ("int*", "void*", "void*"),
     # (CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue* out)
     "cuGraphKernelNodeGetAttribute": ("void*", "int", "void*"),
+    # Dynamic shared memory above 48 KiB (cudadrv/sharedmem.py):
+    # (CUdevice* out); (int* count); (int* out, CUdevice_attribute, CUdevice);
+    # (int* out, CUfunction_attribute, CUkernel, CUdevice);
+    # (CUfunction_attribute, int value, CUkernel, CUdevice)
+    "cuCtxGetDevice": ("int*",),
+    "cuDeviceGetCount": ("int*",),
+    "cuDeviceGetAttribute": ("int*", "int", "int"),
+    "cuKernelGetAttribute": ("int*", "int", "void*", "int"),
+    "cuKernelSetAttribute": ("int", "int", "void*", "int"),
 }
 
 #: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.
