@@ -1,6 +1,8 @@
 """Numba CUDA kernels inside ``jax.jit``, through XLA's typed FFI.
 
-:func:`jax_kernel` turns a ``@cuda.jit`` kernel into a function on
+:func:`jax_kernel` turns a kernel -- a ``@cuda.jit`` kernel of numba-cuda or
+numba-cuda-mlir, or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`),
+each launched through its compiler's adapter -- into a function on
 ``jax.Array`` values. Each call is an XLA custom call whose handler is a
 nopython ``@cfunc`` composed here (no C++, no GIL): it reads the buffers,
 attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
@@ -583,14 +585,18 @@ class JaxKernel:
 def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
                input_output_aliases=None, vmap_method="sequential",
                command_buffer=True, name=None, signatures=None):
-    """Wrap a ``@cuda.jit`` kernel as a function on ``jax.Array`` values.
+    """Wrap a kernel as a function on ``jax.Array`` values.
 
     Parameters
     ----------
     kernel:
-        the kernel; it is called as ``kernel(*inputs, *outputs, *scalars)``
-        with C-ordered arrays over XLA's buffers. It needs at least one
-        array parameter.
+        the kernel: a ``@cuda.jit`` kernel of numba-cuda or numba-cuda-mlir,
+        or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`, whose
+        pointer parameters take the buffers' data pointers). It is called
+        as ``kernel(*inputs, *outputs, *scalars)`` with C-ordered arrays over
+        XLA's buffers, and needs at least one array parameter. Kernels that
+        numba-cuda's CUDA simulator cannot run (all but numba-cuda's) are
+        refused under it.
     out_shapes:
         a ``jax.ShapeDtypeStruct`` (or anything with ``shape`` and ``dtype``),
         a list of them, or a function of the inputs' shape/dtype structs and
@@ -603,12 +609,14 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
         with the shapes XLA passes (needed for batch-aware ``vmap``).
     scalars:
         ``{name: dtype}`` of static scalar parameters: the kernel's last
-        parameters, named as in the kernel (any order here). Passed by
+        parameters, named as in the kernel (a foreign kernel's
+        ``param_names``, else ``arg0``, ``arg1``, ...; any order here). Passed by
         keyword at call time, as XLA attributes; a value the dtype cannot
         hold exactly in kind (a float for an integer, a complex for a real,
         a number for a bool, out of range) is refused.
     sharedmem:
-        dynamic shared memory in bytes.
+        dynamic shared memory in bytes (above 48 KiB the kernel's limit is
+        raised on the device, up to what the device allows).
     input_output_aliases:
         ``{input index: output index}``: the output is written in place of
         the input (as in ``jax.ffi.ffi_call``).
