@@ -138,6 +138,7 @@ def test_runtime_sharedmem_out_of_range_refused_not_zeroed(fake_driver, s):
 
 
 def test_runtime_values_at_the_limits_launch_unchanged(fake_driver):
+    fake_driver.shared_per_block_optin = 2 ** 32 - 1  # a device taking every size
     assert grid_status(ADDR, 2 ** 32 - 1) == 0
     assert shmem_status(ADDR, 2 ** 32 - 1) == 0
     assert shmem_status(ADDR, 0) == 0

@@ -341,7 +341,6 @@ def test_triton_kernel_gets_its_block_shared_memory_and_scratch_pointers(fake_dr
 @pytest.mark.parametrize("meta, words", [
     (dict(global_scratch_size=256), "global scratch"),
     (dict(num_ctas=2), "num_ctas=2"),
-    (dict(shared=100000), "48 KiB"),
     (dict(launch_pdl=True), "programmatic dependent launch"),
 ])
 def test_triton_kernels_needing_more_than_a_launch_are_refused(meta, words):
@@ -357,13 +356,19 @@ def test_triton_ptx_that_does_not_match_its_signature_is_refused():
         ncl.foreign_kernel(k)
 
 
-def test_jax_kernel_refuses_a_foreign_kernel(axpy_code):
-    pytest.importorskip("jax")
+def test_jax_kernel_takes_a_foreign_kernel(axpy_code):
+    """(the handler's launches: tests/test_jax_sources_cpu.py)"""
+    jax = pytest.importorskip("jax")
     from numba_cuda_launch.jax import jax_kernel
 
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
-    with pytest.raises(TypeError, match="needs a @cuda.jit kernel"):
-        jax_kernel(k, out_shapes=None, launch=lambda *a: (1, 32))
+    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=["y", "x", "a", "n"])
+    # y is updated in place: an input aliased to the output
+    jk = jax_kernel(k, lambda y, x, a, n: y, (1, 32), scalars={"a": np.float32, "n": np.int64},
+                    input_output_aliases={0: 0})
+    with pytest.raises(TypeError, match="kernel 'axpy' takes 4 parameters \\(y, x, a, n\\); "
+                                        "got 2 inputs, 1 outputs and 2 scalars"):
+        jk.register(jax.ShapeDtypeStruct((4,), np.float32),
+                    jax.ShapeDtypeStruct((4,), np.float32), a=1.0, n=4)
 
 
 class CAI:

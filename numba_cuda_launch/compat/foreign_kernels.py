@@ -247,10 +247,6 @@ def from_triton(obj):
     if getattr(meta, "num_ctas", 1) != 1:
         raise ValueError("Triton kernel %r has num_ctas=%d (a cluster launch with a scaled "
                          "grid); compile it with num_ctas=1" % (name, meta.num_ctas))
-    if meta.shared > 48 * 1024:
-        raise ValueError("Triton kernel %r uses %d bytes of shared memory; above 48 KiB "
-                         "Triton's loader raises the kernel's dynamic shared memory limit, "
-                         "which loads from compiled code do not" % (name, meta.shared))
     names, c_types = [], []
     for pname, ty in obj.src.signature.items():
         if ty == "constexpr":
@@ -332,6 +328,20 @@ class ForeignKernels:
     @staticmethod
     def parameters(kernel):
         return list(kernel.params)
+
+    @staticmethod
+    def param_names(kernel):
+        # Trailing parameters with defaults (Triton's scratch pointers) are
+        # the launch's, passed NULL; callers give the declared ones.
+        return [p.name for p in kernel.params if p.default is inspect.Parameter.empty]
+
+    @staticmethod
+    def qualified_name(kernel):
+        return "foreign.%s" % kernel.entry
+
+    @staticmethod
+    def is_simulated(kernel):
+        return False  # machine code: numba-cuda's simulator runs Python kernels only
 
     @staticmethod
     def is_device_function(kernel):

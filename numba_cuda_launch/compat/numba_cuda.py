@@ -289,6 +289,9 @@ class NumbaCudaKernels:
     param_types = staticmethod(kernel_param_llvm_types)
     flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
+    param_names = staticmethod(dispatcher_param_names)
+    qualified_name = staticmethod(dispatcher_qualified_name)
+    is_simulated = staticmethod(is_simulated)
 
     @staticmethod
     def owns(kernel):

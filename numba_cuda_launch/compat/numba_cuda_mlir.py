@@ -34,6 +34,8 @@ __all__ = [
     "deviceless_cc_wanted",
     "configured_cc",
     "dispatcher_name",
+    "dispatcher_param_names",
+    "dispatcher_qualified_name",
     "is_device_function",
     "to_mlir_type",
     "from_mlir_type",
@@ -115,6 +117,16 @@ def dispatcher_parameters(dispatcher):
     import inspect
 
     return list(inspect.signature(dispatcher.py_func).parameters.values())
+
+
+def dispatcher_param_names(dispatcher):
+    return [p.name for p in dispatcher_parameters(dispatcher)]
+
+
+def dispatcher_qualified_name(dispatcher):
+    """``module.qualname`` of the kernel's Python function (what defines it)."""
+    fn = dispatcher.py_func
+    return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
 
 
 def is_device_function(dispatcher):
@@ -417,6 +429,12 @@ class NumbaCudaMLIRKernels:
     cooperative = staticmethod(kernel_is_cooperative)
     flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
+    param_names = staticmethod(dispatcher_param_names)
+    qualified_name = staticmethod(dispatcher_qualified_name)
+
+    @staticmethod
+    def is_simulated(dispatcher):
+        return False  # numba-cuda's simulator runs numba-cuda kernels only
 
     @staticmethod
     def param_types(kernel):

@@ -127,6 +127,15 @@ PROTOTYPES = {
     # size_t* size); CUDA_ERROR_INVALID_VALUE past the last parameter.
     "cuKernelGetParamInfo": ("void*", "size_t", "size_t*", "size_t*"),
     "cuFuncGetParamInfo": ("void*", "size_t", "size_t*", "size_t*"),
+    # Dynamic shared memory above 48 KiB (cudadrv/sharedmem.py):
+    # (CUdevice* out); (int* count); (int* out, CUdevice_attribute, CUdevice);
+    # (int* out, CUfunction_attribute, CUkernel, CUdevice);
+    # (CUfunction_attribute, int value, CUkernel, CUdevice)
+    "cuCtxGetDevice": ("int*",),
+    "cuDeviceGetCount": ("int*",),
+    "cuDeviceGetAttribute": ("int*", "int", "int"),
+    "cuKernelGetAttribute": ("int*", "int", "void*", "int"),
+    "cuKernelSetAttribute": ("int", "int", "void*", "int"),
 }
 
 #: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.

@@ -47,6 +47,9 @@ _PRIMARY_CONTEXT = 0xC0
 _CU_EVENT_DISABLE_TIMING = 0x2
 _RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 _ATTR_COOPERATIVE, _ATTR_CLUSTER = 2, 4
+# CUfunction_attribute and CUdevice_attribute values (cuda.h)
+_FUNC_SHARED_SIZE, _FUNC_MAX_DYNAMIC_SHARED = 1, 8
+_ATTR_SHARED_PER_BLOCK, _ATTR_MULTIPROCESSORS, _ATTR_SHARED_PER_BLOCK_OPTIN = 8, 16, 97
 
 
 class _LaunchConfigC(ctypes.Structure):  # CUlaunchConfig
@@ -180,6 +183,12 @@ class RecordingDriver:
 
     #: multiprocessors of the fake device (occupancy answers)
     multiprocessors = 132
+    #: shared memory per block of the fake device: by default, and at most
+    #: with the opt-in (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK(_OPTIN))
+    shared_per_block = 48 * 1024
+    shared_per_block_optin = 227 * 1024
+    #: devices of the fake driver (cuDeviceGetCount)
+    device_count = 1
 
     def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True,
                  occupancy=occupancy_model, load_during_capture=True):
@@ -204,6 +213,11 @@ class RecordingDriver:
         # False: image loads during a capture fail as on drivers before CUDA 12.3
         self.load_during_capture = load_during_capture
         self._captures = {}  # stream -> _Capture
+        #: cuKernelSetAttribute calls: (kernel name, attribute, value, device)
+        self.kernel_attributes = []
+        #: static shared memory of kernels, by name (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        self.static_shared = {}
+        self._shared_limits = {}  # (kernel handle, device) -> max dynamic shared memory
         self._next = 0
         self._has_context = has_context
         self._thread = threading.local()
@@ -241,6 +255,11 @@ class RecordingDriver:
             cuOccupancyMaxActiveClusters=self._max_active_clusters,
             cuKernelGetParamInfo=lambda *a: self._param_info("CUkernel", *a),
             cuFuncGetParamInfo=lambda *a: self._param_info("CUfunction", *a),
+            cuCtxGetDevice=self._ctx_device,
+            cuDeviceGetCount=self._device_count,
+            cuDeviceGetAttribute=self._device_attribute,
+            cuKernelGetAttribute=self._kernel_attribute,
+            cuKernelSetAttribute=self._set_kernel_attribute,
         )
         self._init_events()
         # Each stand-in wrapped in its entry point's C prototype (driver.PROTOTYPES).
@@ -369,12 +388,69 @@ class RecordingDriver:
         params = ctypes.cast(params, ctypes.POINTER(_vp))
         return [ctypes.string_at(params[i], size) for i, size in enumerate(sizes)]
 
+    # -- kernel and device attributes (dynamic shared memory above 48 KiB) ------------
+
+    def _device(self):
+        """The device of the current context: a primary context's, else 0."""
+        dev = (self._current() or 0) - _PRIMARY_CONTEXT
+        return dev if 0 <= dev < self.device_count else 0
+
+    def _ctx_device(self, out):
+        if not self._current():
+            return _INVALID_CONTEXT
+        out[0] = self._device()
+        return 0
+
+    def _device_count(self, out):
+        out[0] = self.device_count
+        return 0
+
+    def _device_attribute(self, out, attr, dev):
+        values = {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
+                  _ATTR_SHARED_PER_BLOCK_OPTIN: self.shared_per_block_optin,
+                  _ATTR_MULTIPROCESSORS: self.multiprocessors}
+        if attr not in values or not 0 <= dev < self.device_count:
+            return _INVALID_VALUE
+        out[0] = values[attr]
+        return 0
+
+    def _shared_limit(self, kernel, dev):
+        static = self.static_shared.get(self._names[kernel], 0)
+        return self._shared_limits.get((kernel, dev), self.shared_per_block - static)
+
+    def _kernel_attribute(self, out, attr, kernel, dev):
+        if kernel not in self._names or not 0 <= dev < self.device_count:
+            return _INVALID_HANDLE if kernel not in self._names else _INVALID_VALUE
+        if attr == _FUNC_SHARED_SIZE:
+            out[0] = self.static_shared.get(self._names[kernel], 0)
+        elif attr == _FUNC_MAX_DYNAMIC_SHARED:
+            out[0] = self._shared_limit(kernel, dev)
+        else:
+            return _INVALID_VALUE
+        return 0
+
+    def _set_kernel_attribute(self, attr, value, kernel, dev):
+        if kernel not in self._names:
+            return _INVALID_HANDLE
+        value &= 0xFFFFFFFF
+        static = self.static_shared.get(self._names[kernel], 0)
+        if attr != _FUNC_MAX_DYNAMIC_SHARED or not 0 <= dev < self.device_count \
+                or value + static > self.shared_per_block_optin:
+            return _INVALID_VALUE
+        with self._lock:
+            self.kernel_attributes.append((self._names[kernel], attr, value, dev))
+            self._shared_limits[(kernel, dev)] = value
+        return 0
+
     def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop, cluster=None):
         if not self._current():
             return _INVALID_CONTEXT
         name = self._names.get(f)
         if name is None:
             return _INVALID_HANDLE
+        if shmem > self._shared_limit(f, self._device()):
+            # the driver refuses more than the kernel's limit on the device
+            return _INVALID_VALUE
         launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
                         self._params(name, params), coop, cluster)
         with self._lock:

@@ -1,6 +1,8 @@
 """Numba CUDA kernels inside ``jax.jit``, through XLA's typed FFI.
 
-:func:`jax_kernel` turns a ``@cuda.jit`` kernel into a function on
+:func:`jax_kernel` turns a kernel -- a ``@cuda.jit`` kernel of numba-cuda or
+numba-cuda-mlir, or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`),
+each launched through its compiler's adapter -- into a function on
 ``jax.Array`` values. Each call is an XLA custom call whose handler is a
 nopython ``@cfunc`` composed here (no C++, no GIL): it reads the buffers,
 attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
@@ -44,7 +46,7 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
-from numba_cuda_launch.launch.selection import select_kernel
+from numba_cuda_launch.launch.selection import COMPILERS, compiler_for, select_kernel
 
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
            "registered_targets", "missing_targets"]
@@ -229,15 +231,49 @@ def _as_half(x):
     return _half_from_bits(float_to_half_bits(x))
 
 
+def _kernel_compiler(kernel):
+    """The adapter of *kernel*'s compiler (launch/selection.py), refusing
+    anything that is not a kernel of one, and device functions."""
+    try:
+        compiler = compiler_for(kernel)
+    except TypeError:
+        raise TypeError(
+            "jax_kernel() needs a kernel: a @cuda.jit kernel of numba-cuda or numba-cuda-mlir, "
+            "or a foreign kernel (numba_cuda_launch.foreign_kernel); got %s (kernels of %s)"
+            % (_describe(kernel), ", ".join(c.name for c in COMPILERS))) from None
+    if compiler.is_device_function(kernel):
+        raise TypeError("jax_kernel() needs a kernel; %r is a device function (device=True)"
+                        % compiler.kernel_name(kernel))
+    return compiler
+
+
+def _kind(source):
+    """'numba-cuda-mlir kernel', 'foreign kernel': a kernel of compiler *source*."""
+    return source if source.endswith("kernel") else source + " kernel"
+
+
+def _refuse_unsimulated(compiler, kernel, kname):
+    """Under numba-cuda's CUDA simulator the handlers are XLA:CPU's and run
+    the kernel in the simulator: a kernel it cannot run is refused now."""
+    if _compat.simulator_enabled() and not compiler.is_simulated(kernel):
+        raise TypeError(
+            "jax_kernel(): %s %r cannot run under numba-cuda's CUDA simulator "
+            "(NUMBA_ENABLE_CUDASIM=1), where jax_kernel runs kernels on XLA:CPU in the "
+            "simulator: the simulator runs numba-cuda @cuda.jit kernels (their Python code) "
+            "only, and this kernel is %s. Run it on a GPU, without NUMBA_ENABLE_CUDASIM"
+            % (_kind(compiler.name), kname, "machine code" if compiler.name == "foreign kernel"
+               else "compiled by %s" % compiler.name))
+
+
 class JaxKernel:
     """A kernel callable on ``jax.Array`` values (see :func:`jax_kernel`)."""
 
     def __init__(self, kernel, out_shapes, launch, scalars, sharedmem,
                  input_output_aliases, vmap_method, command_buffer, name, signatures=None):
-        if not _compat.is_kernel_dispatcher(kernel):
-            raise TypeError("jax_kernel() needs a @cuda.jit kernel, got %s" % _describe(kernel))
+        self._compiler = compiler = _kernel_compiler(kernel)
         self.kernel = kernel
-        self.kernel_name = kname = _compat.dispatcher_name(kernel)
+        self.kernel_name = kname = compiler.kernel_name(kernel)
+        _refuse_unsimulated(compiler, kernel, kname)
         self.scalars = self._bind_scalars(scalars)
         if out_shapes is None:
             raise TypeError("kernel %r: out_shapes is required: a jax.ShapeDtypeStruct, a list "
@@ -267,7 +303,7 @@ class JaxKernel:
         if name is not None and not isinstance(name, str):
             raise TypeError("kernel %r: name must be a string, got %s" % (kname, _describe(name)))
         self.name = name
-        self._base = _PREFIX + _sanitize(name or _compat.dispatcher_qualified_name(kernel))
+        self._base = _PREFIX + _sanitize(name or compiler.qualified_name(kernel))
         self._rule = launch if _is_jitted(launch) else None
         self.batch_aware = vmap_method in ("expand_dims", "broadcast_all")
         if self.batch_aware and self._rule is None:
@@ -304,7 +340,7 @@ class JaxKernel:
         if not isinstance(scalars, Mapping):
             raise TypeError("kernel %r: scalars must be a dict {parameter name: dtype}, got %s"
                             % (kname, _describe(scalars)))
-        params = _compat.dispatcher_param_names(self.kernel)
+        params = self._compiler.param_names(self.kernel)
         if len(scalars) >= len(params):
             raise TypeError(
                 "kernel %r has parameters (%s); with %d scalar(s) it would have no array "
@@ -413,7 +449,7 @@ class JaxKernel:
         return specs, single
 
     def _check(self, in_specs, out_specs):
-        params = _compat.dispatcher_param_names(self.kernel)
+        params = self._compiler.param_names(self.kernel)
         n = len(in_specs) + len(out_specs) + len(self.scalars)
         if n != len(params):
             raise TypeError(
@@ -523,10 +559,10 @@ class JaxKernel:
             stages["initialize"] = stages["execute"]
         # A simulator kernel runs on host memory: its handler is XLA:CPU's, and
         # the other platform gets a handler saying why the call cannot run there.
-        simulated = _compat.is_simulated(self.kernel)
+        simulated = self._compiler.is_simulated(self.kernel)
         runs_on, refused_on = ("cpu", "CUDA") if simulated else ("CUDA", "cpu")
         jax.ffi.register_ffi_target(name, stages, platform=runs_on, api_version=1)
-        refusal = _refusal(self.kernel_name, simulated)
+        refusal = _refusal(self.kernel_name, simulated, self._compiler.name)
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(refusal.ctypes),
                                     platform=refused_on, api_version=1)
         _REGISTRY[name] = _Target(name, self.kernel, self._rule, self._config, handler)
@@ -549,14 +585,18 @@ class JaxKernel:
 def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
                input_output_aliases=None, vmap_method="sequential",
                command_buffer=True, name=None, signatures=None):
-    """Wrap a ``@cuda.jit`` kernel as a function on ``jax.Array`` values.
+    """Wrap a kernel as a function on ``jax.Array`` values.
 
     Parameters
     ----------
     kernel:
-        the kernel; it is called as ``kernel(*inputs, *outputs, *scalars)``
-        with C-ordered arrays over XLA's buffers. It needs at least one
-        array parameter.
+        the kernel: a ``@cuda.jit`` kernel of numba-cuda or numba-cuda-mlir,
+        or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`, whose
+        pointer parameters take the buffers' data pointers). It is called
+        as ``kernel(*inputs, *outputs, *scalars)`` with C-ordered arrays over
+        XLA's buffers, and needs at least one array parameter. Kernels that
+        numba-cuda's CUDA simulator cannot run (all but numba-cuda's) are
+        refused under it.
     out_shapes:
         a ``jax.ShapeDtypeStruct`` (or anything with ``shape`` and ``dtype``),
         a list of them, or a function of the inputs' shape/dtype structs and
@@ -569,12 +609,14 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
         with the shapes XLA passes (needed for batch-aware ``vmap``).
     scalars:
         ``{name: dtype}`` of static scalar parameters: the kernel's last
-        parameters, named as in the kernel (any order here). Passed by
+        parameters, named as in the kernel (a foreign kernel's
+        ``param_names``, else ``arg0``, ``arg1``, ...; any order here). Passed by
         keyword at call time, as XLA attributes; a value the dtype cannot
         hold exactly in kind (a float for an integer, a complex for a real,
         a number for a bool, out of range) is refused.
     sharedmem:
-        dynamic shared memory in bytes.
+        dynamic shared memory in bytes (above 48 KiB the kernel's limit is
+        raised on the device, up to what the device allows).
     input_output_aliases:
         ``{input index: output index}``: the output is written in place of
         the input (as in ``jax.ffi.ffi_call``).
@@ -809,18 +851,27 @@ _UNIMPLEMENTED = 12  # XLA_FFI_Error_Code_UNIMPLEMENTED
 _ON_CPU = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on XLA:CPU; its "
            "handlers run on CUDA GPUs only. To run it on the CPU, in numba-cuda's CUDA "
            "simulator, set NUMBA_ENABLE_CUDASIM=1 before numba is imported (docs/jax.md)")
+_ON_CPU_UNSIMULATED = (
+    "numba_cuda_launch: jax_kernel of %s '%s' was called on XLA:CPU; its handlers "
+    "run on CUDA GPUs only, and numba-cuda's CUDA simulator cannot run it (it runs "
+    "numba-cuda kernels only): call it on a GPU")
 _ON_CUDA = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on a GPU, but the "
             "kernel is numba-cuda's CUDA simulator's (NUMBA_ENABLE_CUDASIM=1), which runs "
             "on XLA:CPU only: call it on a CPU device (JAX_PLATFORMS=cpu)")
 
 
 @functools.lru_cache(maxsize=None)
-def _refusal(kernel_name, simulated):
+def _refusal(kernel_name, simulated, source="numba-cuda"):
     """The handler (a cfunc, kept) that the platform a kernel cannot run on
     gets: it answers XLA's metadata query and fails every call, saying why
-    and what to do."""
+    and what to do. *source* names the kernel's compiler."""
     major, minor = xla_ffi.api_version()
-    message = (_ON_CUDA if simulated else _ON_CPU) % kernel_name
+    if simulated:
+        message = _ON_CUDA % kernel_name
+    elif source == "numba-cuda":
+        message = _ON_CPU % kernel_name
+    else:
+        message = _ON_CPU_UNSIMULATED % (_kind(source), kernel_name)
 
     def refuse(frame):
         if xla_ffi.is_metadata_query(frame):

@@ -197,6 +197,7 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
                 lambda p=producer: emit_producer_wait(builder, p, cfg.stream),
                 "cuStreamSynchronize of the producer stream of %s (its CUDA Array "
                 "Interface v3 'stream') failed" % where)
+    backend.emit_launch_checks(context, builder, guards, kernel, cfg)
     with builder.if_then(guards.ok(), likely=True):
         launch = config_values(builder, cfg)
         if submit is not None:

@@ -128,6 +128,7 @@ def _emit_query(context, builder, sig, args, name):
         if modelled is None:
             status_ptr, func = backend.emit_function(context, builder, kernel)
             guards.check_status(lambda: builder.load(status_ptr), "")
+            backend.emit_launch_checks(context, builder, guards, kernel, cfg)
 
         def ask():
             answer, values = modelled if modelled is not None else \

@@ -225,3 +225,19 @@ def test_saxpy_example_runs_on_xla_cpu():
     np.testing.assert_array_equal(got, 3 * x + 1)
     got = np.array(lines["grad of sum(f)"].strip(" []").split(), np.float32)
     np.testing.assert_array_equal(got, np.full(8, 2, np.float32))
+
+
+def test_kernels_the_simulator_cannot_run_are_refused_at_jax_kernel():
+    import numba_cuda_launch as ncl
+    from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+
+    source = r'''extern "C" __global__ void fill(float* out, float v) { out[threadIdx.x] = v; }'''
+    k = ncl.foreign_kernel(nvrtc_ptx(source, ("-arch=compute_90",), "fill"), "fill",
+                           "void(CPointer(float32), float32)")
+    with pytest.raises(TypeError) as info:
+        jax_kernel(k, lambda v: jax.ShapeDtypeStruct((32,), np.float32), (1, 32),
+                   scalars={"v": np.float32})
+    text = str(info.value)
+    assert text.startswith("jax_kernel(): foreign kernel 'fill' cannot run under numba-cuda's "
+                           "CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    assert "this kernel is machine code" in text and "Run it on a GPU" in text

@@ -76,6 +76,13 @@ class LaunchBackend:
         would launch it; return the ``CUresult``."""
         raise NotImplementedError("LaunchBackend.emit_node_update")
 
+    def emit_launch_checks(self, context, builder, guards, kernel, cfg):
+        """Emit what must hold (or be made to hold) on the device before
+        *kernel* is launched, or its launch recorded or queried, with
+        configuration *cfg* (the configuration struct): checks on *guards*
+        (:class:`~numba_cuda_launch.launch.guards.Guards`). None by default;
+        the driver backend raises the kernel's dynamic shared memory limit."""
+
     def emit_is_device_accessible(self, builder, address, host_allocated):
         """Emit whether a kernel may be given *address* (``i8*``); an
         ``i1``. *host_allocated* (an ``i1``) is true for the data of an array

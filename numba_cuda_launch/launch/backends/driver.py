@@ -28,11 +28,20 @@ from numba_cuda_launch.cudadrv.graph import emit_kernel_node_set_params
 from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.cudadrv.launchex import emit_launch_ex
 from numba_cuda_launch.cudadrv.pointers import emit_is_device_accessible
+from numba_cuda_launch.cudadrv.sharedmem import TOO_LARGE, emit_dynamic_shared_opt_in
 
 __all__ = ["DriverBackend"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
+
+SHARED_TOO_LARGE = (
+    "sharedmem is more dynamic shared memory than the device gives a block of this kernel "
+    "(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN less the kernel's static "
+    "shared memory; 227 KiB on Hopper, 163 KiB on A100)")
+SHARED_OPT_IN_FAILED = (
+    "raising the kernel's dynamic shared memory limit above 48 KiB "
+    "(cuKernelSetAttribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) failed")
 
 
 def _if_ok(builder, status_ptr):
@@ -82,6 +91,30 @@ class DriverBackend(LaunchBackend):
         status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
         info = "%s of kernel %r" % (kind, self.compiler.entry_name(kernel))
         return status_ptr, context.add_dynamic_addr(builder, address, info=info)
+
+    def emit_launch_checks(self, context, builder, guards, kernel, cfg):
+        # More dynamic shared memory than 48 KiB (less the static) needs the
+        # kernel's limit raised on the device first: one compare when known.
+        live = self._live_handle(kernel)
+        if live is not None and live[1] != "CUkernel":
+            return  # a CUfunction's limit is its owner's to raise (docs/kernel-sources.md)
+        tag = self.image(kernel).digest if live is None else "live_%x" % live[0]
+        result = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+
+        def opt_in():
+            builder.store(emit_dynamic_shared_opt_in(
+                builder, tag, cfg.sharedmem, lambda: self._emit_kernel(context, builder, kernel)),
+                result)
+            return builder.load(result)
+
+        def too_large():
+            return builder.icmp_signed("==", opt_in(), ir.Constant(_i32, TOO_LARGE))
+
+        def failed():
+            return builder.load(result)
+
+        guards.check(too_large, SHARED_TOO_LARGE)
+        guards.check_status(failed, SHARED_OPT_IN_FAILED)
 
     def emit_function(self, context, builder, kernel):
         status_ptr, handle = self._emit_kernel(context, builder, kernel)
