@@ -190,8 +190,9 @@ def _refuse_process_addresses(exp, module):
     """Refuse a function whose code holds addresses of this process (Numba's
     dynamic globals): the live handle of a kernel another library loaded,
     or any other."""
-    addresses = [int(g.name[len(_DYNAMIC_PREFIX):], 16) for g in module.global_variables
-                 if g.name.startswith(_DYNAMIC_PREFIX)]
+    # one global per use: LLVM suffixes repeats of a name (".1", ".2", ...)
+    addresses = {int(g.name[len(_DYNAMIC_PREFIX):].split(".")[0], 16)
+                 for g in module.global_variables if g.name.startswith(_DYNAMIC_PREFIX)}
     kernels = [live_kernel_name(a) for a in addresses if live_kernel_name(a) is not None]
     if kernels:
         _refuse(exp.what, "it launches foreign kernel %s by the driver handle another library "
