@@ -75,11 +75,11 @@ class TypedFields:
     taken out by the unboxing that uses them, so that the tensor is
     released when that call returns. A call failing before it unboxes them
     leaves them here until the object is typed again, :meth:`release` is
-    given it, or :data:`_OWNED` newer ones were kept."""
+    given it, or enough newer ones were kept (at most ``2 * _OWNED`` are)."""
 
     __slots__ = ("entries", "owned")
     _LIMIT = 256  # entries of objects since gone are dropped beyond it
-    _OWNED = 32  # entries with owners kept at most (those not unboxed: a failed call)
+    _OWNED = 32  # entries with owners left by failed calls: the newest kept
     _serials = itertools.count()
 
     def __init__(self):
