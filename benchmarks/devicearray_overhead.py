@@ -9,8 +9,10 @@ batches of back-to-back calls, the stream idle before each batch):
   called with the same arrays; numba-cuda's own Python launch of the kernel
   on the same CuPy arrays;
 * per-argument unboxing cost of each producer (numba-cuda, CuPy, PyTorch,
-  JAX): an ``@njit`` function taking four arrays and launching nothing,
-  against one taking four integers; and a whole one-argument call;
+  JAX, and JAX's arrays through DLPack alone): an ``@njit`` function taking
+  four arrays and launching nothing, against one taking four integers; and
+  a whole one-argument call (``benchmarks/devicearray_overhead_cpu.py``
+  measures the same without a GPU);
 * inside compiled code: a loop launching on device-array arguments against
   the same loop on ``carray`` views of the same memory.
 
@@ -79,6 +81,21 @@ def loop_carrays(pa, pb, pc, size, stream, n):
     cfg = add3[(size + 255) // 256, 256, stream]
     for _ in range(n):
         cfg(a, b, c)
+
+
+class DLPackOnly:
+    """A device array seen through DLPack alone (JAX's arrays also have the
+    CUDA Array Interface, which is read first: ``on_stream`` of a JAX array
+    is read through the interface)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+    def __dlpack__(self, stream=None, max_version=None):
+        return self.x.__dlpack__(stream=stream, max_version=max_version)
 
 
 def batch_us(call, batch=BATCH):
@@ -194,8 +211,16 @@ def main():
 
         j = [jnp.asarray(h) for h in host]
         unbox["JAX"] = (j[0], j[1], j[2], j[0])
+        # (the row's name is kept from earlier runs: JAX's arrays have the
+        # CUDA Array Interface, which on_stream's reader takes first)
         unbox["JAX via on_stream (DLPack)"] = tuple(ncl.on_stream(x, stream) for x in
                                                     (j[0], j[1], j[2], j[0]))
+        only = tuple(ncl.on_stream(DLPackOnly(x), stream) for x in (j[0], j[1], j[2], j[0]))
+        try:
+            take1(only[0])
+            unbox["JAX through DLPack only, on_stream"] = only
+        except Exception as e:  # a JAX whose __dlpack__ takes other arguments
+            info.append(("(skipped: JAX through DLPack only: %s)" % e, float("nan")))
     except ImportError:
         pass
     base = per_call_us(lambda: take4_ints(1, 2, 3, 4), lambda: None)

@@ -856,3 +856,42 @@ def test_an_interface_read_again_must_lie_in_64_bit_addresses(fake_driver):
     assert "'strides' (4611686018427387904,) from pointer" in str(info.value)
     assert "beyond 64-bit addresses" in str(info.value)
     assert len(fake_driver.launches) == 1
+
+
+@pytest.mark.parametrize("reverse, pointer, says", [
+    (False, 2 ** 63, "the 'data' pointer must be between 0 and 2**63-1"),
+    (True, 8, "from pointer 0x8 addresses bytes -20 to 11, beyond 64-bit addresses"),
+])
+def test_an_interface_read_again_with_a_layout_seen_before_checks_its_pointer(
+        fake_driver, reverse, pointer, says):
+    # A layout (dtype, shape, strides) is checked once; the pointer of each
+    # reading every time.
+    a = _BUFFER[7::-1] if reverse else _BUFFER[:8]
+
+    @njit
+    def f(x):
+        return scale[1, 32].launch_status(2.0, x, x)
+
+    f(RawCAI(_cai_dict(a)))
+    f(RawCAI(_cai_dict(a, data=(a.ctypes.data + 4, False))))
+    with pytest.raises(TypeError) as info:
+        f.overloads[f.signatures[0]].entry_point(RawCAI(_cai_dict(a, data=(pointer, False))))
+    assert says in str(info.value)
+    assert len(fake_driver.launches) == 2
+
+
+def test_on_stream_of_an_interface_is_read_again_at_the_call(fake_driver):
+    # on_stream of a CUDA Array Interface producer (JAX's arrays have both
+    # protocols) is typed and read through the interface, as the array is.
+    a = _BUFFER[:8]
+
+    @njit
+    def f(x):
+        return scale[1, 32].launch_status(2.0, x, x)
+
+    f(ncl.on_stream(RawCAI(_cai_dict(a)), 0))
+    assert f.signatures[0][0] == DeviceArray(nt.float32, 1, "C")
+    with pytest.raises(TypeError, match="its dtype is now int32"):
+        f.overloads[f.signatures[0]].entry_point(
+            ncl.on_stream(RawCAI(_cai_dict(a, typestr="<i4")), 0))
+    assert len(fake_driver.launches) == 1

@@ -7,6 +7,7 @@ argument."""
 
 import ctypes
 import struct
+import weakref
 
 import numba
 import numpy as np
@@ -80,7 +81,7 @@ class Producer:
     owns: the managed tensor's deleter frees it (:attr:`live` forgets it)
     and records its data address in :attr:`deleted`. Keyword arguments
     spoil the tensor (``dl_dtype=(code, bits, lanes)``, ``ndim``,
-    ``shape``, ``major``, ``name``, ``byte_offset``) or the protocol
+    ``shape``, ``null_shape``, ``major``, ``name``, ``byte_offset``) or the protocol
     (``result``: what ``__dlpack__`` returns; ``device``)."""
 
     def __init__(self, a, versioned=True, readonly=False, keep_capsules=False, **spoil):
@@ -103,7 +104,8 @@ class Producer:
             return self.spoil["result"]
         buf = self.a.copy()
         dims = self.spoil.get("shape", buf.shape)
-        shape = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        shape = None if self.spoil.get("null_shape") else \
+            (ctypes.c_int64 * max(len(dims), 1))(*dims)
         strides = (ctypes.c_int64 * max(len(dims), 1))(*(s // buf.itemsize for s in buf.strides))
         code, bits, lanes = self.spoil.get(
             "dl_dtype", (_DL_CODES[buf.dtype.kind], 8 * buf.itemsize, 1))
@@ -259,6 +261,7 @@ def test_the_byte_offset_is_added_to_the_data_pointer(fake_driver):
     (dict(shape=(2 ** 62,)), "'shape' (4611686018427387904,) of 4-byte items is larger than "
                              "the address space"),
     (dict(byte_offset=2 ** 63), "the 'data' pointer must be between 0 and 2**63-1"),
+    (dict(null_shape=True), "shape is a NULL pointer (ndim 1)"),
     (dict(device=5), "__dlpack_device__() returned 5; a (device_type, device_id) pair of "
                      "integers was expected"),
     (dict(device=("cuda", 0)), "__dlpack_device__() entries must be an integer, not 'cuda'"),
@@ -311,3 +314,93 @@ def test_a_tensor_leaving_an_objmode_block_is_refused(fake_driver):
         f()
     assert fake_driver.launches == []
     assert p.live == {}
+
+
+# -- one export per call ------------------------------------------------------------------
+
+def test_a_call_exports_its_tensor_once_and_frees_it_when_it_returns(fake_driver):
+    # Typing reads the tensor and hands it to the call's unboxing: one
+    # __dlpack__ per argument and call, the launched memory alive at the
+    # launch and freed after it.
+    p = Producer(rng.standard_normal(16).astype(np.float32))
+    launch_double(p)  # compiled
+    seen = watch_launches(fake_driver, p)
+    for _ in range(3):
+        exported = len(p.streams)
+        launch_double(p)
+        assert len(p.streams) == exported + 1
+        assert data_param(fake_driver.launches[-1]) in seen[-1]
+        assert p.live == {}
+
+
+@njit
+def launch_add(x, y):
+    add[1, 32](x, y)
+
+
+def test_one_producer_given_twice_is_alive_twice_and_freed(fake_driver):
+    p = Producer(rng.standard_normal(8).astype(np.float32))
+    launch_add(p, p)
+    seen = watch_launches(fake_driver, p)
+    launch_add(p, p)
+    launch = fake_driver.launches[-1]
+    assert {data_param(launch, 0), data_param(launch, 7)} <= seen[0]
+    assert p.live == {}
+
+
+@njit
+def launch_double_with(x, n):
+    double[1, n](x)
+
+
+def test_a_call_failing_to_compile_frees_the_tensor_typing_read(fake_driver):
+    p = Producer(np.zeros(4, np.float32))
+    with pytest.raises(TypingError):
+        launch_double_with(p, "32")  # a block size that is a string
+    assert p.streams and p.live == {}
+    assert fake_driver.launches == []
+
+
+def test_tensors_of_calls_that_never_unboxed_them_are_bounded():
+    # What typing kept for a call that failed before unboxing it (no
+    # compilation to release it) stays for a while only: the newest few.
+    from numba_cuda_launch.launch.devicearray.unbox import TYPED_FIELDS
+
+    class Owner:
+        pass
+
+    owners, producers = [], []
+    for _ in range(5 * TYPED_FIELDS._OWNED):
+        producers.append(Producer(np.zeros(1, np.float32)))
+        owners.append(weakref.ref(o := Owner()))
+        assert TYPED_FIELDS.keep_owned(producers[-1], (0, 4, 1, 4, 0, o))
+        del o
+    alive = sum(r() is not None for r in owners)
+    assert TYPED_FIELDS._OWNED <= alive <= 2 * TYPED_FIELDS._OWNED
+    assert owners[-1]() is not None
+    TYPED_FIELDS.release(producers)
+    assert all(r() is None for r in owners)
+
+
+def test_on_stream_gives_the_stream_it_names_at_each_call(fake_driver):
+    p = Producer(np.zeros(4, np.float32))
+    w = ncl.on_stream(p, 5)
+    launch_double(w)
+    assert p.streams[-1] == 5
+    w.stream = 9  # the consumer stream is the one named now
+    launch_double(w)
+    assert p.streams[-1] == 9
+    assert p.live == {}
+
+
+def test_a_pointer_out_of_range_is_refused_for_a_tensor_header_seen_before(fake_driver):
+    # Headers (dtype, shape, strides) are checked once; the data pointer of
+    # each tensor is checked every time.
+    launch_double(Producer(np.zeros(4, np.float32)))
+    with pytest.raises(TypingError) as info:
+        launch_double(Producer(np.zeros(4, np.float32), byte_offset=2 ** 63))
+    assert "the 'data' pointer must be between 0 and 2**63-1" in first_line(info.value)
+    p = Producer(np.zeros(4, np.float32), byte_offset=2 ** 63)
+    with pytest.raises(TypeError, match=r"the 'data' pointer must be between 0 and 2\*\*63-1"):
+        launch_double.overloads[launch_double.signatures[0]].entry_point(p)
+    assert len(fake_driver.launches) == 1

@@ -281,8 +281,10 @@ def route_arguments_with(arguments):
     at once, so they reach the slow path, not its unboxer;
     ``explain(value)``, why an argument cannot be what it claims to be (a
     device array), leading a typing error instead of ``non-precise type
-    pyobject``. A router is only built for a dispatcher that saw such a
-    call; for the others this adds a dictionary lookup at compile time."""
+    pyobject``; ``release(args)``, forget what typing read for a call
+    whose compilation failed. A router is only built for a dispatcher that
+    saw such a call; for the others this adds a dictionary lookup at
+    compile time."""
     global _arguments
     _arguments = arguments
 
@@ -296,10 +298,16 @@ def _compile_for_args_learning(self, *args, **kws):
     try:
         entry = _compile_for_args(self, *args, **kws)
     except errors.TypingError as e:
+        if _arguments is not None:
+            _arguments.release(args)
         problems = [] if _arguments is None else _argument_problems(self, args, _arguments.explain)
         if problems:
             name = getattr(self.py_func, "__name__", "function")
             raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) from None
+        raise
+    except BaseException:
+        if _arguments is not None:
+            _arguments.release(args)  # what typing read for the call that will not happen
         raise
     if not kws and _arguments is not None:
         _learn(self, args, entry, _arguments.should_route)

@@ -26,6 +26,7 @@ import ctypes
 import datetime
 import math
 import operator
+import struct
 from collections.abc import Mapping
 
 import numba
@@ -39,7 +40,7 @@ from numba_cuda_launch.launch.stream import stream_handle
 from numba_cuda_launch.launch.sync import python_stream
 
 __all__ = ["on_stream", "describe", "device_array_type", "c_strides", "cai_stream",
-           "read_cai", "why_not_a_device_array"]
+           "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "Layouts"]
 
 _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY, as both protocols name the legacy default stream
@@ -48,31 +49,20 @@ _INTP_END = 1 << 63  # pointers, extents, strides, sizes in bytes and streams ar
 _ADDRESS_END = 1 << 64
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p)]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
-
-
+# The C structs of the DLPack header, read with one unpack each (native
+# byte order, no padding: every field is at its natural alignment):
+# DLTensor {void *data; DLDevice {int32 device_type, device_id}; int32 ndim;
+# DLDataType {uint8 code, bits; uint16 lanes}; int64 *shape, *strides;
+# uint64 byte_offset}, 48 bytes;
+# DLManagedTensor {DLTensor dl_tensor; void *manager_ctx; void (*deleter)(...)};
+# DLManagedTensorVersioned {DLPackVersion {uint32 major, minor}; void
+# *manager_ctx; void (*deleter)(...); uint64 flags; DLTensor dl_tensor}.
+_DL_TENSOR = "QiiiBBHQQQ"
+_DL_MANAGED = struct.Struct("=" + _DL_TENSOR + "QQ")
+_DL_VERSION = struct.Struct("=II")
+_DL_VERSIONED_REST = struct.Struct("=QQQ" + _DL_TENSOR)  # after the version
+_DL_BYTES = {name: ctypes.c_char * size for name, size in (
+    (b"dltensor", _DL_MANAGED.size), (b"dltensor_versioned", 8 + _DL_VERSIONED_REST.size))}
 _DL_FLAG_READ_ONLY = 1
 _DL_MAJOR = 1  # the major version of the layout above
 
@@ -117,11 +107,25 @@ class _ManagedTensor:
     __slots__ = ("address", "deleter")
 
     def __init__(self, address, deleter):
-        self.address, self.deleter = address, _DELETER(deleter) if deleter else None
+        self.address, self.deleter = address, _deleter(deleter)
 
     def __del__(self):
         if self.deleter is not None:
             self.deleter(self.address)
+
+
+_DELETERS = {}  # a deleter's address -> a ctypes function calling it
+
+
+def _deleter(address):
+    if not address:
+        return None
+    fn = _DELETERS.get(address)
+    if fn is None:
+        if len(_DELETERS) > 64:
+            _DELETERS.clear()
+        fn = _DELETERS[address] = _DELETER(address)
+    return fn
 
 
 class _Described:
@@ -186,6 +190,12 @@ def _extent_error(data, shape, strides, itemsize):
         span = _SPANS[key] = _span(shape, strides, itemsize)
     if type(span) is str:
         return span
+    return _pointer_error(data, span, shape, strides)
+
+
+def _pointer_error(data, span, shape, strides):
+    """Why pointer *data* cannot address an array whose bytes are *span*
+    (what :func:`_span` gives) from it (None: it can)."""
     if not 0 <= data < _INTP_END:
         return "the 'data' pointer must be between 0 and 2**63-1, not %r" % (data,)
     if span != (0, 0) and (data + span[0] < 0 or data + span[1] > _ADDRESS_END):
@@ -193,6 +203,56 @@ def _extent_error(data, shape, strides, itemsize):
                 "beyond 64-bit addresses"
                 % (shape, strides, data, data + span[0], data + span[1] - 1))
     return None
+
+
+class Layout:
+    """What an array's type and the bounds of its memory depend on: all of
+    its description but its data pointer and stream, checked once (by the
+    caller) and then shared by the calls that see it again. *span* is
+    :func:`_span`'s answer (a string: why it cannot be addressed)."""
+
+    __slots__ = ("dtype", "itemsize", "shape", "strides", "readonly", "span", "_type")
+
+    def __init__(self, dtype, shape, strides, readonly):
+        self.dtype, self.itemsize, self.shape, self.readonly = \
+            dtype, dtype.itemsize, shape, readonly
+        self.strides = c_strides(shape, dtype.itemsize) if strides is None else strides
+        self.span = _span(shape, self.strides, self.itemsize)
+        self._type = None
+
+    def pointer_error(self, data):
+        """Why *data* cannot point to this array (None: it can)."""
+        return _pointer_error(data, self.span, self.shape, self.strides)
+
+    def type(self):
+        """Its :class:`DeviceArray` type (TypeError for a dtype Numba has
+        no type for), kept alive for the process as types given to the
+        dispatcher must be."""
+        if self._type is None:
+            ty = device_array_type(_Described(0, self.shape, self.strides, self.dtype,
+                                              self.readonly))
+            _TYPES_KEPT.add(ty)
+            self._type = ty
+        return self._type
+
+
+_TYPES_KEPT = set()
+
+
+class Layouts:
+    """Layouts by a key of their producer's own form (bounded)."""
+
+    __slots__ = ("entries",)
+    _LIMIT = 4096
+
+    def __init__(self):
+        self.entries = {}
+
+    def add(self, key, layout):
+        if len(self.entries) > self._LIMIT:
+            self.entries.clear()
+        self.entries[key] = layout
+        return layout
 
 
 class on_stream:
@@ -205,17 +265,30 @@ class on_stream:
     :mod:`.producer_wait` (their stream is waited for by launches on other
     streams). Pass the wrapper where the array would go."""
 
-    __slots__ = ("obj", "stream")
+    __slots__ = ("obj", "stream", "_given", "_handle", "__weakref__")
 
     def __init__(self, obj, stream):
         self.obj = obj
         self.stream = stream
+        self._given = self._handle = _UNSET
 
     def _consumer_stream(self):
-        if self.stream is None:
-            return None
-        stream = python_stream(self.stream)  # the Python forms' rule: TypeError for a float
-        return stream if isinstance(stream, int) else stream_handle(stream)
+        # Read at every call: the handle of the stream object given last
+        # (stream objects do not change their handle).
+        stream = self.stream
+        if stream is self._given:
+            return self._handle
+        if stream is None:
+            handle = None
+        else:
+            handle = python_stream(stream)  # the Python forms' rule: TypeError for a float
+            if not isinstance(handle, int):
+                handle = stream_handle(handle)
+        self._given, self._handle = stream, handle
+        return handle
+
+
+_UNSET = object()
 
 
 # -- the CUDA Array Interface ----------------------------------------------------------
@@ -251,12 +324,10 @@ def read_cai(obj):
     """``obj.__cuda_array_interface__``, None when *obj* has none; an
     AttributeError raised by the class's own attribute (a property failing
     inside) is raised, not read as "no interface"."""
-    try:
-        return obj.__cuda_array_interface__
-    except AttributeError:
-        if hasattr(type(obj), "__cuda_array_interface__"):
-            raise
-        return None
+    cai = getattr(obj, "__cuda_array_interface__", None)  # no exception when it has none
+    if cai is None and hasattr(type(obj), "__cuda_array_interface__"):
+        return obj.__cuda_array_interface__  # what failed, raised
+    return cai
 
 
 def _from_cai(cai):
@@ -319,6 +390,9 @@ def _dlpack_error(what):
 def _dlpack_device(obj):
     """``obj.__dlpack_device__()`` checked: ``(device_type, device_id)``."""
     device = obj.__dlpack_device__()
+    if type(device) is tuple and len(device) == 2 and type(device[0]) is int and \
+            type(device[1]) is int:
+        return device  # what the checks below give for it
     if not isinstance(device, (tuple, list)) or len(device) != 2:
         raise _dlpack_error("__dlpack_device__() returned %r; a (device_type, device_id) "
                             "pair of integers was expected" % (device,))
@@ -344,68 +418,138 @@ def _dlpack_capsule(obj, stream):
     return capsule, name
 
 
-def _dlpack_dtype(dt):
-    dtype = _DL_DTYPES.get((dt.code, dt.bits)) if dt.lanes == 1 else None
+def _dlpack_dtype(code, bits, lanes):
+    dtype = _DL_DTYPES.get((code, bits)) if lanes == 1 else None
     if dtype is None:
         raise _dlpack_error("dtype (code %d, %d bits, %d lanes) has no NumPy equivalent "
                             "(whole-byte integers, floats, complex numbers and bool, one "
-                            "lane, are supported)" % (dt.code, dt.bits, dt.lanes))
+                            "lane, are supported)" % (code, bits, lanes))
     return dtype
 
 
-def _from_dlpack(obj, consumer):
-    """Describe a DLPack producer on a CUDA device (None for another
-    device), consuming its capsule; everything checked before it is
-    consumed (a refused capsule is freed by its own destructor)."""
+_INT64S = {}  # n -> (ctypes type of n int64s, its struct)
+
+
+def _int64s(address, n):
+    """The *n* int64 values at *address*."""
+    if n == 0:
+        return ()
+    found = _INT64S.get(n)
+    if found is None:
+        found = _INT64S[n] = (ctypes.c_char * (8 * n), struct.Struct("=%dq" % n))
+    return found[1].unpack_from(found[0].from_address(address))
+
+
+_DL_LAYOUTS = Layouts()  # (code, bits, lanes, shape, strides, read-only) -> Layout
+
+
+def _dlpack_layout(key):
+    """The :class:`Layout` of a DLPack tensor header, checked."""
+    code, bits, lanes, shape, strides, readonly = key
+    dtype = _dlpack_dtype(code, bits, lanes)
+    if any(n < 0 for n in shape):
+        raise _dlpack_error("shape %r has a negative extent" % (shape,))
+    layout = Layout(dtype, shape, None if strides is None else
+                    tuple(n * dtype.itemsize for n in strides), readonly)
+    if type(layout.span) is str:
+        raise _dlpack_error(layout.span)
+    return _DL_LAYOUTS.add(key, layout)
+
+
+def _read_dlpack(obj, consumer):
+    """``(layout, data, owner)`` of a DLPack producer on a CUDA device (None
+    for another device), its capsule consumed: *owner* holds the managed
+    tensor, whose deleter runs when it is freed. Everything is checked
+    before the capsule is consumed (a refused capsule is freed by its own
+    destructor); a header seen before (its dtype, shape and strides) was
+    checked then, its data pointer is checked each time."""
     if _dlpack_device(obj)[0] not in _DEVICE_TYPES:
         return None
     capsule, name = _dlpack_capsule(obj, _LEGACY_STREAM if not consumer else consumer)
     ptr = _capsule_pointer(capsule, name)
-    readonly = False
+    header = _DL_BYTES[name].from_address(ptr)
     if name == b"dltensor_versioned":
-        managed = _DLManagedTensorVersioned.from_address(ptr)
-        if managed.major != _DL_MAJOR:  # its other fields may be laid out otherwise
+        major, minor = _DL_VERSION.unpack_from(header)
+        if major != _DL_MAJOR:  # its other fields may be laid out otherwise
             raise _dlpack_error("the capsule is of DLPack version %d.%d; version %d.x is "
-                                "supported" % (managed.major, managed.minor, _DL_MAJOR))
-        readonly = bool(managed.flags & _DL_FLAG_READ_ONLY)
+                                "supported" % (major, minor, _DL_MAJOR))
+        (_, deleter, flags, data, _, _, ndim, code, bits, lanes, shape_at, strides_at,
+         offset) = _DL_VERSIONED_REST.unpack_from(header, _DL_VERSION.size)
+        readonly = bool(flags & _DL_FLAG_READ_ONLY)
     else:
-        managed = _DLManagedTensor.from_address(ptr)
-    tensor = managed.dl_tensor
-    dtype = _dlpack_dtype(tensor.dtype)
-    ndim = tensor.ndim
+        (data, _, _, ndim, code, bits, lanes, shape_at, strides_at, offset, _,
+         deleter) = _DL_MANAGED.unpack_from(header)
+        readonly = False
     if ndim < 0:
+        _dlpack_dtype(code, bits, lanes)  # a wrong dtype is said first
         raise _dlpack_error("ndim is %d" % ndim)
-    shape = tuple(tensor.shape[i] for i in range(ndim))
-    if any(n < 0 for n in shape):
-        raise _dlpack_error("shape %r has a negative extent" % (shape,))
-    strides = None if not tensor.strides else \
-        [tensor.strides[i] * dtype.itemsize for i in range(ndim)]
-    desc = _checked(_Described((tensor.data or 0) + tensor.byte_offset, shape, strides, dtype,
-                               readonly), _dlpack_error)
+    if ndim and not shape_at:
+        raise _dlpack_error("shape is a NULL pointer (ndim %d)" % ndim)
+    key = (code, bits, lanes, _int64s(shape_at, ndim),
+           _int64s(strides_at, ndim) if strides_at else None, readonly)
+    layout = _DL_LAYOUTS.entries.get(key) or _dlpack_layout(key)
+    data += offset
+    why = layout.pointer_error(data)
+    if why is not None:
+        raise _dlpack_error(why)
     _capsule_set_name(capsule, _CONSUMED[name])
-    desc.owner = _ManagedTensor(ptr, managed.deleter)
-    return desc
+    return layout, data, _ManagedTensor(ptr, deleter)
+
+
+def _from_dlpack(obj, consumer):
+    """Describe a DLPack producer on a CUDA device (None for another
+    device), consuming its capsule (see :func:`_read_dlpack`)."""
+    found = _read_dlpack(obj, consumer)
+    if found is None:
+        return None
+    layout, data, owner = found
+    return _Described(data, layout.shape, layout.strides, layout.dtype, layout.readonly,
+                      owner=owner)
+
+
+def read_dlpack(obj):
+    """:func:`_read_dlpack` for *obj*, a DLPack producer or one wrapped in
+    :class:`on_stream` (given its consumer stream); None when it is none
+    (or is on another device). NumPy arrays are not read: host memory."""
+    consumer = None
+    if isinstance(obj, on_stream):
+        consumer = obj._consumer_stream()
+        obj = obj.obj
+    if isinstance(obj, np.ndarray) or not (hasattr(obj, "__dlpack__") and
+                                           hasattr(obj, "__dlpack_device__")):
+        return None
+    return _read_dlpack(obj, consumer)
 
 
 # -- numba-cuda and the simulator ------------------------------------------------------
 
 def numba_cuda_array_classes():
     """numba-cuda's device array base class (none under the simulator)."""
-    if _compat.simulator_enabled():
-        return ()
-    from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+    if _CLASSES[0] is None:
+        if _compat.simulator_enabled():
+            _CLASSES[0] = ()
+        else:
+            from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
 
-    return (DeviceNDArrayBase,)
+            _CLASSES[0] = (DeviceNDArrayBase,)
+    return _CLASSES[0]
 
 
 def declaring_classes():
     """numba-cuda's device array classes (simulated ones under the
     simulator): their objects declare their type with ``_numba_type_``."""
-    if _compat.simulator_enabled():
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    if _CLASSES[1] is None:
+        if _compat.simulator_enabled():
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-        return (FakeCUDAArray,)
-    return numba_cuda_array_classes()
+            _CLASSES[1] = (FakeCUDAArray,)
+        else:
+            _CLASSES[1] = numba_cuda_array_classes()
+    return _CLASSES[1]
+
+
+# Asked at every call; the simulator is chosen when numba.cuda is imported.
+_CLASSES = [None, None]
 
 
 def _from_simulator(obj):

@@ -10,6 +10,8 @@ routing of numba-cuda's arrays and its explanation of unusable arguments
 consult :data:`ARGUMENT_TYPING`.
 """
 
+import threading
+import weakref
 from types import SimpleNamespace
 
 from numba.core import types
@@ -22,8 +24,8 @@ from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arg
 from numba_cuda_launch.launch.devicearray import fastpaths
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
-    device_array_type, numba_cuda_array_classes, on_stream, read_cai, sync_enabled, \
-    why_not_a_device_array, _from_cai
+    device_array_type, numba_cuda_array_classes, on_stream, read_cai, read_dlpack, \
+    sync_enabled, why_not_a_device_array, _from_cai
 from numba_cuda_launch.launch.devicearray.unbox import CACHED_FIELDS, READERS, TYPED_FIELDS
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
 
@@ -72,24 +74,33 @@ def _typeof_device_array(val, c=None, cai=None):
         ty = _typeof_declared(val)
         if ty is not None:
             return ty
-    if cai is None and not _compat.simulator_enabled():
-        cai = read_cai(val)
-    if cai is not None:  # the common case: remember the type of this layout
-        # (with the kinds of the pointer and the stream: a key typed once
-        # was checked whole, so an entry of another kind is checked anew)
-        data = cai.get("data", (0, False))
-        key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
-               bool(data[1]), type(data[0]), cai.get("version", 0), type(cai.get("stream")))
-        try:
-            ty = TYPES.by_key.get(key)
-        except TypeError:  # an unhashable entry: no cache
-            ty, key = None, None
-        if ty is not None:
-            return ty
-        ty = device_array_type(_from_cai(cai))
-        return TYPES.keep(ty) if key is None else TYPES.remember(key, ty)
-    desc = describe(val)
-    return None if desc is None else TYPES.keep(device_array_type(desc))
+    simulated = _compat.simulator_enabled()
+    if cai is None and not simulated:
+        cai = read_cai(val.obj if isinstance(val, on_stream) else val)
+    if cai is not None:
+        return _typeof_cai(cai)
+    if simulated:
+        desc = describe(val)
+        return None if desc is None else TYPES.keep(device_array_type(desc))
+    found = read_dlpack(val)  # its tensor is released on return
+    return None if found is None else found[0].type()
+
+
+def _typeof_cai(cai):
+    """The type a CUDA Array Interface dict says, remembered by layout
+    (with the kinds of the pointer and the stream: a key typed once was
+    checked whole, so an entry of another kind is checked anew)."""
+    data = cai.get("data", (0, False))
+    key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
+           bool(data[1]), type(data[0]), cai.get("version", 0), type(cai.get("stream")))
+    try:
+        ty = TYPES.by_key.get(key)
+    except TypeError:  # an unhashable entry: no cache
+        ty, key = None, None
+    if ty is not None:
+        return ty
+    ty = device_array_type(_from_cai(cai))
+    return TYPES.keep(ty) if key is None else TYPES.remember(key, ty)
 
 
 def _typeof_producer(val):
@@ -98,13 +109,50 @@ def _typeof_producer(val):
     try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
         cai = read_cai(val)
     except Exception:
-        cai = None
+        return None  # read again, it would raise again
     if cai is None and not hasattr(val, "__dlpack__"):
         return None
     try:
         return _typeof_device_array(val, None, cai)
     except Exception:  # a producer whose interface cannot be read: not ours
         return None
+
+
+def _typeof_dlpack_argument(val):
+    """A DLPack producer, or :class:`.readers.on_stream` of one, typed for
+    a call: its tensor, read once, waits for the call's unboxing
+    (:meth:`.unbox.TypedFields.keep_owned`), which releases it when the call
+    returns. None when *val* is not one."""
+    found = read_dlpack(val)
+    if found is None:
+        return None
+    layout, data, owner = found
+    ty = layout.type()
+    TYPED_FIELDS.keep_owned(val, (data, layout.itemsize) + layout.shape + layout.strides +
+                            (0, owner))
+    return ty
+
+
+def _typeof_producer_argument(val):
+    """:func:`_typeof_producer` for the dispatcher's typing of a call's
+    arguments (a DLPack tensor is read once for the call)."""
+    try:
+        cai = read_cai(val)
+    except Exception:
+        return None
+    try:  # (a class learnt: neither numba-cuda's nor under the simulator)
+        if cai is not None:
+            return _typeof_cai(cai)
+        return _typeof_dlpack_argument(val) if hasattr(val, "__dlpack__") else None
+    except Exception:  # a producer whose interface cannot be read: not ours
+        return None
+
+
+def _typeof_on_stream_argument(val):
+    """An :class:`.readers.on_stream` argument (errors raised, as Numba's
+    ``typeof`` raises them)."""
+    cai = read_cai(val.obj)  # (not under the simulator: see _register)
+    return _typeof_cai(cai) if cai is not None else _typeof_dlpack_argument(val)
 
 
 def _typeof_unknown(val):
@@ -138,7 +186,7 @@ def _learn_class(cls, ty):
         register_typeof(cls, _keyed_typeof(read))
         READERS[cls] = _fields_reader(read)
     else:
-        register_typeof(cls, _typeof_producer)
+        register_typeof(cls, _typeof_producer_argument)
 
 
 def _keyed_typeof(read):
@@ -147,6 +195,8 @@ def _keyed_typeof(read):
     dict. The fields read with the key wait for this call's unboxing
     (:data:`.unbox.TYPED_FIELDS`)."""
     keep, forget, by_key = TYPED_FIELDS.keep, TYPED_FIELDS.forget, TYPES.by_key
+    entries, limit, ref, ident = TYPED_FIELDS.entries, TYPED_FIELDS._LIMIT, weakref.ref, \
+        threading.get_ident
 
     def typeof(val):
         k, fields = read(val)
@@ -159,6 +209,8 @@ def _keyed_typeof(read):
             TYPES.remember(k, ty)
         if fields is None:
             forget(val)  # no stale entry for this object
+        elif len(entries) <= limit:  # TYPED_FIELDS.keep, at every call: inlined
+            entries[id(val)] = (ref(val), ident(), fields)
         else:
             keep(val, fields)
         return ty
@@ -191,7 +243,8 @@ def _guard(cres):
 #: What Numba's dispatcher asks about the arguments of a call (see
 #: :func:`..compat.numba_dispatcher.route_arguments_with`).
 ARGUMENT_TYPING = SimpleNamespace(should_route=_route, guard=_guard,
-                                  explain=why_not_a_device_array)
+                                  explain=why_not_a_device_array,
+                                  release=TYPED_FIELDS.release)
 
 
 def _register():
@@ -203,6 +256,7 @@ def _register():
         classes = _compat.numba_cuda_array_classes()
         for cls in classes:
             register_typeof(cls, _typeof_declared)
+        register_typeof(on_stream, _typeof_on_stream_argument)
         fastpaths.install_numba_cuda_readers(READERS, sync_enabled, classes, CACHED_FIELDS)
     # Before Numba's generic typeof, which tries the buffer protocol (some
     # device arrays refuse it with an error).

@@ -6,11 +6,13 @@ pointer, shape, strides, and the producer stream to wait for (CUDA Array
 Interface v3). Three ways:
 
 0. *typed fields*: typing CuPy and PyTorch arrays reads their fields too,
-   into :data:`TYPED_FIELDS`; the call's wrapper, which runs right after the
+   and typing a DLPack producer consumes its tensor, into
+   :data:`TYPED_FIELDS`; the call's wrapper, which runs right after the
    dispatcher typed its arguments, takes them from there (one Python call
-   per argument instead of two), for its positional arguments only. Items
-   of tuple or list arguments and unboxing elsewhere (``objmode``) never
-   do: those objects were not typed just before by the dispatcher;
+   per argument instead of two; one DLPack export per call), for its
+   positional arguments only. Items of tuple or list arguments and
+   unboxing elsewhere (``objmode``) never do: those objects were not typed
+   just before by the dispatcher;
 1. *cached fields*: numba-cuda's arrays (whose memory, shape and strides
    never change) may carry :data:`CACHED_FIELDS`, ``(stream,
    fields)``, valid while their ``stream`` attribute is that very object
@@ -23,11 +25,15 @@ Interface v3). Three ways:
 
 What is read must be what the type says (dtype, ndim, layout, writability):
 an object whose interface changed since it was typed is refused
-(TypeError), never launched. A DLPack tensor read here is held until the
-call returns. The producer stream travels with the value; a launch on
-another stream waits for it (:mod:`.producer_wait`).
+(TypeError), never launched; a CUDA Array Interface is read again here for
+that. What depends on an array's layout only is checked once per layout
+(:class:`.readers.Layout`), its pointer at every call. A DLPack tensor read
+for a call is held until the call returns. The producer stream travels
+with the value; a launch on another stream waits for it
+(:mod:`.producer_wait`).
 """
 
+import itertools
 import re
 import threading
 import weakref
@@ -41,8 +47,8 @@ from numba.extending import NativeValue, box, unbox
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
 from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
-from numba_cuda_launch.launch.devicearray.readers import c_strides, cai_stream, describe, \
-    device_array_type, read_cai, sync_enabled, _extent_error
+from numba_cuda_launch.launch.devicearray.readers import Layout, Layouts, cai_stream, \
+    describe, device_array_type, on_stream, read_cai, read_dlpack, sync_enabled
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields"]
@@ -61,23 +67,60 @@ READERS = {}
 class TypedFields:
     """Fields read while typing a call's arguments, waiting for that call's
     unboxing. Compiled code looks an object up in :attr:`entries` by its
-    address: ``(weakref.ref(obj), threading.get_ident(), fields)``; an
+    address: ``(weakref.ref(obj), threading.get_ident(), fields, ...)``; an
     entry is replaced each time its object is typed, and one of another
-    thread or of a dead object is not used."""
+    thread or of a dead object is not used.
 
-    __slots__ = ("entries",)
+    Fields with an owner (a consumed DLPack tensor, :meth:`keep_owned`) are
+    taken out by the unboxing that uses them, so that the tensor is
+    released when that call returns. A call failing before it unboxes them
+    leaves them here until the object is typed again, :meth:`release` is
+    given it, or enough newer ones were kept (at most ``2 * _OWNED`` are)."""
+
+    __slots__ = ("entries", "owned")
     _LIMIT = 256  # entries of objects since gone are dropped beyond it
+    _OWNED = 32  # entries with owners left by failed calls: the newest kept
+    _serials = itertools.count()
 
     def __init__(self):
         self.entries = {}
+        self.owned = []  # (key, serial number) of the entries with owners, oldest first
 
     def keep(self, obj, fields):
         if len(self.entries) > self._LIMIT:
             self.entries.clear()
         self.entries[id(obj)] = (weakref.ref(obj), threading.get_ident(), fields)
 
+    def keep_owned(self, obj, fields):
+        """:meth:`keep` for fields whose last item owns their memory; False
+        when *obj* cannot be referred to weakly (nothing kept)."""
+        try:
+            ref = weakref.ref(obj)
+        except TypeError:
+            return False
+        entries, owned, key = self.entries, self.owned, id(obj)
+        if len(entries) > self._LIMIT:
+            entries.clear()
+        if len(owned) >= 2 * self._OWNED:
+            for k, serial in owned[:-self._OWNED]:
+                entry = entries.get(k)
+                if entry is not None and entry[-1] == serial:
+                    del entries[k]
+            del owned[:-self._OWNED]
+        serial = next(self._serials)
+        entries[key] = (ref, threading.get_ident(), fields, serial)
+        owned.append((key, serial))
+        return True
+
     def forget(self, obj):
         self.entries.pop(id(obj), None)
+
+    def release(self, objs):
+        """Forget the fields of *objs* (the arguments of a call that failed
+        before unboxing them)."""
+        pop = self.entries.pop
+        for obj in objs:
+            pop(id(obj), None)
 
 
 TYPED_FIELDS = TypedFields()
@@ -89,15 +132,9 @@ def _stream_to_wait(stream):
     return cai_stream(stream) if stream is not None and sync_enabled() else 0
 
 
-_DTYPES = {}  # typestr -> (Numba dtype, itemsize)
-
-
-def _dtype(typestr):
-    found = _DTYPES.get(typestr)
-    if found is None:
-        dtype = np.dtype(typestr)
-        found = _DTYPES[typestr] = (numba.from_dtype(dtype), dtype.itemsize)
-    return found
+_CAI_LAYOUTS = Layouts()  # (typestr, shape, strides, read-only) -> Layout
+_CAI_LAYOUT_ERRORS = (TypeError, ValueError, KeyError, AttributeError, NotImplementedError,
+                      numba.core.errors.NumbaError)
 
 
 def _changed(obj, ty, what):
@@ -114,29 +151,63 @@ def _check_type(obj, ty, dtype, readonly):
         raise _changed(obj, ty, "its memory is now read-only")
 
 
+def _check_layout_type(obj, ty, layout):
+    """:func:`_check_type` for a :class:`.readers.Layout` (a layout of
+    *ty*'s own type passes at once; its strides are checked by compiled
+    code)."""
+    found = layout.type()
+    if found is not ty:
+        _check_type(obj, ty, found.dtype, found.readonly)
+
+
+def _cai_layout(key):
+    """The checked :class:`.readers.Layout` of a CUDA Array Interface key;
+    None if it is not a plain one (then described, which says what is
+    wrong)."""
+    typestr, shape, strides, readonly = key
+    shape = tuple(shape)
+    if min(shape, default=0) < 0 or (strides is not None and len(strides) != len(shape)):
+        return None
+    layout = Layout(np.dtype(typestr), shape, None if strides is None else tuple(strides),
+                    bool(readonly))
+    if type(layout.span) is str:
+        return None
+    layout.type()  # a dtype Numba has no type for: described
+    return _CAI_LAYOUTS.add(key, layout)
+
+
 def _fields_from_cai(obj, cai, ty):
     """``(data, itemsize, shape..., strides..., stream)`` from a CUDA Array
     Interface dict, checked against *ty*; None if it is not one of
     ``ty.ndim`` dimensions or not a plain one (then described, which says
-    what is wrong)."""
+    what is wrong). Its layout is checked once (:class:`.readers.Layout`),
+    its pointer each time."""
     try:
         if cai.get("version", 0) < 2 or cai.get("mask") is not None:
             return None
-        shape = tuple(cai["shape"])
-        strides = cai.get("strides")
-        if len(shape) != ty.ndim or (strides is not None and len(strides) != ty.ndim) or \
-                min(shape, default=0) < 0:
+        pointer, readonly = cai["data"]
+        key = (cai["typestr"], cai["shape"], cai.get("strides"), readonly)
+        layout = _CAI_LAYOUTS.entries.get(key) or _cai_layout(key)
+        if layout is None or len(layout.shape) != ty.ndim:
             return None
-        (dtype, itemsize), (pointer, readonly) = _dtype(cai["typestr"]), cai["data"]
-        strides = c_strides(shape, itemsize) if strides is None else tuple(strides)
         pointer = pointer or 0
-        if _extent_error(pointer, shape, strides, itemsize) is not None:
+        if layout.pointer_error(pointer) is not None:
             return None  # described: says what is wrong
-    except (TypeError, ValueError, KeyError, AttributeError, NotImplementedError,
-            numba.core.errors.NumbaError):
+    except _CAI_LAYOUT_ERRORS:
         return None
-    _check_type(obj, ty, dtype, readonly)
-    return (pointer, itemsize) + shape + strides + (_stream_to_wait(cai.get("stream")),)
+    _check_layout_type(obj, ty, layout)
+    stream = cai.get("stream")
+    return (pointer, layout.itemsize) + layout.shape + layout.strides + \
+        (0 if stream is None else _stream_to_wait(stream),)
+
+
+def _dlpack_fields(obj, ty, layout, data, owner):
+    """The fields of a consumed DLPack tensor (:func:`.readers.read_dlpack`),
+    checked against *ty*, and their owner."""
+    if len(layout.shape) != ty.ndim:
+        raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
+    _check_layout_type(obj, ty, layout)
+    return (data, layout.itemsize) + layout.shape + layout.strides + (0, owner)
 
 
 def read_fields(obj, ty):
@@ -145,18 +216,23 @@ def read_fields(obj, ty):
     streams wait for (0: none), and, for a consumed DLPack tensor, what
     keeps it alive until the call returns. Read by the producer's own reader
     when it has one (:data:`READERS`), else from its CUDA Array Interface
-    dict, else described; TypeError when that is not what *ty* says."""
+    dict, else from DLPack, else described; TypeError when that is not what
+    *ty* says."""
     reader = READERS.get(type(obj))
     if reader is not None:
         fields = reader(obj, ty.ndim)
         if fields is not None:
             return fields
     if type(obj) is not np.ndarray and not _compat.simulator_enabled():
-        cai = read_cai(obj)
+        cai = read_cai(obj.obj if isinstance(obj, on_stream) else obj)
         if cai is not None:
             fields = _fields_from_cai(obj, cai, ty)
             if fields is not None:
                 return fields
+        else:
+            found = read_dlpack(obj)
+            if found is not None:
+                return _dlpack_fields(obj, ty, *found)
     desc = describe(obj)
     if desc is None or len(desc.shape) != ty.ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
@@ -256,9 +332,10 @@ def _is_call_argument(c, obj):
     return _in_tuple(c, c.builder.function.args[1], obj)
 
 
-def _typed_fields(c, obj):
+def _typed_fields(c, obj, count):
     """Way 0: the fields read while *obj* was typed for this call (a new
-    reference), or NULL."""
+    reference), or NULL. Fields with an owner (*count* + 1 items) are taken
+    out of the registry: the call's cleanup releases them."""
     builder, pyapi = c.builder, c.pyapi
     result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     stash = python_object(c, _typed_fields_ref, "numba_cuda_launch.typed_fields")
@@ -269,7 +346,6 @@ def _typed_fields(c, obj):
         with builder.if_then(cgutils.is_not_null(builder, key), likely=True):
             get = _c_function(pyapi, "PyDict_GetItem", pyapi.pyobj, [pyapi.pyobj, pyapi.pyobj])
             entry = builder.call(get, [stash, key])  # borrowed; sets no exception
-            pyapi.decref(key)
             with builder.if_then(cgutils.is_not_null(builder, entry), likely=True):
                 ident = _c_function(pyapi, "PyThread_get_thread_ident", pyapi.ulong, [])
                 as_ulong = _c_function(pyapi, "PyLong_AsUnsignedLong", pyapi.ulong, [pyapi.pyobj])
@@ -281,8 +357,16 @@ def _typed_fields(c, obj):
                         fields = pyapi.tuple_getitem(entry, 2)
                         pyapi.incref(fields)
                         builder.store(fields, result)
+                        size = _c_function(pyapi, "PyTuple_Size", pyapi.py_ssize_t, [pyapi.pyobj])
+                        owned = builder.icmp_signed("==", builder.call(size, [fields]),
+                                                    ir.Constant(pyapi.py_ssize_t, count + 1))
+                        with builder.if_then(owned, likely=False):
+                            delete = _c_function(pyapi, "PyDict_DelItem", ir.IntType(32),
+                                                 [pyapi.pyobj, pyapi.pyobj])
+                            builder.call(delete, [stash, key])  # frees *entry*
                     pyapi.decref(target)  # Py_DecRef: NULL-safe
                 pyapi.err_clear()  # a failed call or conversion: read another way
+            pyapi.decref(key)
     return builder.load(result)
 
 
@@ -341,10 +425,10 @@ def _unbox_device_array(typ, obj, c):
                     builder.store(cgutils.true_bit, read)
 
     in_call = _in_call_wrapper(builder)
-    if in_call:
-        from_tuple(_typed_fields(c, obj))
-        with builder.if_then(builder.not_(builder.load(read)), likely=False):
-            from_tuple(_cached_fields(c, obj))
+    if in_call:  # way 1 first: its class test is cheaper than way 0's lookup
+        from_tuple(_cached_fields(c, obj))
+        with builder.if_then(builder.not_(builder.load(read))):
+            from_tuple(_typed_fields(c, obj, count))
     else:
         # Python ran since the function's launches last waited (an objmode
         # block): work may have been queued on any producer stream.
