@@ -30,7 +30,10 @@ _overrides.install()
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch import config as _config  # noqa: E402
-from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability  # noqa: E402,E501
+from numba_cuda_launch.config import (  # noqa: E402
+    get_compute_capabilities,
+    get_compute_capability,
+)
 from numba_cuda_launch.errors import (  # noqa: E402
     CudaError,
     CudaGraphError,

@@ -10,9 +10,10 @@ used (it is compiled again and the entry replaced), so code built without
 the simulator never runs under it and vice versa, and an image built for
 one architecture is not loaded on another. Images built for a list run on
 every device of the lowest listed architecture or newer (the driver
-compiles their PTX), so such code is used by any process launching on one. Simulated code has a cache
-entry of its own (:mod:`..compat.numba_caching`): it never replaces the
-driver's. Simulated launches call back into
+compiles their PTX), so such code is used by any process launching on
+one. Simulated code has a cache entry of its own
+(:mod:`..compat.numba_caching`): it never replaces the driver's.
+Simulated launches call back into
 Python objects of the process that compiled them, so code launching under
 the simulator is never reused from the cache (it is compiled each process).
 """
