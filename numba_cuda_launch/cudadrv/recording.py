@@ -367,12 +367,14 @@ class RecordingDriver:
                     c.invalidated = True
             if mine:
                 return _CAPTURE_UNSUPPORTED
-        entries = None
-        if self.compute_capability is not None and image:
-            head = ctypes.string_at(image, 16)
-            if is_fatbin(head):
-                size = int.from_bytes(head[8:16], "little")
-                entries = fatbin_entries(ctypes.string_at(image, 16 + size))
+        entries = None  # kept for the process, as kernel names are
+        head = ctypes.string_at(image, 16) if image else b""
+        if is_fatbin(head):
+            try:
+                entries = fatbin_entries(ctypes.string_at(
+                    image, 16 + int.from_bytes(head[8:16], "little")))
+            except ValueError:  # compressed entries: any device runs it
+                entries = None
         with self._lock:
             self.loads.append(image)
             out[0] = 0x1000 + len(self.loads)
