@@ -155,6 +155,21 @@ def test_bad_lists_are_refused_with_a_sentence(architectures, value, what):
     assert config._configured == before  # unchanged
 
 
+def test_an_architecture_the_toolkit_lacks_is_refused_from_the_variable(monkeypatch,
+                                                                        architectures):
+    @cuda.jit
+    def lacking(x):
+        x[0] = 1
+
+    config._configured = None
+    monkeypatch.setenv("NUMBA_CUDA_LAUNCH_CC", "8.0 9.9")
+    with pytest.raises(TypingError) as info:
+        ncl.kernel_handle(lacking, "void(float32[::1])")
+    assert ("kernel 'lacking' cannot be launched from compiled code: the installed CUDA "
+            "toolkit does not build for compute capability 9.9 (NUMBA_CUDA_LAUNCH_CC; it "
+            "builds for 7.5, ") in str(info.value)
+
+
 def test_the_variable_takes_a_list(monkeypatch, architectures):
     config._configured = None
     monkeypatch.setenv("NUMBA_CUDA_LAUNCH_CC", "9.0 sm_80")

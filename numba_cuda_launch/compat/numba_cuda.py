@@ -299,6 +299,12 @@ def _image_problem(kernel):
     list of architectures configured: each one's cubin, and the PTX of the
     lowest."""
     ccs = get_compute_capabilities()
+    bad, supported = unsupported_architectures(ccs) if ccs else ((), None)
+    if bad:  # numba-cuda would build the nearest older one under the wrong name
+        return ("the installed CUDA toolkit does not build for compute capability %s "
+                "(NUMBA_CUDA_LAUNCH_CC; it builds for %s)" % (
+                    ", ".join("%d.%d" % c for c in bad),
+                    ", ".join("%d.%d" % c for c in supported)))
     for cc in ccs or (None,):
         try:
             kernel_image(kernel) if cc is None else kernel_cubin(kernel, cc)
