@@ -30,7 +30,10 @@ _overrides.install()
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch import config as _config  # noqa: E402
-from numba_cuda_launch.config import get_compute_capability  # noqa: E402
+from numba_cuda_launch.config import (  # noqa: E402
+    get_compute_capabilities,
+    get_compute_capability,
+)
 from numba_cuda_launch.errors import (  # noqa: E402
     CudaError,
     CudaGraphError,
@@ -74,6 +77,7 @@ __all__ = [
     "driver_problem",
     "as_voidptr",
     "get_compute_capability",
+    "get_compute_capabilities",
     "set_compute_capability",
     "check_pointers",
     "on_stream",
@@ -90,11 +94,31 @@ __all__ = [
 ]
 
 
-def set_compute_capability(cc: "tuple[int, int] | list[int] | str | None") -> None:
+def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
     """Build kernel images for compute capability *cc* (e.g. ``(9, 0)`` or
     ``"9.0"``) when no GPU is present; ``None`` clears the setting (a
     ValueError names any other value). Applies to numba-cuda-mlir too once
     it is imported (its eager kernels compile at decoration, so import it
-    before calling this)."""
+    before calling this).
+
+    A list (``[(8, 0), (9, 0)]``) builds portable images, with or without a
+    GPU: a fatbin holding a cubin for each listed architecture and the PTX
+    of the lowest, which the driver compiles for newer GPUs (numba-cuda
+    kernels only; docs/architecture.md). Each must be an architecture the
+    installed CUDA toolkit builds for (ValueError otherwise)."""
+    from numba_cuda_launch.compat import numba_cuda as _numba_cuda
+
+    source = "set_compute_capability()"
+    if cc is not None:
+        setting = _config.parse_setting(cc, source)
+        if isinstance(setting[0], tuple):
+            bad, supported = _numba_cuda.unsupported_architectures(setting)
+            if bad:
+                raise ValueError(
+                    "%s: the installed CUDA toolkit does not build for compute capability "
+                    "%s (it builds for %s; %d.%d is the lowest)" % (
+                        source, ", ".join("%d.%d" % c for c in bad),
+                        ", ".join("%d.%d" % c for c in supported), *supported[0]))
     _config.set_compute_capability(cc)
     _overrides.install()
+

@@ -6,17 +6,25 @@ GPU or driver, set a compute capability with :func:`set_compute_capability`
 or the environment variable ``NUMBA_CUDA_LAUNCH_CC``; the image then loads
 only on devices of that architecture family. Spellings accepted: ``(9, 0)``,
 ``"9.0"``, ``"9,0"``, ``"90"``, ``"sm_90"``, ``"compute_90"``.
+
+A list of them (``[(8, 0), (9, 0)]``; in the variable, spellings separated
+by spaces or semicolons, ``"8.0 9.0"``, or ``"8.0;"`` for a list of one)
+asks for portable images, with or without a GPU: a cubin for each listed
+architecture plus the PTX of the lowest, which the driver compiles for
+newer devices (docs/architecture.md, "Images for several architectures").
 """
 
 import numbers
 import os
 import re
 
-__all__ = ["set_compute_capability", "get_compute_capability"]
+__all__ = ["set_compute_capability", "get_compute_capability", "get_compute_capabilities",
+           "parse_setting"]
 
 ENV_VAR = "NUMBA_CUDA_LAUNCH_CC"
 _configured = None
 _SPELLINGS = "(9, 0), '9.0', '9,0', '90' or 'sm_90'"
+_SEPARATORS = re.compile(r"[\s;]+")
 
 
 def _parse(value, source):
@@ -49,18 +57,77 @@ def _parse(value, source):
     return (major, minor)
 
 
-def set_compute_capability(cc: "tuple[int, int] | list[int] | str | None") -> None:
+def _parse_list(values, source):
+    """The sorted tuple of the compute capabilities listed in *values*;
+    ValueError naming *source* for an empty list, a duplicate or an item
+    that is not a compute capability."""
+    if not values:
+        raise ValueError("%s: an empty list names no architecture; give one or more "
+                         "compute capabilities, such as [(8, 0), (9, 0)]" % source)
+    ccs = []
+    for i, value in enumerate(values):
+        if isinstance(value, (tuple, list, str)):
+            cc = _parse(value, "%s: item %d" % (source, i))
+        else:
+            raise ValueError("%s: item %d, %r, is not a compute capability; each item of a "
+                             "list is written as %s" % (source, i, value, _SPELLINGS))
+        if cc in ccs:
+            raise ValueError("%s: compute capability %d.%d is listed twice" % ((source,) + cc))
+        ccs.append(cc)
+    return tuple(sorted(ccs))
+
+
+def _is_list(value):
+    """A list of compute capabilities, not one written as ``[9, 0]`` (nor a
+    malformed one, ``(9,)``)."""
+    return isinstance(value, (list, tuple)) and (
+        not value or not all(isinstance(v, numbers.Integral) for v in value))
+
+
+def parse_setting(value, source):
+    """``(major, minor)`` for one compute capability, or a sorted tuple of
+    them for a list (a Python list or tuple of spellings, or a string of
+    spellings separated by spaces or semicolons, ``"sm_80;"`` a list of
+    one); ValueError naming
+    *source* otherwise."""
+    if isinstance(value, str) and _SEPARATORS.search(value.strip()):
+        try:
+            return _parse(value, source)  # "9, 0" is one
+        except ValueError:
+            # "8.0 9.0"; "sm_80;" is a list of one
+            return _parse_list([v for v in _SEPARATORS.split(value.strip()) if v], source)
+    if _is_list(value):
+        return _parse_list(list(value), source)
+    return _parse(value, source)
+
+
+def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
     """Build kernel images for compute capability *cc* (``(9, 0)``,
-    ``"9.0"``, ``"90"``, ``"sm_90"``) when no GPU is present; ``None`` clears
-    the setting. Raises ValueError for anything else."""
+    ``"9.0"``, ``"90"``, ``"sm_90"``) when no GPU is present, or for every
+    architecture of a list (``[(8, 0), (9, 0)]``: portable images, with or
+    without a GPU); ``None`` clears the setting. Raises ValueError for
+    anything else."""
     global _configured
-    _configured = None if cc is None else _parse(cc, "set_compute_capability()")
+    _configured = None if cc is None else parse_setting(cc, "set_compute_capability()")
 
 
-def get_compute_capability() -> "tuple[int, int] | None":
-    """The configured compute capability, or None (then a GPU is needed).
-    A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises ValueError naming it."""
+def _setting():
     if _configured is not None:
         return _configured
     env = os.environ.get(ENV_VAR, "").strip()
-    return _parse(env, ENV_VAR) if env else None
+    return parse_setting(env, ENV_VAR) if env else None
+
+
+def get_compute_capability() -> "tuple[int, int] | None":
+    """The configured compute capability (the lowest, for a list), or None
+    (then a GPU is needed). A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises
+    ValueError naming it."""
+    setting = _setting()
+    return setting[0] if setting is not None and isinstance(setting[0], tuple) else setting
+
+
+def get_compute_capabilities() -> "tuple[tuple[int, int], ...] | None":
+    """The architectures portable images are built for (sorted), when a
+    list is configured; None otherwise (images are then one cubin)."""
+    setting = _setting()
+    return setting if setting is not None and isinstance(setting[0], tuple) else None

@@ -45,7 +45,8 @@ _KNOWN_NAMES = {value: name for name, value in globals().items() if name.startsw
 _IMAGE_LOAD = ("loading the kernel's image into the current context failed: the image was "
                "built for another architecture or a newer toolkit than this driver supports; "
                "an image built without a GPU must be built for the device's compute "
-               "capability (set_compute_capability, NUMBA_CUDA_LAUNCH_CC)")
+               "capability (set_compute_capability, NUMBA_CUDA_LAUNCH_CC), and one built for "
+               "a list of them runs on devices of the lowest listed or newer")
 _HINTS = {
     CUDA_ERROR_INVALID_IMAGE: _IMAGE_LOAD,
     CUDA_ERROR_NO_BINARY_FOR_GPU: _IMAGE_LOAD,

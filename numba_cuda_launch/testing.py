@@ -4,7 +4,8 @@
 CUDA driver for launches from compiled code and records image loads,
 launches (:class:`Launch`), synchronisation and event calls, CUDA graphs
 (:class:`RecordedGraph`, :class:`RecordedExec`) and occupancy queries
-(:class:`OccupancyQuery`, answered by :func:`occupancy_model`). The
+(:class:`OccupancyQuery`, answered by :func:`occupancy_model`), and, for a
+fake device's compute capability, the code a fatbin runs (:class:`CodeChoice`). The
 implementation is :mod:`numba_cuda_launch.cudadrv.recording`.
 """
 
@@ -14,6 +15,7 @@ from numba_cuda_launch.cudadrv.recording import (
     RecordedGraph,
     RecordedExec,
     OccupancyQuery,
+    CodeChoice,
     occupancy_model,
 )
 
@@ -23,5 +25,6 @@ __all__ = [
     "RecordedGraph",
     "RecordedExec",
     "OccupancyQuery",
+    "CodeChoice",
     "occupancy_model",
 ]

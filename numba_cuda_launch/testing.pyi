@@ -2,6 +2,7 @@
 # graphs and queries are annotated dataclasses. tests/test_public_modules.py
 # checks these against the module.
 
+from numba_cuda_launch.cudadrv.recording import CodeChoice as CodeChoice
 from numba_cuda_launch.cudadrv.recording import Launch as Launch
 from numba_cuda_launch.cudadrv.recording import OccupancyQuery as OccupancyQuery
 from numba_cuda_launch.cudadrv.recording import RecordedExec as RecordedExec

@@ -16,12 +16,14 @@ differ, so they are not supported.
 
 import contextlib
 import functools
+import re
+import warnings
 import weakref
 
 from numba import cuda
 from numba.core import types
 
-from numba_cuda_launch.config import get_compute_capability
+from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
 __all__ = [
     "CUDADispatcherType",
@@ -32,6 +34,10 @@ __all__ = [
     "can_compile",
     "compile_kernel",
     "kernel_image",
+    "kernel_cubin",
+    "kernel_ptx",
+    "unsupported_architectures",
+    "image_target",
     "kernel_entry_name",
     "kernel_param_llvm_types",
     "kernel_is_cooperative",
@@ -146,6 +152,68 @@ def kernel_image(kernel):
     return bytes(getattr(obj, "code", obj))
 
 
+def kernel_cubin(kernel, cc):
+    """The linked cubin of *kernel* for compute capability *cc* (``(major,
+    minor)``: ``sm_XY``, never an architecture-specific ``sm_XYa``), as
+    bytes; numba-cuda caches it per architecture."""
+    obj = kernel._codelibrary.get_cubin(cc=tuple(cc))
+    return bytes(getattr(obj, "code", obj))
+
+
+def kernel_ptx(kernel, cc):
+    """The PTX of *kernel* for *cc*, complete (the driver compiles it with
+    nothing to link): NVVM's output for a kernel that links no files, the
+    LTO-linked PTX for one that links files through nvJitLink. Raises
+    ValueError when code it links cannot be part of PTX."""
+    library = kernel._codelibrary
+    cc = tuple(cc)
+    linked = bool(library._linking_files) or library.needs_cudadevrt
+    if not linked:
+        ptx = library.get_asm_str(cc=cc)
+    elif library._lto:
+        with warnings.catch_warnings():
+            # a file nvJitLink cannot take is left out: reported below as
+            # the functions the PTX lacks
+            warnings.filterwarnings("ignore", "Not adding .* not optimizable at link time")
+            ptx = library.get_lto_ptx(cc=cc)
+    else:
+        raise ValueError("it links files without link-time optimization, so no PTX holds "
+                         "all of its code")
+    externs = sorted(set(_PTX_EXTERN.findall(ptx)) - _PTX_SYSTEM_CALLS)
+    if externs:
+        raise ValueError("its PTX calls functions it links from other files (%s), which the "
+                         "driver cannot link when it compiles PTX" % ", ".join(externs))
+    return ptx
+
+
+# A function the PTX declares but does not define; the PTX system calls are
+# the driver's own.
+_PTX_EXTERN = re.compile(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([\w$]+)", re.M)
+_PTX_SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
+
+
+def unsupported_architectures(ccs):
+    """The compute capabilities of *ccs* that the installed CUDA toolkit
+    (NVRTC, through numba-cuda) cannot build for, with the supported ones:
+    ``(unsupported, supported)``; ``((), None)`` when NVRTC cannot be
+    asked (the failure is reported when an image is built)."""
+    try:
+        from numba.cuda.cudadrv import nvrtc
+
+        supported = tuple(sorted(tuple(cc) for cc in nvrtc.get_supported_ccs()))
+    except Exception:
+        return (), None
+    return tuple(cc for cc in ccs if tuple(cc) not in supported), supported
+
+
+def image_target():
+    """What the images built now are for: the sorted tuple of the
+    configured architectures (portable images), else the single
+    architecture of :func:`target_compute_capability` (or None)."""
+    ccs = get_compute_capabilities()
+    return ccs if ccs is not None else target_compute_capability()
+
+
 def target_compute_capability():
     """The architecture images are built for now: the configured compute
     capability with no GPU, else the current device's; None when neither
@@ -227,13 +295,30 @@ def unsupported_kernel_features(kernel):
 
 def _image_problem(kernel):
     """Why *kernel*'s image cannot be built (the link error), or None;
-    numba-cuda caches the image, so a launch's lowering reuses it."""
-    try:
-        kernel_image(kernel)
-    except Exception as exc:
-        return ("building its cubin for compute capability %s failed (is that "
-                "architecture supported by the installed CUDA toolkit?):\n%s"
-                % (target_compute_capability(), exc))
+    numba-cuda caches the image, so a launch's lowering reuses it. With a
+    list of architectures configured: each one's cubin, and the PTX of the
+    lowest."""
+    ccs = get_compute_capabilities()
+    bad, supported = unsupported_architectures(ccs) if ccs else ((), None)
+    if bad:  # numba-cuda would build the nearest older one under the wrong name
+        return ("the installed CUDA toolkit does not build for compute capability %s "
+                "(NUMBA_CUDA_LAUNCH_CC; it builds for %s)" % (
+                    ", ".join("%d.%d" % c for c in bad),
+                    ", ".join("%d.%d" % c for c in supported)))
+    for cc in ccs or (None,):
+        try:
+            kernel_image(kernel) if cc is None else kernel_cubin(kernel, cc)
+        except Exception as exc:
+            return ("building its cubin for compute capability %s failed (is that "
+                    "architecture supported by the installed CUDA toolkit?):\n%s"
+                    % (cc or target_compute_capability(), exc))
+    if ccs is not None:
+        try:
+            kernel_ptx(kernel, ccs[0])
+        except Exception as exc:
+            return ("its image for several architectures needs the PTX of compute "
+                    "capability %d.%d, for newer GPUs, and %s" % (ccs[0] + (
+                        exc if isinstance(exc, ValueError) else "building it failed:\n%s" % exc,)))
     return None
 
 
@@ -285,6 +370,8 @@ class NumbaCudaKernels:
     compile = staticmethod(compile_kernel)
     entry_name = staticmethod(kernel_entry_name)
     image = staticmethod(kernel_image)
+    cubin_for = staticmethod(kernel_cubin)
+    ptx_for = staticmethod(kernel_ptx)
     cooperative = staticmethod(kernel_is_cooperative)
     param_types = staticmethod(kernel_param_llvm_types)
     flat_param_names = staticmethod(flat_param_names)

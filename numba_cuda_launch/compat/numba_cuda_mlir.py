@@ -24,7 +24,7 @@ from numba.core import cgutils, types
 
 from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.compat.versions import SUPPORTED
-from numba_cuda_launch.config import get_compute_capability
+from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
 __all__ = [
     "UntranslatableType",
@@ -444,7 +444,17 @@ class NumbaCudaMLIRKernels:
     def launch_problems(dispatcher, kernel):
         reasons = unsupported_kernel_features(dispatcher, kernel)
         problem = None if reasons else _layout_problem(kernel)
-        return reasons + [problem] if problem else reasons
+        reasons = reasons + [problem] if problem else reasons
+        if get_compute_capabilities() is not None:
+            reasons.append(SEVERAL_ARCHITECTURES_REFUSED)
+        return reasons
+
+
+#: Why a numba-cuda-mlir kernel is refused while a list of architectures is set.
+SEVERAL_ARCHITECTURES_REFUSED = (
+    "images for several architectures (set_compute_capability with a list) are built for "
+    "numba-cuda kernels only; numba-cuda-mlir builds one cubin for one architecture: set a "
+    "single compute capability")
 
 
 #: The adapter of numba-cuda-mlir kernels.

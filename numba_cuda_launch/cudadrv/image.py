@@ -9,6 +9,12 @@ copy). A ``CUkernel`` is context-independent: the driver loads it into
 whatever context is current when it is launched, on any device of the
 image's architecture. Loaded images stay loaded for the life of the process.
 
+With a list of compute capabilities configured (``set_compute_capability([(8,
+0), (9, 0)])``), the image of a kernel whose compiler builds per
+architecture is a fatbin (:mod:`.fatbin`): the driver picks each device's
+cubin, or compiles the PTX, when a context first uses the ``CUkernel``, so
+one handle serves GPUs of different architectures (docs/architecture.md).
+
 Python callers (:func:`~numba_cuda_launch.kernel_handle`) load through the
 same compiled loader (:func:`load_image`), so both bind a primary context
 for a thread that has none and both go through the driver table.
@@ -17,16 +23,19 @@ for a thread that has none and both go through the driver table.
 import ctypes
 import hashlib
 import threading
+import weakref
 from dataclasses import dataclass
 
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.config import get_compute_capabilities
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.context import emit_ensure_context
+from numba_cuda_launch.cudadrv.fatbin import build_fatbin
 
-__all__ = ["KernelImage", "emit_get_kernel", "emit_load", "load_image",
-           "remember_param_sizes", "param_sizes"]
+__all__ = ["KernelImage", "kernel_image", "image_bytes", "emit_get_kernel", "emit_load",
+           "load_image", "remember_param_sizes", "param_sizes"]
 
 _i8 = ir.IntType(8)
 _i8p = _i8.as_pointer()
@@ -46,6 +55,33 @@ class KernelImage:
         h = hashlib.sha256(self.data)
         h.update(self.entry_name.encode())
         return h.hexdigest()[:24]
+
+
+_fatbins = weakref.WeakKeyDictionary()  # overload -> {architectures: fatbin}
+
+
+def image_bytes(compiler, kernel):
+    """The image of overload *kernel* of *compiler* (its adapter): one cubin,
+    as the adapter builds it, or, with a list of compute capabilities
+    configured and a compiler that builds per architecture (``cubin_for``,
+    ``ptx_for``), a fatbin of a cubin for each and the lowest one's PTX.
+    Images of other compilers (kernels of other tools) are used as given."""
+    ccs = get_compute_capabilities()
+    if ccs is None or not hasattr(compiler, "cubin_for"):
+        return compiler.image(kernel)
+    try:
+        known = _fatbins.setdefault(kernel, {})
+    except TypeError:  # not weakly referenceable: built each time
+        known = {}
+    if ccs not in known:
+        known[ccs] = build_fatbin({cc: compiler.cubin_for(kernel, cc) for cc in ccs},
+                                  (ccs[0], compiler.ptx_for(kernel, ccs[0])))
+    return known[ccs]
+
+
+def kernel_image(compiler, kernel):
+    """The :class:`KernelImage` of overload *kernel* of *compiler*."""
+    return KernelImage(compiler.entry_name(kernel), image_bytes(compiler, kernel))
 
 
 def _global_constant(module, name, data):

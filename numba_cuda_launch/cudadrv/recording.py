@@ -14,7 +14,13 @@ layout)::
 Kernels another library loaded (live ``CUkernel``/``CUfunction`` handles
 of foreign kernels) are made known with :meth:`RecordingDriver.add_kernel`,
 which also answers ``cuKernelGetParamInfo``/``cuFuncGetParamInfo`` for
-them. It also plays the driver's part in synchronisation and events (``calls``,
+them. Given a ``compute_capability``, it plays the driver's choice of code
+in a fatbin (an image built for several architectures): each launch runs,
+for its context's device, the cubin or PTX the driver would pick
+(``choices``), or fails with ``CUDA_ERROR_NO_BINARY_FOR_GPU`` when none
+fits (docs/architecture.md).
+
+It also plays the driver's part in synchronisation and events (``calls``,
 ``statuses``: docs/events.md), CUDA graphs (captures, replays, updates and
 node attributes) and occupancy queries (a simple model): docs/graphs.md.
 """
@@ -31,6 +37,7 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_INVALID_CONTEXT as _INVALID_CONTEXT,
     CUDA_ERROR_INVALID_HANDLE as _INVALID_HANDLE,
     CUDA_ERROR_INVALID_VALUE as _INVALID_VALUE,
+    CUDA_ERROR_NO_BINARY_FOR_GPU as _NO_BINARY,
     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT as _CAPTURE_IMPLICIT,
     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED as _CAPTURE_INVALIDATED,
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED as _CAPTURE_UNSUPPORTED,
@@ -38,6 +45,7 @@ from numba_cuda_launch.errors import (
     error_name,
 )
 from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv.fatbin import driver_choice, fatbin_entries, is_fatbin
 from numba_cuda_launch.cudadrv.image import param_sizes
 
 _vp = ctypes.c_void_p
@@ -84,7 +92,20 @@ def _live(table, handle):
 
 
 __all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
-           "occupancy_model"]
+           "CodeChoice", "occupancy_model"]
+
+
+@dataclass
+class CodeChoice:
+    """The code of a fatbin a launch (or a load) ran on a device, as the
+    driver picks it: ``kind`` ``"cubin"`` or ``"ptx"`` and the ``cc`` it was
+    built for, both None when nothing in the image fits the device."""
+
+    device: int
+    device_cc: tuple
+    kernel: str
+    kind: str
+    cc: tuple
 
 
 @dataclass
@@ -180,6 +201,7 @@ class RecordingDriver:
     # Kernel handles outlive one fake: a compiled function keeps the handle
     # it loaded for the rest of the process, as with the real driver.
     _names = {}
+    _fatbins = {}  # kernel handle -> the entries of its fatbin image
 
     #: multiprocessors of the fake device (occupancy answers)
     multiprocessors = 132
@@ -191,8 +213,13 @@ class RecordingDriver:
     device_count = 1
 
     def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True,
-                 occupancy=occupancy_model, load_during_capture=True):
+                 occupancy=occupancy_model, load_during_capture=True, compute_capability=None):
         self.layouts = dict(layouts or {})  # entry name -> [param sizes]
+        # (major, minor) of every device, or {ordinal: (major, minor)}; None:
+        # any image runs anywhere
+        self.compute_capability = compute_capability
+        self.choices = []  # CodeChoice of each launch of a fatbin's kernel, and failed loads
+        self._library_fatbins = {}  # library handle -> fatbin entries
         self.device_memory = []  # [(start, end)]: what cuPointerGetAttribute knows
         self.pointer_queries = []  # addresses asked about
         self.launch_status = launch_status
@@ -317,6 +344,32 @@ class RecordingDriver:
     def _current(self):
         return getattr(self._thread, "ctx", _PRIMARY_CONTEXT if self._has_context else None)
 
+    def use_device(self, ordinal):
+        """Make device *ordinal*'s primary context current on this thread, as
+        ``cuCtxSetCurrent`` does (launches then run on that device)."""
+        self._thread.ctx = _PRIMARY_CONTEXT + ordinal
+
+    def _device_cc(self, ordinal):
+        cc = self.compute_capability
+        return cc.get(ordinal) if isinstance(cc, dict) else cc
+
+    def _runs(self, kernel, entries, record=True):
+        """0 when the current device can run fatbin *entries* of *kernel*
+        (recording the choice if *record*), else ``CUDA_ERROR_NO_BINARY_FOR_GPU``
+        (recorded)."""
+        ctx = self._current() or _PRIMARY_CONTEXT
+        ordinal = ctx - _PRIMARY_CONTEXT if 0 <= ctx - _PRIMARY_CONTEXT < 0x40 else 0
+        cc = self._device_cc(ordinal)
+        if cc is None or entries is None:
+            return 0
+        chosen = driver_choice(entries, cc)
+        if not record and chosen is not None:
+            return 0
+        with self._lock:
+            self.choices.append(CodeChoice(ordinal, tuple(cc), kernel, chosen and chosen.kind,
+                                           chosen and chosen.cc))
+        return 0 if chosen is not None else _NO_BINARY
+
     def _get_context(self, out):
         out[0] = self._current()
         return 0
@@ -340,6 +393,9 @@ class RecordingDriver:
     def _get_function(self, out, kernel):
         if kernel not in self._names or self._loaded.get(kernel, ("CUkernel",))[0] != "CUkernel":
             return _INVALID_HANDLE
+        status = self._runs(self._names[kernel], self._fatbins.get(kernel))
+        if status:
+            return status
         with self._lock:
             self.functions.append((self._current(), self._names[kernel]))
         out[0] = kernel
@@ -364,15 +420,32 @@ class RecordingDriver:
                     c.invalidated = True
             if mine:
                 return _CAPTURE_UNSUPPORTED
+        entries = None  # kept for the process, as kernel names are
+        head = ctypes.string_at(image, 16) if image else b""
+        if is_fatbin(head):
+            try:
+                entries = fatbin_entries(ctypes.string_at(
+                    image, 16 + int.from_bytes(head[8:16], "little")))
+            except ValueError:  # compressed entries: any device runs it
+                entries = None
         with self._lock:
             self.loads.append(image)
             out[0] = 0x1000 + len(self.loads)
+            self._library_fatbins[out[0]] = entries
         return 0
 
     def _get_kernel(self, out, lib, name):
+        # With lazy loading (the default) the driver finds no code for the
+        # device here, not when the library is loaded.
+        entries = self._library_fatbins.get(lib)
+        status = self._runs(name.decode(), entries, record=False)
+        if status:
+            return status
         with self._lock:
             handle = 0x100000 + len(RecordingDriver._names)
             self._names[handle] = name.decode()
+            if entries is not None:
+                self._fatbins[handle] = entries
             out[0] = handle
         return 0
 
@@ -451,6 +524,9 @@ class RecordingDriver:
         if shmem > self._shared_limit(f, self._device()):
             # the driver refuses more than the kernel's limit on the device
             return _INVALID_VALUE
+        status = self._runs(name, self._fatbins.get(f))
+        if status:
+            return status
         launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
                         self._params(name, params), coop, cluster)
         with self._lock:

@@ -446,12 +446,15 @@ def check_library(path):
 
 def _build_info(prefix, cpu):
     versions = numba_cfunc.toolchain_versions()
-    cc = _compat.target_compute_capability()
+    cc = _compat.image_target()
+    if cc and isinstance(cc[0], tuple):  # a fatbin: cubins and the lowest one's PTX
+        archs = "%s + compute_%d%d PTX" % (", ".join("sm_%d%d" % c for c in cc), *cc[0])
+    else:
+        archs = "sm_%d%d" % cc if cc else "an unknown architecture"
     return ("%s ABI %d; numba-cuda-launch %s; numba %s; numba-cuda %s; llvmlite %s; CUDA %s; "
             "kernels for %s; CPU %s" % (
                 prefix, ABI_VERSION, __version__, versions["numba"], versions["numba-cuda"],
-                versions["llvmlite"], versions["cuda"],
-                "sm_%d%d" % cc if cc else "an unknown architecture", cpu or "host"))
+                versions["llvmlite"], versions["cuda"], archs, cpu or "host"))
 
 
 def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu=None):
@@ -557,7 +560,9 @@ def main(argv=None):
     p.add_argument("--header", help="the C header to write (default: OUTPUT with .h)")
     p.add_argument("--prefix", help="prefix of the library's helper functions")
     p.add_argument("--cc", metavar="X.Y", help="compute capability of the kernel images "
-                   "when no GPU is present (as NUMBA_CUDA_LAUNCH_CC)")
+                   "when no GPU is present, or several separated by spaces (\"8.0 9.0\": "
+                   "cubins for each and PTX for newer GPUs, with or without a GPU), as "
+                   "NUMBA_CUDA_LAUNCH_CC")
     p.add_argument("--cpu", help="LLVM CPU name of the code (default: this machine's)")
     args = p.parse_args(argv)
     if args.cc:

@@ -2,14 +2,18 @@
 for the launch target it was built for.
 
 A launch records its target while it is lowered: ``("simulator",)`` or
-``("driver", (major, minor))``, the architecture of the images it embeds.
+``("driver", (major, minor))``, the architecture of the images it embeds
+(``("driver", ((8, 0), (9, 0)))`` for images built for a list of them).
 When Numba loads the function from its cache in a later process, the target
 is compared with that process's; on a difference the cached code is not
 used (it is compiled again and the entry replaced), so code built without
 the simulator never runs under it and vice versa, and an image built for
-one architecture is not loaded on another. Simulated code has a cache
-entry of its own (:mod:`..compat.numba_caching`): it never replaces the
-driver's. Simulated launches call back into
+one architecture is not loaded on another. Images built for a list run on
+every device of the lowest listed architecture or newer (the driver
+compiles their PTX), so such code is used by any process launching on
+one. Simulated code has a cache entry of its own
+(:mod:`..compat.numba_caching`): it never replaces the driver's.
+Simulated launches call back into
 Python objects of the process that compiled them, so code launching under
 the simulator is never reused from the cache (it is compiled each process).
 """
@@ -38,7 +42,15 @@ def current_target():
     """This process's launch target, as recorded in cached code."""
     if _compat.simulator_enabled():
         return ("simulator",)
-    return ("driver", _compat.target_compute_capability())
+    return ("driver", _compat.image_target())
+
+
+def _portable_runs_on(built, now):
+    """Whether images built for the architectures *built* (a list was
+    configured) run where this process launches, *now* (one compute
+    capability): on the lowest listed or newer, from a cubin or the PTX."""
+    return bool(isinstance(built, tuple) and built and isinstance(built[0], tuple)
+                and isinstance(now[0], int) and tuple(now) >= built[0])
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,8 @@ class LaunchTargetCheck:
             return
         # No GPU and no configured architecture: launches fail with
         # CUDA_ERROR_NO_DEVICE whatever the image, so the code may be used.
-        if now[0] == self.target[0] == "driver" and now[1] is None:
+        if now[0] == self.target[0] == "driver" and (
+                now[1] is None or _portable_runs_on(self.target[1], now[1])):
             return
         raise LaunchTargetChanged("cached for %s, this process launches on %s"
                                   % (self.target, now))

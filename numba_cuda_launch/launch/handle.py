@@ -13,7 +13,7 @@ from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CudaLaunchError
 from numba_cuda_launch.launch.params import KernelParam, param_layout
 from numba_cuda_launch.launch.selection import compiler_for, select_kernel
-from numba_cuda_launch.cudadrv.image import KernelImage, load_image
+from numba_cuda_launch.cudadrv.image import KernelImage, image_bytes, load_image
 
 __all__ = ["KernelHandle", "KernelParam", "kernel_handle"]
 
@@ -119,7 +119,7 @@ def kernel_handle(dispatcher, argtypes):
         argtypes=selection.argtypes,
         params=layout,
         cooperative=compiler.cooperative(kernel),
-        image=compiler.image(kernel),
+        image=None if live else image_bytes(compiler, kernel),
         handle_kind=live[1] if live else "CUkernel",
         live_handle=live[0] if live else 0,
     )

@@ -319,7 +319,7 @@ def select_kernel(dispatcher, args):
     with Python launches). Raises :class:`KernelTypingError` naming the
     kernel and the parameter.
     """
-    key = (tuple(args), _compat.target_compute_capability())
+    key = (tuple(args), _compat.image_target())
     try:
         known = _selections.setdefault(dispatcher, {})
     except TypeError:  # not weakly referenceable: chosen at each call

@@ -25,7 +25,7 @@ from numba_cuda_launch.launch.selection import COMPILERS
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.context import emit_ensure_context, emit_in_context
 from numba_cuda_launch.cudadrv.graph import emit_kernel_node_set_params
-from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
+from numba_cuda_launch.cudadrv.image import emit_get_kernel, kernel_image
 from numba_cuda_launch.cudadrv.launchex import emit_launch_ex
 from numba_cuda_launch.cudadrv.pointers import emit_is_device_accessible
 from numba_cuda_launch.cudadrv.sharedmem import TOO_LARGE, emit_dynamic_shared_opt_in
@@ -65,8 +65,9 @@ class DriverBackend(LaunchBackend):
 
     def image(self, kernel):
         """The :class:`KernelImage` of *kernel* (built for the current device,
-        or the configured compute capability with no GPU)."""
-        return KernelImage(self.compiler.entry_name(kernel), self.compiler.image(kernel))
+        the configured compute capability with no GPU, or each configured
+        one: ``cudadrv/image.py``)."""
+        return kernel_image(self.compiler, kernel)
 
     def _emit_params(self, context, builder, kernel, formal_types, values):
         """Emit the ``kernelParams`` array (``void**``) of a launch."""
