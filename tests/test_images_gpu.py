@@ -153,11 +153,12 @@ def test_a_c_library_with_only_ptx_for_the_device(tmp_path):
     older_architecture()
     lib = tmp_path / "libsaxpy.so"
     done = subprocess.run([sys.executable, "-m", "numba_cuda_launch.aot", str(lib),
-                           "saxpy_launch=aot_kernels:saxpy_launch", "--cc", "8.0;"],
+                           "saxpy_launch=aot_kernels:saxpy_launch", "--cc", "8.0;",
+                           "--header", str(tmp_path / "saxpy.h")],  # main.c's include
                           cwd=HERE, env=child_env(), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "kernels for sm_80 + compute_80 PTX" in (tmp_path / "libsaxpy.h").read_text()
+    assert "kernels for sm_80 + compute_80 PTX" in (tmp_path / "saxpy.h").read_text()
     exe = str(tmp_path / "saxpy")
     subprocess.run(["cc", "-O2", "-I", str(tmp_path), os.path.join(ROOT, "examples", "clib",
                                                                    "main.c"),

@@ -15,6 +15,7 @@ numba_cuda_mlir = pytest.importorskip("numba_cuda_mlir")
 
 import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_mlir import cuda as mcuda  # noqa: E402
+from support.messages import first_line  # noqa: E402
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 
@@ -35,10 +36,6 @@ def nc_scale(out, x, a):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = a * x[i]
-
-
-def first_line(exc):
-    return str(exc).splitlines()[0]
 
 
 def test_launch_from_njit_is_a_typing_error_saying_why():
