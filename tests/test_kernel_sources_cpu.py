@@ -585,3 +585,67 @@ def test_jax_kernel_handler_of_every_source(source):
         "axpy", (8, 1, 1), (128, 1, 1), 0x5150)
     assert launch.params == axpy_bytes(0x1000, 0x3000, 0.5, 1000) + list(src.extra)
     assert launched_its_own_binary(k, src, rec)
+
+
+CACHED_MODULE = """
+import sys
+sys.path.insert(0, %r)
+import numba
+import numpy as np
+from numba import cuda
+import numba_cuda_launch as ncl
+from support.foreign_sources import IMAGE_SOURCES, SOURCES
+if not cuda.is_available():
+    ncl.set_compute_capability((9, 0))
+KERNELS = [SOURCES[name].make() for name in IMAGE_SOURCES]
+"""
+CACHED_LAUNCHER = """
+k{i} = KERNELS[{i}]
+
+@numba.njit(cache=True)
+def go{i}(p, a):
+    return k{i}[1, 128].launch_status(p, p, a, 8)
+"""
+CACHED_PROBE = """
+import ctypes, json
+import numpy as np
+import foreign_cached as m
+from numba_cuda_launch.testing import RecordingDriver
+rows = []
+for i, k in enumerate(m.KERNELS):
+    go = getattr(m, "go%d" % i)
+    with RecordingDriver() as rec:
+        status = go(0x1000, np.float32(1.5))
+    (launch,) = rec.launches
+    rows.append([status, launch.kernel, [p.hex() for p in launch.params],
+                 any(ctypes.string_at(a, len(k.image)) == k.image for a in rec.loads),
+                 sum(go.stats.cache_hits.values())])
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.slow
+def test_cache_true_launcher_of_every_image_source_loads_in_a_new_process(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from support import ROOT
+    from support.childenv import PREAMBLE, child_env
+    from support.foreign_sources import IMAGE_SOURCES
+
+    (tmp_path / "foreign_cached.py").write_text(
+        CACHED_MODULE % os.path.join(ROOT, "tests")
+        + "".join(CACHED_LAUNCHER.format(i=i) for i in range(len(IMAGE_SOURCES))))
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PREAMBLE + CACHED_PROBE], env=env,
+                              cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    want = [p.hex() for p in axpy_bytes(0x1000, 0x1000, 1.5, 8)]
+    for name, first, second in zip(IMAGE_SOURCES, *runs):
+        extra = [p.hex() for p in SOURCES[name].extra]
+        assert first == [0, "axpy", want + extra, True, 0], name  # compiled and saved
+        assert second == [0, "axpy", want + extra, True, 1], name  # loaded from the cache
