@@ -3,8 +3,8 @@
 launching one from @njit/@cfunc, asking its occupancy or its
 ``kernel_handle()`` is a typing error naming the kernel and saying the
 simulator runs numba-cuda kernels only (never a real launch on the
-simulator's host memory). ``jax_kernel()`` refuses them at construction:
-tests/sim/test_sim_jax.py. Started by tests/test_simulator.py."""
+simulator's host memory); ``jax_kernel()`` refuses them when made. Started
+by tests/test_simulator.py."""
 
 import numba
 import numpy as np
@@ -90,3 +90,17 @@ def test_occupancy_query_and_kernel_handle_are_refused_alike(refused):
     with pytest.raises(TypingError) as info:
         ncl.kernel_handle(k, AXPY_SIG)
     assert first_line(info.value).startswith(refusal)
+
+
+def test_jax_kernel_is_refused_at_construction(refused):
+    jax = pytest.importorskip("jax")
+    from numba_cuda_launch.jax import jax_kernel
+
+    k, _, _ = refused
+    with pytest.raises(TypeError) as info:
+        jax_kernel(k, lambda y, a, n: jax.ShapeDtypeStruct((8,), np.float32), (1, 32),
+                   scalars={"a": np.float32, "n": np.int64})
+    text = str(info.value)
+    assert text.startswith("jax_kernel(): foreign kernel 'axpy' cannot run under numba-cuda's "
+                           "CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    assert "this kernel is machine code" in text
