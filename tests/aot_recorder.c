@@ -3,8 +3,9 @@
  * the library's header. It binds itself as the library's driver table,
  * calls the launchers of tests/aot_kernels.py with the arguments given on
  * the command line and prints each launch (kernel, grid, block, shared
- * memory, stream, parameter bytes in hex), reading parameter sizes from
- * argv[1] ("8,8,4,8;8,8,1,1": one list per launch). */
+ * memory, stream, parameter bytes in hex) and each image load (ELF or not,
+ * its first 16 bytes in hex), reading parameter sizes from argv[1]
+ * ("8,8,4,8;8,8,1,1": one list per launch). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@ static int r_load(void **lib, const void *image, void *a, void *b, unsigned n, v
                   void *d, unsigned m) {
     (void)a; (void)b; (void)n; (void)c; (void)d; (void)m;
     loads++;
-    printf("load %s\n", memcmp(image, "\177ELF", 4) == 0 ? "elf" : "not-elf");
+    printf("load %s ", memcmp(image, "\177ELF", 4) == 0 ? "elf" : "not-elf");
+    for (int i = 0; i < 16; i++) printf("%02x", ((const unsigned char *)image)[i]);
+    printf("\n");
     *lib = (void *)(uintptr_t)(0x1000 + loads);
     return 0;
 }

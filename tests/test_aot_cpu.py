@@ -24,6 +24,7 @@ from numba_cuda_launch.testing import RecordingDriver
 
 import aot_kernels as K
 from childenv import child_env
+from support.foreign_sources import IMAGE_SOURCES, SOURCES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None,
@@ -49,9 +50,8 @@ def _run(cmd, **kw):
     return done.stdout
 
 
-@pytest.fixture(scope="module")
-def recorder(built):
-    d, lib = built
+def _recorder_of(d, lib):
+    """tests/aot_recorder.c built against *lib* (libncltest.so in *d*)."""
     exe = str(d / "recorder")
     _run(["cc", "-O1", "-DP(x)=ncltest_##x", "-include", lib.header, "-o", exe,
           os.path.join(HERE, "aot_recorder.c"), "-L", str(d), "-lncltest",
@@ -59,26 +59,32 @@ def recorder(built):
     return exe
 
 
+@pytest.fixture(scope="module")
+def recorder(built):
+    return _recorder_of(*built)
+
+
 def _ptr(address, ty=ctypes.c_float):
     return ctypes.cast(address, ctypes.POINTER(ty))
 
 
-def _python_launches():
+def _python_launches(saxpy_launch=K.saxpy_launch):
     """The launches tests/aot_recorder.c makes, made by the same cfuncs in
     this process and recorded by RecordingDriver."""
     with RecordingDriver() as rec:
         statuses = [
-            K.saxpy_launch.ctypes(0x5000, _ptr(0x7000), _ptr(0x8000), 2.5, 1000),
+            saxpy_launch.ctypes(0x5000, _ptr(0x7000), _ptr(0x8000), 2.5, 1000),
             K.tile_launch.ctypes(0x6000, 3, 5, True, 1.25, -7, _ptr(0x9000, ctypes.c_int16),
                                  96),
-            K.saxpy_launch.ctypes(0, _ptr(0x7100), _ptr(0x8100), -1.0, 1),
+            saxpy_launch.ctypes(0, _ptr(0x7100), _ptr(0x8100), -1.0, 1),
         ]
     assert statuses == [0, 0, 0]
     return rec.launches
 
 
-def test_c_program_launches_what_python_records(built, recorder):
-    expected = _python_launches()
+def _check_recorded(recorder, expected, saxpy_image=b"\x7fELF"):
+    """The C program's launches are *expected* (``_python_launches``); the
+    saxpy_launch image it loads starts as *saxpy_image* does."""
     sizes = ";".join(",".join(str(len(p)) for p in launch.params) for launch in expected)
     out = _run([recorder, sizes + ";" + sizes.split(";")[0]]).splitlines()
     launches = [line.split() for line in out if line.startswith("launch ")]
@@ -89,9 +95,56 @@ def test_c_program_launches_what_python_records(built, recorder):
         assert tuple(map(int, got[5:8])) == want.block
         assert int(got[8]) == want.sharedmem and int(got[9]) == want.stream
         assert got[10].split(",") == [p.hex() for p in want.params]
-    # each launcher loads its own image once (the ELF cubin embedded in it)
-    assert [line for line in out if line.startswith("load ")] == ["load elf", "load elf"]
+    # each launcher loads its own image once, embedded in it: saxpy's, then
+    # tile's (a numba-cuda cubin)
+    loads = [line.split() for line in out if line.startswith("load ")]
+    assert [kind for _, kind, _ in loads] == [
+        "elf" if saxpy_image.startswith(b"\x7fELF") else "not-elf", "elf"]
+    assert bytes.fromhex(loads[0][2]).startswith(saxpy_image[:16])
     assert "status 0 0 0" in out
+
+
+def test_c_program_launches_what_python_records(built, recorder):
+    _check_recorded(recorder, _python_launches())
+
+
+def _mlir_saxpy_launch():
+    pytest.importorskip("numba_cuda_mlir")
+    from numba_cuda_mlir import cuda as mcuda
+
+    @mcuda.jit
+    def mlir_axpy(y, x, a):
+        i = mcuda.grid(1)
+        if i < y.shape[0]:
+            y[i] += a * x[i]
+
+    @numba.cfunc(nt.int32(nt.voidptr, f32p, f32p, nt.float32, nt.int64))
+    def saxpy_launch(stream, x, y, a, n):
+        ys, xs = numba.carray(y, (n,)), numba.carray(x, (n,))
+        return mlir_axpy[(n + 255) // 256, 256, stream].launch_status(ys, xs, a)
+
+    return saxpy_launch, b"\x7fELF"
+
+
+def _foreign_saxpy_launch(source):
+    k = SOURCES[source].make()
+
+    @numba.cfunc(nt.int32(nt.voidptr, f32p, f32p, nt.float32, nt.int64))
+    def saxpy_launch(stream, x, y, a, n):
+        return k[(n + 255) // 256, 256, stream].launch_status(y, x, a, n)
+
+    return saxpy_launch, k.image
+
+
+@pytest.mark.parametrize("source", IMAGE_SOURCES + ["numba-cuda-mlir"])
+def test_c_program_launches_kernels_of_every_image_source(source, tmp_path):
+    # saxpy_launch of tests/aot_recorder.c launching axpy from *source*
+    # (tests/support/foreign_sources.py) or a numba-cuda-mlir kernel
+    saxpy, image = _mlir_saxpy_launch() if source == "numba-cuda-mlir" else \
+        _foreign_saxpy_launch(source)
+    lib = aot.build(str(tmp_path / "libncltest.so"),
+                    {"saxpy_launch": saxpy, "tile_launch": K.tile_launch})
+    _check_recorded(_recorder_of(tmp_path, lib), _python_launches(saxpy), image)
 
 
 def test_failed_launch_status_and_error_names(recorder, built):

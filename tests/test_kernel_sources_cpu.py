@@ -9,8 +9,6 @@ import ctypes
 import os
 import shutil
 import struct
-from collections import namedtuple
-from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -23,6 +21,9 @@ import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
 from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
 from numba_cuda_launch.testing import RecordingDriver
+from support.foreign_sources import (  # noqa: F401  (fake_triton: tests/test_jax_sources_cpu.py)
+    AXPY, AXPY_SIG, AXPY_SIZES, CUFUNCTION, CUKERNEL, SOURCES, axpy_bytes, core_kernel, cubin_of,
+    cupy_function, cupy_raw_kernel, fake_triton, know_live)
 
 ALL_SCALARS = r'''
 extern "C" __global__ void every(float* y, const double* x, void* raw, signed char i8,
@@ -33,22 +34,6 @@ extern "C" __global__ void every(float* y, const double* x, void* raw, signed ch
 '''
 EVERY_SIG = ("void(CPointer(float32), CPointer(float64), voidptr, int8, int16, int32, int64, "
              "uint8, uint16, uint32, uint64, float16, float32, float64, boolean)")
-
-AXPY = r'''
-extern "C" __global__ void axpy(float* y, const float* x, float a, long long n)
-{ long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }
-'''
-AXPY_SIG = "void(CPointer(float32), CPointer(float32), float32, int64)"
-
-
-AXPY_SIZES = [8, 8, 4, 8]
-
-
-def cubin_of(source, name):
-    from cuda.core import Program, ProgramOptions
-
-    return Program(source, "c++", ProgramOptions(arch="sm_90")).compile("cubin")
-
 
 @pytest.fixture(scope="module")
 def every():
@@ -82,21 +67,6 @@ def test_ptx_parameters_are_the_c_signature_bytes(every, fake_driver):
     assert (launch.kernel, launch.grid, launch.block) == ("every", (2, 1, 1), (64, 1, 1))
     assert fake_driver.loads and bytes(ctypes.string_at(fake_driver.loads[-1], 9)) == \
         k.image[:9]
-
-
-def test_cubin_from_cuda_core_object_code_launches_from_cfunc(axpy_code, fake_driver):
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
-    assert k.kind == "cubin" and k.image == axpy_code.code
-
-    @cfunc(nt.int32(nt.voidptr, nt.voidptr, nt.int64, nt.intp))
-    def go(y, x, n, stream):
-        return k[(n + 127) // 128, 128, stream].launch_status(y, x, np.float32(0.5), n)
-
-    assert go.ctypes(0x1000, 0x2000, 1000, 0x55) == 0
-    (launch,) = fake_driver.launches
-    assert launch.params == [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000),
-                             struct.pack("<f", 0.5), struct.pack("<q", 1000)]
-    assert launch.grid == (8, 1, 1) and launch.stream == 0x55
 
 
 def test_image_from_a_file_path(axpy_code, tmp_path, fake_driver):
@@ -231,97 +201,6 @@ def test_entry_and_signature_are_required(axpy_code):
         ncl.foreign_kernel(axpy_code, "axpy")
 
 
-def test_kernel_handle_of_a_foreign_kernel(axpy_code):
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG, param_names=("y", "x", "a", "n"))
-    h = ncl.kernel_handle(k, AXPY_SIG)
-    assert h.entry_name == "axpy" and h.image == axpy_code.code
-    assert [(p.name, p.size, p.offset) for p in h.params] == [
-        ("y", 8, 0), ("x", 8, 8), ("a", 4, 16), ("n", 8, 24)]
-    with RecordingDriver():
-        assert h.handle != 0
-
-
-def test_graph_capture_and_update_of_a_foreign_kernel(axpy_code, fake_driver):
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
-
-    @njit
-    def go(p, stream):
-        graphs.begin_capture(stream)
-        k[1, 32, stream](p, p, 1.0, 8)
-        node = graphs.last_launch(stream)
-        graph = graphs.end_capture(stream)
-        exe = graph.instantiate()
-        exe.launch(stream)
-        exe.update_launch(node, k[2, 64, stream], p, p, 3.0, 16)
-        exe.launch(stream)
-
-    go(0x1000, 0x51)
-    (graph,) = fake_driver.graphs.values()
-    assert graph.launches[0].params[2:] == [struct.pack("<f", 1.0), struct.pack("<q", 8)]
-    (_, _, update), = fake_driver.node_updates
-    assert update.params[2:] == [struct.pack("<f", 3.0), struct.pack("<q", 16)]
-    assert update.grid == (2, 1, 1) and update.block == (64, 1, 1)
-
-
-def test_cluster_launch_of_a_foreign_kernel(axpy_code, fake_driver):
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
-
-    @njit
-    def go(p):
-        k[4, 32, 0, 0, 2](p, p, 1.0, 8)
-
-    go(0x1000)
-    assert fake_driver.launches[0].cluster == (2, 1, 1)
-
-
-def test_occupancy_of_a_foreign_kernel(axpy_code):
-    k = ncl.foreign_kernel(axpy_code, "axpy", AXPY_SIG)
-
-    @njit
-    def go(p):
-        return k[1, 128, 0, 64].max_active_blocks(p, p, 1.0, 8)
-
-    with RecordingDriver() as rec:
-        blocks = go(0x1000)
-    (q,) = rec.occupancy_queries
-    assert (q.kind, q.kernel, q.block_size, q.sharedmem) == ("max_active_blocks", "axpy", 128, 64)
-    assert blocks == rec.occupancy(128, 64)
-
-
-# -- Triton: a fake CompiledKernel with Triton 3.6's attributes ---------------
-
-TRITON_PTX = r'''
-.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry add_kernel(
-	.param .u64 .ptr .global .align 1 add_kernel_param_0,
-	.param .u64 .ptr .global .align 1 add_kernel_param_1,
-	.param .u32 add_kernel_param_2,
-	.param .u64 .ptr .global .align 1 add_kernel_param_3,
-	.param .u64 .ptr .global .align 1 add_kernel_param_4
-)
-{ ret; }
-'''
-
-Meta = namedtuple("KernelMetadata", "name num_warps num_ctas shared global_scratch_size "
-                  "profile_scratch_size launch_cooperative_grid launch_pdl")
-CompiledKernel = type("CompiledKernel", (), {"__module__": "triton.compiler.compiler"})
-
-
-def fake_triton(**meta):
-    k = CompiledKernel()
-    values = dict(name="add_kernel", num_warps=4, num_ctas=1, shared=1024,
-                  global_scratch_size=0, profile_scratch_size=0,
-                  launch_cooperative_grid=False, launch_pdl=False)
-    values.update(meta)
-    k.metadata = Meta(**values)
-    k.src = SimpleNamespace(signature={"x": "*fp32", "out": "*fp32", "n": "i32",
-                                       "BLOCK": "constexpr"})
-    k.asm = {"cubin": b"\x7fELF fake cubin add_kernel\0", "ptx": TRITON_PTX}
-    return k
-
-
 def test_triton_kernel_gets_its_block_shared_memory_and_scratch_pointers(fake_driver):
     k = ncl.foreign_kernel(fake_triton())
     assert (k.block, k.sharedmem) == ((128, 1, 1), 1024)
@@ -391,55 +270,16 @@ def test_device_array_from_python_passes_its_data_pointer(axpy_code, fake_driver
                                                   struct.pack("<Q", 0x9000)]
 
 
-# -- live handles: fake cuda.core Kernel / CuPy Function and RawKernel -------
-# Classes named and moduled as cuda.core 1.2's and CuPy 14's (the readers
-# duck-type on those); their handles are fake addresses the recording
-# driver is told about (add_kernel), with the parameter sizes it answers.
-
-CUKERNEL, CUFUNCTION = 0x7E570000, 0x7E580000
-CoreKernel = type("Kernel", (), {"__module__": "cuda.core._module"})
-CuPyFunction = type("Function", (), {"__module__": "cupy.cuda.function"})
-CuPyRawKernel = type("RawKernel", (), {"__module__": "cupy._core.raw"})
-CUkernelHandle = type("CUkernel", (), {"__module__": "cuda.bindings.driver",
-                                       "__init__": lambda self, v: setattr(self, "v", v),
-                                       "__int__": lambda self: self.v})
-
-
-def core_kernel(handle=CUKERNEL):
-    k = CoreKernel()
-    k.handle = CUkernelHandle(handle)  # cuda.bindings' CUkernel: int() is its address
-    return k
-
-
-def cupy_function(ptr=CUFUNCTION):
-    f = CuPyFunction()
-    f.ptr = ptr
-    return f
-
-
-def cupy_raw_kernel(name="axpy", ptr=CUFUNCTION, cooperative=False):
-    k = CuPyRawKernel()
-    k.name, k.kernel, k.enable_cooperative_groups = name, cupy_function(ptr), cooperative
-    return k
-
-
 @pytest.fixture
 def live(fake_driver):
-    fake_driver.add_kernel(CUKERNEL, "axpy", AXPY_SIZES, "CUkernel")
-    fake_driver.add_kernel(CUFUNCTION, "axpy", AXPY_SIZES, "CUfunction")
-    return fake_driver
+    return know_live(fake_driver)
 
 
-LIVE_SOURCES = {
-    "cuda.core Kernel": (lambda: ncl.foreign_kernel(core_kernel(), "axpy", AXPY_SIG),
-                         CUKERNEL, "CUkernel"),
-    "CuPy RawKernel": (lambda: ncl.foreign_kernel(cupy_raw_kernel(), signature=AXPY_SIG),
-                       CUFUNCTION, "CUfunction"),
-    "CuPy Function": (lambda: ncl.foreign_kernel(cupy_function(), "axpy", AXPY_SIG),
-                      CUFUNCTION, "CUfunction"),
-}
-AXPY_BYTES = [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000), struct.pack("<f", 0.5),
-              struct.pack("<q", 1000)]
+LIVE_HANDLES = {"cuda.core Kernel": (CUKERNEL, "CUkernel"),
+                "CuPy RawKernel": (CUFUNCTION, "CUfunction"),
+                "CuPy Function": (CUFUNCTION, "CUfunction")}
+LIVE_SOURCES = {name: (SOURCES[name].make,) + handle for name, handle in LIVE_HANDLES.items()}
+AXPY_BYTES = axpy_bytes(0x1000, 0x2000, 0.5, 1000)
 
 
 @pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
@@ -457,19 +297,6 @@ def test_live_kernel_launches_its_own_handle_from_njit(source, live):
     assert launch.params == AXPY_BYTES
     assert (launch.grid, launch.stream) == ((8, 1, 1), 0x55)
     assert live.loads == []  # the other library's binary: no image of ours loaded
-
-
-@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
-def test_live_kernel_launches_from_cfunc(source, live):
-    make, handle, _ = LIVE_SOURCES[source]
-    k = make()
-
-    @cfunc(nt.int32(nt.voidptr, nt.voidptr, nt.int64))
-    def go(y, x, n):
-        return k[(n + 127) // 128, 128].launch_status(y, x, np.float32(0.5), n)
-
-    assert go.ctypes(0x1000, 0x2000, 1000) == 0
-    assert live.launches[0].params == AXPY_BYTES
 
 
 def test_launch_through_the_recorded_handle_only(fake_driver):
@@ -556,56 +383,6 @@ def test_live_kernel_signature_is_required(live):
 
 
 @pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
-def test_kernel_handle_of_a_live_kernel_is_its_handle(source, live):
-    make, handle, kind = LIVE_SOURCES[source]
-    h = ncl.kernel_handle(make(), AXPY_SIG)
-    assert (h.handle, h.handle_kind, h.image) == (handle, kind, None)
-    assert [(p.size, p.offset) for p in h.params] == [(8, 0), (8, 8), (4, 16), (8, 24)]
-    assert live.loads == []
-
-
-@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
-def test_graph_capture_and_update_of_a_live_kernel(source, live):
-    k = LIVE_SOURCES[source][0]()
-
-    @njit
-    def go(p, stream):
-        graphs.begin_capture(stream)
-        k[1, 32, stream](p, p, 1.0, 8)
-        node = graphs.last_launch(stream)
-        exe = graphs.end_capture(stream).instantiate()
-        exe.update_launch(node, k[2, 64, stream], p, p, 3.0, 16)
-        exe.launch(stream)
-
-    go(0x1000, 0x51)
-    (graph,) = live.graphs.values()
-    assert graph.launches[0].kernel == "axpy"
-    (_, _, update), = live.node_updates
-    assert update.kernel == "axpy" and update.params[2:] == [struct.pack("<f", 3.0),
-                                                            struct.pack("<q", 16)]
-    assert live.launches[-1].grid == (2, 1, 1)
-
-
-@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
-def test_occupancy_and_cluster_of_a_live_kernel(source, live):
-    k = LIVE_SOURCES[source][0]()
-
-    @njit
-    def go(p):
-        blocks = k[1, 128, 0, 64].max_active_blocks(p, p, 1.0, 8)
-        clusters = k[4, 128, 0, 0, 2].max_active_clusters(p, p, 1.0, 8)
-        k[4, 32, 0, 0, 2](p, p, 1.0, 8)
-        return blocks, clusters
-
-    blocks, clusters = go(0x1000)
-    assert [(q.kind, q.kernel) for q in live.occupancy_queries] == [
-        ("max_active_blocks", "axpy"), ("max_active_clusters", "axpy")]
-    assert blocks == live.occupancy(128, 64)
-    assert clusters == live.occupancy(128, 0) * live.multiprocessors // 2
-    assert live.launches[0].cluster == (2, 1, 1) and live.launches[0].kernel == "axpy"
-
-
-@pytest.mark.parametrize("source", sorted(LIVE_SOURCES))
 def test_live_kernel_launcher_is_not_cached(source, live):
     k = LIVE_SOURCES[source][0]()
 
@@ -678,3 +455,197 @@ def test_aot_build_refuses_a_live_kernel_launcher(source, live, tmp_path):
         aot.build(str(tmp_path / "liblive.so"), {"launch": launch})
     assert "'launch'" in str(err.value) and "foreign kernel 'axpy'" in str(err.value)
     assert "driver handle" in str(err.value) and "image" in str(err.value)
+
+
+# -- every source, one test per feature ------------------------------------------
+# axpy(y, x, a, n) from each source (tests/support/foreign_sources.py). A
+# source read into an image loads that image; a live handle loads nothing
+# of ours. Triton's launches end with its two NULL scratch pointers.
+
+NAMES = ("y", "x", "a", "n")
+
+
+@pytest.fixture(params=sorted(SOURCES))
+def source(request, fake_driver):
+    src = SOURCES[request.param]
+    if src.live:
+        know_live(fake_driver)
+    return request.param, src.make(param_names=NAMES), src, fake_driver
+
+
+def launched_its_own_binary(k, src, rec):
+    if src.live:
+        return rec.loads == []
+    return any(ctypes.string_at(address, len(k.image)) == k.image for address in rec.loads)
+
+
+def test_cfunc_launch_status_of_every_source(source):
+    _, k, src, rec = source
+
+    @cfunc(nt.int32(nt.voidptr, nt.voidptr, nt.int64, nt.intp))
+    def go(y, x, n, stream):
+        return k[(n + 127) // 128, 128, stream].launch_status(y, x, np.float32(0.5), n)
+
+    assert go.ctypes(0x1000, 0x2000, 1000, 0x55) == 0
+    rec.launch_status = 719  # CUDA_ERROR_LAUNCH_FAILED: the status comes back as it is
+    assert go.ctypes(0x1000, 0x2000, 1000, 0x55) == 719
+    first = rec.launches[0]
+    assert (first.kernel, first.grid, first.block, first.stream) == (
+        "axpy", (8, 1, 1), (128, 1, 1), 0x55)
+    assert first.params == AXPY_BYTES + list(src.extra)
+    assert launched_its_own_binary(k, src, rec)
+
+
+def test_graph_capture_and_update_of_every_source(source):
+    _, k, src, rec = source
+
+    @njit
+    def go(p, stream):
+        graphs.begin_capture(stream)
+        k[1, 128, stream](p, p, 1.0, 8)
+        node = graphs.last_launch(stream)
+        exe = graphs.end_capture(stream).instantiate()
+        exe.launch(stream)
+        exe.update_launch(node, k[2, 128, stream], p, p, 3.0, 16)
+        exe.launch(stream)
+
+    go(0x1000, 0x51)
+    (graph,) = rec.graphs.values()
+    (captured,) = graph.launches
+    assert captured.kernel == "axpy"
+    assert captured.params == axpy_bytes(0x1000, 0x1000, 1.0, 8) + list(src.extra)
+    (_, _, update), = rec.node_updates
+    assert (update.kernel, update.grid) == ("axpy", (2, 1, 1))
+    assert update.params == axpy_bytes(0x1000, 0x1000, 3.0, 16) + list(src.extra)
+    # the replays: as captured, then as updated
+    assert [(x.grid, x.params[2]) for x in rec.launches] == [
+        ((1, 1, 1), struct.pack("<f", 1.0)), ((2, 1, 1), struct.pack("<f", 3.0))]
+    assert launched_its_own_binary(k, src, rec)
+
+
+def test_occupancy_and_cluster_of_every_source(source):
+    _, k, src, rec = source
+
+    @njit
+    def go(p):
+        blocks = k[1, 128, 0, 64].max_active_blocks(p, p, 1.0, 8)
+        clusters = k[4, 128, 0, 0, 2].max_active_clusters(p, p, 1.0, 8)
+        k[4, 128, 0, 0, 2](p, p, 1.0, 8)
+        return blocks, clusters
+
+    blocks, clusters = go(0x1000)
+    assert [(q.kind, q.kernel, q.block_size, q.sharedmem) for q in rec.occupancy_queries] == [
+        ("max_active_blocks", "axpy", 128, 64), ("max_active_clusters", "axpy", 128, 0)]
+    assert blocks == rec.occupancy(128, 64)
+    assert clusters == rec.occupancy(128, 0) * rec.multiprocessors // 2
+    (launch,) = rec.launches
+    assert (launch.kernel, launch.grid, launch.cluster) == ("axpy", (4, 1, 1), (2, 1, 1))
+    assert launch.params == axpy_bytes(0x1000, 0x1000, 1.0, 8) + list(src.extra)
+
+
+def test_kernel_handle_of_every_source(source):
+    name, k, src, rec = source
+    h = ncl.kernel_handle(k, AXPY_SIG)
+    layout = [("y", 8, 0), ("x", 8, 8), ("a", 4, 16), ("n", 8, 24)]
+    if src.extra:  # Triton's scratch pointers, passed NULL
+        layout += [("global_scratch", 8, 32), ("profile_scratch", 8, 40)]
+    assert [(p.name, p.size, p.offset) for p in h.params] == layout
+    assert h.entry_name == "axpy"
+    if src.live:
+        assert (h.handle, h.handle_kind, h.image) == LIVE_HANDLES[name] + (None,)
+        assert rec.loads == []
+    else:
+        # the image is loaded once per process (the same bytes: the same handle)
+        assert h.image == k.image and h.handle_kind == "CUkernel" and h.handle != 0
+
+
+def test_jax_kernel_handler_of_every_source(source):
+    jax = pytest.importorskip("jax")
+    from numba_cuda_launch.jax import jax_kernel
+    from support.ffi_frames import FakeXla, Frame
+
+    _, k, src, rec = source
+    # one input (y's buffer) and one output (x's): the kernel takes inputs,
+    # then outputs, then the scalars
+    jk = jax_kernel(k, lambda y, a, n: y, lambda y, a, n: (8, 128),
+                    scalars={"a": np.float32, "n": np.int64})
+    spec = jax.ShapeDtypeStruct((1000,), np.float32)
+    handler = jk.handler([spec], [spec])
+    xla = FakeXla(stream=0x5150)
+    frame = Frame(xla, args=[(0x1000, (1000,), np.float32)],
+                  rets=[(0x3000, (1000,), np.float32)],
+                  attrs={"ncl_grid_x": np.int64(8), "ncl_block_x": np.int64(128),
+                         "ncl_sharedmem": np.int64(0), "ncl_s_a": np.float32(0.5),
+                         "ncl_s_n": np.int64(1000)})
+    call = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(handler.address)
+    assert call(frame.address) is None
+    assert xla.errors == []
+    (launch,) = rec.launches
+    assert (launch.kernel, launch.grid, launch.block, launch.stream) == (
+        "axpy", (8, 1, 1), (128, 1, 1), 0x5150)
+    assert launch.params == axpy_bytes(0x1000, 0x3000, 0.5, 1000) + list(src.extra)
+    assert launched_its_own_binary(k, src, rec)
+
+
+CACHED_MODULE = """
+import sys
+sys.path.insert(0, %r)
+import numba
+import numpy as np
+from numba import cuda
+import numba_cuda_launch as ncl
+from support.foreign_sources import IMAGE_SOURCES, SOURCES
+if not cuda.is_available():
+    ncl.set_compute_capability((9, 0))
+KERNELS = [SOURCES[name].make() for name in IMAGE_SOURCES]
+"""
+CACHED_LAUNCHER = """
+k{i} = KERNELS[{i}]
+
+@numba.njit(cache=True)
+def go{i}(p, a):
+    return k{i}[1, 128].launch_status(p, p, a, 8)
+"""
+CACHED_PROBE = """
+import ctypes, json
+import numpy as np
+import foreign_cached as m
+from numba_cuda_launch.testing import RecordingDriver
+rows = []
+for i, k in enumerate(m.KERNELS):
+    go = getattr(m, "go%d" % i)
+    with RecordingDriver() as rec:
+        status = go(0x1000, np.float32(1.5))
+    (launch,) = rec.launches
+    rows.append([status, launch.kernel, [p.hex() for p in launch.params],
+                 any(ctypes.string_at(a, len(k.image)) == k.image for a in rec.loads),
+                 sum(go.stats.cache_hits.values())])
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.slow
+def test_cache_true_launcher_of_every_image_source_loads_in_a_new_process(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from support import ROOT
+    from support.childenv import PREAMBLE, child_env
+    from support.foreign_sources import IMAGE_SOURCES
+
+    (tmp_path / "foreign_cached.py").write_text(
+        CACHED_MODULE % os.path.join(ROOT, "tests")
+        + "".join(CACHED_LAUNCHER.format(i=i) for i in range(len(IMAGE_SOURCES))))
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PREAMBLE + CACHED_PROBE], env=env,
+                              cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    want = [p.hex() for p in axpy_bytes(0x1000, 0x1000, 1.5, 8)]
+    for name, first, second in zip(IMAGE_SOURCES, *runs):
+        extra = [p.hex() for p in SOURCES[name].extra]
+        assert first == [0, "axpy", want + extra, True, 0], name  # compiled and saved
+        assert second == [0, "axpy", want + extra, True, 1], name  # loaded from the cache

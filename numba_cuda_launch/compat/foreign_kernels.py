@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 from numba.core import types
 
+from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
@@ -365,7 +366,22 @@ class ForeignKernels:
 
     @staticmethod
     def unavailable(kernel):
-        return None
+        """Why *kernel* cannot be launched in this process, or None: under
+        numba-cuda's CUDA simulator, arguments are host memory a real
+        launch cannot take, and the simulator has no Python body of it to
+        run."""
+        if not simulator_enabled():
+            return None
+        if kernel.image is None:
+            what = "the %s of a %s" % (kernel.handle_kind, kernel.source)
+        else:
+            what = "a %s image%s" % ("PTX" if kernel.kind == "ptx" else kernel.kind,
+                                      "" if kernel.source == "image" else " of " + kernel.source)
+        return ("this process runs numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1), "
+                "which simulates numba-cuda kernels only, and this foreign kernel is machine "
+                "code (%s) with no Python to simulate; run without NUMBA_ENABLE_CUDASIM to "
+                "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)"
+                % what)
 
     @staticmethod
     def launch_problems(dispatcher, kernel):

@@ -96,3 +96,15 @@ def test_numba_cuda_kernel_still_simulates():
     out = np.full(20, np.nan, np.float32)
     f(out.ctypes.data, x.ctypes.data, 20)
     np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_jax_kernel_is_refused_at_construction():
+    jax = pytest.importorskip("jax")
+    from numba_cuda_launch.jax import jax_kernel
+
+    with pytest.raises(TypeError) as info:
+        jax_kernel(mlir_scale, lambda x, a: x, (1, 32), scalars={"a": np.float32})
+    text = str(info.value)
+    assert text.startswith("jax_kernel(): numba-cuda-mlir kernel 'mlir_scale' cannot run under "
+                           "numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    assert "compiled by numba-cuda-mlir" in text
