@@ -13,7 +13,7 @@ import pytest
 jax = pytest.importorskip("jax")
 
 import numba_cuda_launch as ncl  # noqa: E402
-from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx  # noqa: E402
+from support.nvrtc import nvrtc_ptx  # noqa: E402
 from numba_cuda_launch.jax import jax_kernel  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
 from support.ffi_frames import FakeXla, Frame  # noqa: E402

@@ -10,7 +10,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import numba_cuda_launch as ncl  # noqa: E402
-from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx  # noqa: E402
+from support.nvrtc import nvrtc_ptx  # noqa: E402
 from numba_cuda_launch.jax import jax_kernel  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(

@@ -19,7 +19,7 @@ from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
-from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+from support.nvrtc import nvrtc_ptx
 from numba_cuda_launch.testing import RecordingDriver
 from support.foreign_sources import (  # noqa: F401  (fake_triton: tests/test_jax_sources_cpu.py)
     AXPY, AXPY_SIG, AXPY_SIZES, CUFUNCTION, CUKERNEL, SOURCES, axpy_bytes, core_kernel, cubin_of,

@@ -12,7 +12,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
-from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+from support.nvrtc import nvrtc_ptx
 from numba_cuda_launch.testing import RecordingDriver
 
 KIB = 1024

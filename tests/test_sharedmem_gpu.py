@@ -9,7 +9,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
-from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+from support.nvrtc import nvrtc_ptx
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()

@@ -25,7 +25,7 @@ from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
            "remember_live_kernel", "read_image", "image_kind", "from_cuda_core", "from_cupy",
-           "nvrtc_ptx", "from_triton", "c_parameter_problem", "c_sizes", "make_parameters",
+           "from_triton", "c_parameter_problem", "c_sizes", "make_parameters",
            "KERNELS"]
 
 #: the releases of the other compilers whose kernel objects are read here
@@ -179,28 +179,6 @@ def from_cupy(obj):
                          "cooperative launch; launches of foreign kernels from compiled code "
                          "are plain ones" % obj.name)
     return LiveHandle(int(obj.kernel.ptr), "CUfunction", obj.name, obj, "CuPy RawKernel")
-
-
-def nvrtc_ptx(source, options, name):
-    """The PTX NVRTC makes of CUDA C++ *source* with *options*; ValueError
-    with NVRTC's log if it fails."""
-    from cuda.bindings import nvrtc
-
-    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"%s.cu" % name.encode(), 0, [], [])
-    try:
-        (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
-        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise ValueError("NVRTC cannot compile kernel %r:\n%s"
-                             % (name, log.decode(errors="replace")))
-        _, size = nvrtc.nvrtcGetPTXSize(prog)
-        ptx = b" " * size
-        nvrtc.nvrtcGetPTX(prog, ptx)
-        return ptx
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
 
 
 # Triton's own names of parameter types (backends/nvidia/driver.py:ty_to_cpp).

@@ -229,7 +229,7 @@ def test_saxpy_example_runs_on_xla_cpu():
 
 def test_kernels_the_simulator_cannot_run_are_refused_at_jax_kernel():
     import numba_cuda_launch as ncl
-    from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+    from support.nvrtc import nvrtc_ptx
 
     source = r'''extern "C" __global__ void fill(float* out, float v) { out[threadIdx.x] = v; }'''
     k = ncl.foreign_kernel(nvrtc_ptx(source, ("-arch=compute_90",), "fill"), "fill",

@@ -38,7 +38,7 @@ def cubin_of(source, name):
 
 @functools.lru_cache(maxsize=None)
 def axpy_ptx():
-    from numba_cuda_launch.compat.foreign_kernels import nvrtc_ptx
+    from support.nvrtc import nvrtc_ptx
 
     return nvrtc_ptx(AXPY, ("-arch=compute_90",), "axpy")
 
