@@ -10,7 +10,9 @@ command-buffer compatible; (b') the same declared incompatible (XLA calls it
 on every execution); (b'') the same with the 2 passed as a scalar attribute;
 (c) a handler written as a ctypes Python callback launching with numba-cuda
 from Python; (d) brainevent's ``numba_cuda_kernel`` (brainevent 0.2.1,
-``brainevent/_op/numba_cuda_ffi.py``: a ctypes Python callback as well).
+``brainevent/_op/numba_cuda_ffi.py``: a ctypes Python callback as well);
+(e) the kernel of (b'') written in CUDA C++, compiled to PTX and given to
+``jax_kernel`` as a foreign kernel (the same handler path).
 Columns: one ``jax.jit`` call (dispatch + one kernel, calls back to back,
 blocking at the end); per custom call inside one jit of 50 chained calls;
 the same with ``--xla_gpu_enable_command_buffer=`` (command buffers off,
@@ -246,6 +248,24 @@ def frame_decode_ns(reps=2_000_000):
     return float(min(best))
 
 
+AXPY2_C = ('extern "C" __global__ void axpy2(const float* x, const float* y, float* out,'
+           ' long long n) { long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;'
+           ' if (i < n) out[i] = 2 * x[i] + y[i]; }')
+
+
+def foreign_axpy2():
+    """Row (e): the same kernel as PTX (cuda.core's NVRTC), a foreign
+    kernel through jax_kernel; its n is a scalar attribute, as in (b'')."""
+    from cuda.core import Program, ProgramOptions
+
+    cc = cuda.get_current_device().compute_capability
+    ptx = Program(AXPY2_C, "c++", ProgramOptions(arch="sm_%d%d" % cc)).compile("ptx")
+    fk = ncl.foreign_kernel(ptx, "axpy2", "void(CPointer(float32), CPointer(float32), "
+                            "CPointer(float32), int64)", param_names=["x", "y", "out", "n"])
+    jk = jax_kernel(fk, lambda x, y, n: x, launch_rule, scalars={"n": np.int64})
+    return lambda x, y: jk(x, y, n=x.shape[0])
+
+
 def steps():
     be, be_note = brainevent_axpy2()
     rows = {
@@ -253,6 +273,7 @@ def steps():
         "(b) numba-cuda-launch cfunc handler": NCL,
         "(b') same, command_buffer=False": NCL_NO_CB,
         "(b'') same, the 2 as a scalar attribute": lambda x, y: NCL_SCALAR(x, y, a=2.0),
+        "(e) the same kernel as PTX (foreign_kernel), n a scalar attribute": foreign_axpy2(),
         "(c) ctypes Python handler + numba-cuda launch": python_axpy2,
     }
     if be is not None:
