@@ -2,7 +2,7 @@
 
 Per source (a cubin built with NVRTC, a cuda.core ObjectCode and the
 Kernel it loads, a CuPy RawKernel -- CuPy's own loaded CUfunction --, a
-Triton CompiledKernel, whichever are installed) the same
+Triton CompiledKernel, a numba-cuda-mlir kernel, whichever are installed) the same
 kernel launched from an ``@njit`` loop and from a C ``cuLaunchKernel`` loop
 (benchmarks/launch_c.c); and a CuPy RawKernel launched from an ``@njit``
 loop against CuPy's own Python launch. All in this process, with
@@ -19,8 +19,10 @@ import os
 import sys
 import tempfile
 
+import numba
 import numpy as np
 from numba import cuda, njit
+from numba.core import types as nt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -69,11 +71,36 @@ def sources():
     return out
 
 
+def mlir_kernel():
+    """The same kernel from numba-cuda-mlir (carray views of the memory), or
+    None where it is not installed."""
+    try:
+        from numba_cuda_mlir import cuda as mcuda
+    except Exception:
+        return None
+
+    @mcuda.jit
+    def k(x, y, n):
+        i = mcuda.grid(1)
+        if i < n:
+            x[i] = y[i] + 1
+    return k
+
+
 def njit_loop(kernel, block):
     @njit
     def loop(x, stream, n):
         for _ in range(n):
             kernel[2, block, stream](x, x, 512)
+    return loop
+
+
+def mlir_loop(kernel):
+    @njit
+    def loop(p, stream, n):
+        x = numba.carray(ncl.as_voidptr(p), (N,), np.float32)
+        for _ in range(n):
+            kernel[2, 256, stream](x, x, N)
     return loop
 
 
@@ -86,14 +113,26 @@ def run(args):
     dev = cuda.device_array(4 * N, np.float32)
     dptr = dev.__cuda_array_interface__["data"][0]
     rows = []
-    for name, kernel, rk in sources():
-        block = kernel.block[0] if kernel.block else 256
+    entries = [(name, kernel, rk, False) for name, kernel, rk in sources()]
+    mk = mlir_kernel()
+    if mk is not None:
+        entries.append(("numba-cuda-mlir @cuda.jit", mk, None, True))
+    for name, kernel, rk, is_mlir in entries:
         row = {"source": name}
-        loop = njit_loop(kernel, block)
+        if is_mlir:
+            block, loop = 256, mlir_loop(kernel)
+            view = nt.float32[::1]
+            h = ncl.kernel_handle(kernel, (view, view, nt.int64))
+            # a 1-D memref: allocated and aligned pointer, offset, shape, stride
+            memref = [dptr, dptr, 0, N, 1]
+            values = memref + memref + [N]
+        else:
+            block = kernel.block[0] if kernel.block else 256
+            loop = njit_loop(kernel, block)
+            h = ncl.kernel_handle(kernel, kernel.signature)
+            values = [dptr, dptr, N] + [0] * (len(h.params) - 3)
         row["@njit loop"] = median_us(lambda n: loop(dptr, raw, n), stream.synchronize)
-        h = ncl.kernel_handle(kernel, kernel.signature)
-        slots = [ctypes.c_uint64(dptr), ctypes.c_uint64(dptr)] + [
-            ctypes.c_uint64(N)] + [ctypes.c_uint64(0)] * (len(h.params) - 3)
+        slots = [ctypes.c_uint64(v) for v in values]
         params = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
         kh = h.handle
         if clib is not None:

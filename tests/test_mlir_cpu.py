@@ -700,3 +700,29 @@ def test_cache_true_function_launching_an_mlir_kernel_loads_in_a_new_process(tmp
         assert out.returncode == 0, out.stderr[-3000:]
     assert runs[0].stdout.split() == ["0", "0", "1", "True"]
     assert runs[1].stdout.split() == ["0", "1", "0", "True"]
+
+
+@pytest.mark.slow
+def test_kernel_handle_of_an_mlir_kernel_imported_after_the_architecture_was_set():
+    """kernel_handle() compiles a lazy numba-cuda-mlir kernel with no GPU when
+    numba_cuda_mlir was imported after set_compute_capability (no launch typed
+    it first)."""
+    code = PREAMBLE + textwrap.dedent("""
+        import numba_cuda_launch as ncl
+        from numba import cuda
+        from numba.core import types as nt
+        if not cuda.is_available():
+            ncl.set_compute_capability((9, 0))
+        from numba_cuda_mlir import cuda as mcuda
+
+        @mcuda.jit
+        def k(x, n):
+            x[0] = n
+
+        h = ncl.kernel_handle(k, (nt.float32[::1], nt.int64))
+        print(len(h.params))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=child_env(), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["6"]  # a 1-D memref (5) and n
