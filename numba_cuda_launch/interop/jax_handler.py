@@ -20,7 +20,6 @@ import functools
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import literal_unroll
 from numba.core import cgutils
 from numba.core import types as nt
 from numba.core.imputils import lower_constant
@@ -194,17 +193,21 @@ def _shapes(typingctx, arrays):
 
 # -- the handler --------------------------------------------------------------------
 
-@register_jitable
+# The pieces of the handler below are inlined into its IR before typing: a
+# Numba function inlined so is typed with the handler and not compiled on
+# its own (an inlined overload or register_jitable would be).
+
+@numba.njit(inline="always")
 def _first_argument(frame):
     return xla_ffi.arg_buffer(frame, 0)
 
 
-@register_jitable
+@numba.njit(inline="always")
 def _first_result(frame):
     return xla_ffi.ret_buffer(frame, 0)
 
 
-@register_jitable
+@numba.njit(inline="always")
 def _attribute_config(frame):
     """Grid and block from the attributes the call site sets (all six; y and
     z default to 1)."""
@@ -215,7 +218,6 @@ def _attribute_config(frame):
     return grid, block
 
 
-_NO_VARIANT = np.int32(-1)  # no CUresult is negative
 _UNIMPLEMENTED = 12  # XLA_FFI_Error_Code_UNIMPLEMENTED
 _ON_CPU = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on XLA:CPU; its "
            "handlers run on CUDA GPUs only. To run it on the CPU, in numba-cuda's CUDA "
@@ -254,45 +256,56 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
     return numba.cfunc(nt.voidptr(nt.voidptr))(refuse)
 
 
+@numba.njit(inline="always")
+def _launch(frame, kernel, variant, rule):
+    """Preload or launch *kernel* on the views of the buffers as *variant*
+    (initialize stage, or execute); the driver's status. *rule* is a
+    constant of the handler (None: grid and block from the attributes), so
+    Numba prunes the other branch."""
+    inputs, outputs = _buffer_views(frame, variant)
+    scalars = _scalar_values(frame, variant)
+    args = inputs + outputs + scalars
+    if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
+        return kernel[1, 1].preload(*args)
+    if rule is None:
+        grid, block = _attribute_config(frame)
+    else:
+        grid, block = rule(*(_shapes(inputs) + scalars))
+    shmem = xla_ffi.attr_int(frame, "ncl_sharedmem")
+    return kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
+
+
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
     """Compile the FFI handler cfunc for one signature: one launch per rank
     variant (a batch-aware kernel also takes a leading batch dimension),
     chosen by the rank of the first buffer. *variants* are the kernel's
-    argument types per variant, *scalars* ``[(name, dtype)]``; grid and
-    block come from the call's attributes, or from the ``@njit``
-    *launch_rule* of the input shapes and the scalars."""
+    argument types per variant (one, or two for a batch-aware kernel),
+    *scalars* ``[(name, dtype)]``; grid and block come from the call's
+    attributes, or from the ``@njit`` *launch_rule* of the input shapes and
+    the scalars."""
     major, minor = xla_ffi.api_version()
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     msg_rank = "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank" \
         % kernel_name
     msg_launch = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
-    ranked = tuple(_Variant([t for t in argtypes if isinstance(t, nt.Array)], n_in, attributes)
-                   for argtypes in variants)
+    unbatched, batched = (_Variant([t for t in argtypes if isinstance(t, nt.Array)], n_in,
+                                   attributes) for argtypes in (variants[0], variants[-1]))
+    batch_aware = len(variants) > 1
     first = _first_argument if n_in else _first_result
     rule = launch_rule
 
+    # batch_aware and rule are constants: Numba prunes the branches they
+    # rule out before typing.
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
         rank = xla_ffi.buffer_rank(first(frame))
-        status = _NO_VARIANT
-        # one version of this body per variant, typed with its arrays
-        for variant in literal_unroll(ranked):
-            if rank == _rank(variant):
-                inputs, outputs = _buffer_views(frame, variant)
-                scalars = _scalar_values(frame, variant)
-                args = inputs + outputs + scalars
-                if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
-                    status = kernel[1, 1].preload(*args)
-                else:
-                    if rule is None:  # a constant: Numba prunes the other branch
-                        grid, block = _attribute_config(frame)
-                    else:
-                        grid, block = rule(*(_shapes(inputs) + scalars))
-                    shmem = xla_ffi.attr_int(frame, "ncl_sharedmem")
-                    status = kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
-        if status == _NO_VARIANT:
+        if rank == _rank(unbatched):
+            status = _launch(frame, kernel, unbatched, rule)
+        elif batch_aware and rank == _rank(batched):
+            status = _launch(frame, kernel, batched, rule)
+        else:
             return xla_ffi.error(frame, xla_ffi.c_string(msg_rank))
         if status != 0:
             return xla_ffi.launch_error(frame, status, msg_launch)
