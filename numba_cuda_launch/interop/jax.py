@@ -4,7 +4,7 @@
 numba-cuda-mlir, or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`),
 each launched through its compiler's adapter -- into a function on
 ``jax.Array`` values. Each call is an XLA custom call whose handler is a
-nopython ``@cfunc`` composed here (no C++, no GIL): it reads the buffers,
+nopython ``@cfunc`` (:mod:`.jax_handler`; no C++, no GIL): it reads the buffers,
 attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
 and launches the kernel with ``kernel[grid, block, stream, sharedmem]``.
 Handlers are registered for XLA's CUDA platform; for a kernel of numba-cuda's
