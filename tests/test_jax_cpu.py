@@ -818,3 +818,22 @@ def test_multiprocess_example_orchestration_on_cpu():
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "OK: 2 processes (cpu:0, cpu:" in out.stdout
     assert "process 0 of 2" in out.stdout and "process 1 of 2" in out.stdout
+
+
+def test_another_handler_of_known_types_compiles_only_its_cfunc():
+    # Handler pieces compiled as functions of their own, per handler, made
+    # building a handler several times slower: with the views and readers
+    # of these types compiled, a new handler compiles no Numba function but
+    # its @cfunc (which compiles without a dispatcher event).
+    from numba.core import event
+
+    spec = jax.ShapeDtypeStruct((64,), np.float16)
+    options = dict(scalars={"a": np.float16})
+    first = jax_kernel(saxpy, lambda x, y, a: x, saxpy_launch, **options)
+    first.register(spec, spec, a=1.0)
+    again = jax_kernel(saxpy, lambda x, y, a: x, saxpy_launch, command_buffer=False, **options)
+    with event.install_recorder("numba:compile") as rec:
+        again.register(spec, spec, a=1.0)
+    compiled = [e.data["dispatcher"].py_func.__qualname__ for _, e in rec.buffer if e.is_start]
+    assert compiled == []
+    assert again.handler([spec, spec], [spec]) is not first.handler([spec, spec], [spec])

@@ -2,6 +2,7 @@
 
 * :mod:`.xla_ffi` -- XLA typed-FFI call frames read from nopython code;
 * :mod:`.jax` -- ``jax_kernel()``: kernels as JAX functions;
+* :mod:`.jax_handler` -- the FFI handler of one ``jax_kernel`` signature;
 * :mod:`.aot` -- launchers as a C library that runs without Python.
 
 Public as :mod:`numba_cuda_launch.xla_ffi`, :mod:`numba_cuda_launch.jax` and

@@ -4,7 +4,7 @@
 numba-cuda-mlir, or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`),
 each launched through its compiler's adapter -- into a function on
 ``jax.Array`` values. Each call is an XLA custom call whose handler is a
-nopython ``@cfunc`` composed here (no C++, no GIL): it reads the buffers,
+nopython ``@cfunc`` (:mod:`.jax_handler`; no C++, no GIL): it reads the buffers,
 attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
 and launches the kernel with ``kernel[grid, block, stream, sharedmem]``.
 Handlers are registered for XLA's CUDA platform; for a kernel of numba-cuda's
@@ -25,27 +25,20 @@ JAX is an optional dependency (``pip install numba-cuda-launch[jax]``),
 imported when this module is.
 """
 
-import functools
 import hashlib
 import inspect
 import re
 import threading
-import warnings
 from collections.abc import Mapping
 
 import jax
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import literal_unroll
 from numba.core import types as nt
-from numba.core.errors import NumbaExperimentalFeatureWarning
-from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.launch.halffloat import float_to_half_bits
+from numba_cuda_launch.interop import jax_handler, xla_ffi
 from numba_cuda_launch.launch.selection import COMPILERS, compiler_for, select_kernel
 
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
@@ -216,21 +209,6 @@ def _signature_text(key, scalar_dtypes):
                          "_".join(d.name for d in scalar_dtypes) or "none")
 
 
-@intrinsic
-def _half_from_bits(typingctx, bits):
-    """A float16 value (LLVM ``half``) with IEEE binary16 *bits*: a bitcast,
-    not a conversion, so no runtime helper is needed."""
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], nt.uint16)
-        return builder.bitcast(v, ir.HalfType())
-    return nt.float16(bits), codegen
-
-
-@register_jitable
-def _as_half(x):
-    return _half_from_bits(float_to_half_bits(x))
-
-
 def _kernel_compiler(kernel):
     """The adapter of *kernel*'s compiler (launch/selection.py), refusing
     anything that is not a kernel of one, and device functions."""
@@ -247,11 +225,6 @@ def _kernel_compiler(kernel):
     return compiler
 
 
-def _kind(source):
-    """'numba-cuda-mlir kernel', 'foreign kernel': a kernel of compiler *source*."""
-    return source if source.endswith("kernel") else source + " kernel"
-
-
 def _refuse_unsimulated(compiler, kernel, kname):
     """Under numba-cuda's CUDA simulator the handlers are XLA:CPU's and run
     the kernel in the simulator: a kernel it cannot run is refused now."""
@@ -261,7 +234,7 @@ def _refuse_unsimulated(compiler, kernel, kname):
             "(NUMBA_ENABLE_CUDASIM=1), where jax_kernel runs kernels on XLA:CPU in the "
             "simulator: the simulator runs numba-cuda @cuda.jit kernels (their Python code) "
             "only, and this kernel is %s. Run it on a GPU, without NUMBA_ENABLE_CUDASIM"
-            % (_kind(compiler.name), kname, "machine code" if compiler.name == "foreign kernel"
+            % (jax_handler.kind(compiler.name), kname, "machine code" if compiler.name == "foreign kernel"
                else "compiled by %s" % compiler.name))
 
 
@@ -552,7 +525,7 @@ class JaxKernel:
                     "then the scalars%s)" % (exc, ", with a leading batch dimension"
                                              if argtypes is not variants[0] else "")
                 ) from None
-        handler = _make_handler(self.kernel, self.kernel_name, len(in_specs), variants,
+        handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs), variants,
                                 list(self.scalars.items()), self.command_buffer, self._rule)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
@@ -562,7 +535,7 @@ class JaxKernel:
         simulated = self._compiler.is_simulated(self.kernel)
         runs_on, refused_on = ("cpu", "CUDA") if simulated else ("CUDA", "cpu")
         jax.ffi.register_ffi_target(name, stages, platform=runs_on, api_version=1)
-        refusal = _refusal(self.kernel_name, simulated, self._compiler.name)
+        refusal = jax_handler.refusal(self.kernel_name, simulated, self._compiler.name)
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(refusal.ctypes),
                                     platform=refused_on, api_version=1)
         _REGISTRY[name] = _Target(name, self.kernel, self._rule, self._config, handler)
@@ -720,209 +693,3 @@ def deserialize(blob):
             "k.register(*inputs, **scalars) (rank rN means N dimensions; see docs/jax.md)"
             % "\n  ".join(_explain(n) for n in missing))
     return exported
-
-
-# -- the handler ----------------------------------------------------------------
-#
-# The handler is composed of small jitable closures over the call's
-# constants (buffer indices, ranks, dtypes, attribute names are freevars,
-# which Numba types as constants): readers of one buffer or scalar, and
-# tuples of their values. No source text is generated. The pieces that LLVM
-# would keep as calls are inlined at the IR level; the comparison of the
-# handler's code with a handler from generated source is in docs/jax.md.
-
-
-def _inlined(fn):
-    """*fn*, jitable and inlined into its callers at the IR level."""
-    return register_jitable(inline="always")(fn)
-
-
-@register_jitable
-def _first_argument(frame):
-    return xla_ffi.arg_buffer(frame, 0)
-
-
-@register_jitable
-def _first_result(frame):
-    return xla_ffi.ret_buffer(frame, 0)
-
-
-def _view_reader(buffer, index, ty):
-    """A jitable function of the frame: the C-ordered array view of type
-    *ty* of buffer *index* (``buffer`` is ``xla_ffi.arg_buffer`` or
-    ``ret_buffer``)."""
-    ndim, dtype = ty.ndim, np.dtype(str(ty.dtype)).type
-
-    @register_jitable
-    def view(frame):
-        return xla_ffi.buffer_as_array(buffer(frame, index), ndim, dtype)
-    return view
-
-
-def _scalar_reader(pname, dtype):
-    """A jitable function of the frame: scalar *pname* as *dtype*, from the
-    attribute the call site sets."""
-    name, convert = "ncl_s_" + pname, dtype.type
-    if dtype == np.float16:  # an F32 attribute, to half bits without LLVM's helpers
-        @_inlined
-        def read(frame):
-            return _as_half(xla_ffi.attr_float(frame, name))
-    elif dtype.kind == "f":
-        @_inlined
-        def read(frame):
-            return convert(xla_ffi.attr_float(frame, name))
-    else:
-        @_inlined
-        def read(frame):
-            return convert(xla_ffi.attr_int(frame, name))
-    return read
-
-
-@_inlined
-def _no_values(frame):
-    return ()
-
-
-def _prepend(head, rest):
-    @_inlined
-    def read(frame):
-        return (head(frame),) + rest(frame)
-    return read
-
-
-def _tuple_reader(readers):
-    """A jitable function of the frame returning the tuple of the *readers*'
-    values."""
-    read = _no_values
-    for head in reversed(readers):
-        read = _prepend(head, read)
-    return read
-
-
-def _arrays_reader(arrays, n_in):
-    """An @njit function of the frame returning ``(inputs, outputs)``, the
-    views of the buffers as *arrays* (the kernel's array types, inputs
-    first). A dispatcher, so that it can be an item of a constant tuple."""
-    read_inputs = _tuple_reader([_view_reader(xla_ffi.arg_buffer, i, t)
-                                 for i, t in enumerate(arrays[:n_in])])
-    read_outputs = _tuple_reader([_view_reader(xla_ffi.ret_buffer, i, t)
-                                  for i, t in enumerate(arrays[n_in:])])
-
-    @numba.njit
-    def read(frame):
-        return read_inputs(frame), read_outputs(frame)
-    return read
-
-
-def _shapes(arrays):
-    """``tuple(a.shape for a in arrays)`` in nopython code."""
-    raise NotImplementedError("only in nopython code")
-
-
-@overload(_shapes)
-def _shapes_impl(arrays):
-    if len(arrays) == 0:
-        return lambda arrays: ()
-    return lambda arrays: (arrays[0].shape,) + _shapes(arrays[1:])
-
-
-@_inlined
-def _attribute_config(frame, inputs, scalars):
-    """Grid and block from the attributes the call site sets (all six; y and
-    z default to 1)."""
-    grid = (xla_ffi.attr_int(frame, "ncl_grid_x"), xla_ffi.attr_int(frame, "ncl_grid_y", 1),
-            xla_ffi.attr_int(frame, "ncl_grid_z", 1))
-    block = (xla_ffi.attr_int(frame, "ncl_block_x"), xla_ffi.attr_int(frame, "ncl_block_y", 1),
-             xla_ffi.attr_int(frame, "ncl_block_z", 1))
-    return grid, block
-
-
-def _rule_config(rule):
-    """Grid and block from the @njit launch *rule* of the input shapes and
-    the scalars."""
-    @_inlined
-    def config(frame, inputs, scalars):
-        return rule(*(_shapes(inputs) + scalars))
-    return config
-
-
-_NO_VARIANT = np.int32(-1)  # no CUresult is negative
-_UNIMPLEMENTED = 12  # XLA_FFI_Error_Code_UNIMPLEMENTED
-_ON_CPU = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on XLA:CPU; its "
-           "handlers run on CUDA GPUs only. To run it on the CPU, in numba-cuda's CUDA "
-           "simulator, set NUMBA_ENABLE_CUDASIM=1 before numba is imported (docs/jax.md)")
-_ON_CPU_UNSIMULATED = (
-    "numba_cuda_launch: jax_kernel of %s '%s' was called on XLA:CPU; its handlers "
-    "run on CUDA GPUs only, and numba-cuda's CUDA simulator cannot run it (it runs "
-    "numba-cuda kernels only): call it on a GPU")
-_ON_CUDA = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on a GPU, but the "
-            "kernel is numba-cuda's CUDA simulator's (NUMBA_ENABLE_CUDASIM=1), which runs "
-            "on XLA:CPU only: call it on a CPU device (JAX_PLATFORMS=cpu)")
-
-
-@functools.lru_cache(maxsize=None)
-def _refusal(kernel_name, simulated, source="numba-cuda"):
-    """The handler (a cfunc, kept) that the platform a kernel cannot run on
-    gets: it answers XLA's metadata query and fails every call, saying why
-    and what to do. *source* names the kernel's compiler."""
-    major, minor = xla_ffi.api_version()
-    if simulated:
-        message = _ON_CUDA % kernel_name
-    elif source == "numba-cuda":
-        message = _ON_CPU % kernel_name
-    else:
-        message = _ON_CPU_UNSIMULATED % (_kind(source), kernel_name)
-
-    def refuse(frame):
-        if xla_ffi.is_metadata_query(frame):
-            return xla_ffi.answer_metadata_query(frame, 0, major, minor)
-        return xla_ffi.error(frame, xla_ffi.c_string(message), _UNIMPLEMENTED)
-    return numba.cfunc(nt.voidptr(nt.voidptr))(refuse)
-
-
-def _make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
-    """Compile the FFI handler cfunc for one signature: one launch per rank
-    variant (a batch-aware kernel also takes a leading batch dimension),
-    chosen by the rank of the first buffer. *variants* are the kernel's
-    argument types per variant, *scalars* ``[(name, dtype)]``."""
-    major, minor = xla_ffi.api_version()
-    traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
-    msg_rank = "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank" \
-        % kernel_name
-    msg_launch = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
-    read_scalars = _tuple_reader([_scalar_reader(p, d) for p, d in scalars])
-    config = _attribute_config if launch_rule is None else _rule_config(launch_rule)
-    ranked = []
-    for argtypes in variants:
-        arrays = [t for t in argtypes if isinstance(t, nt.Array)]
-        ranked.append((arrays[0].ndim, _arrays_reader(arrays, n_in)))
-    ranked = tuple(ranked)
-    first = _first_argument if n_in else _first_result
-
-    def handler(frame):
-        if xla_ffi.is_metadata_query(frame):
-            return xla_ffi.answer_metadata_query(frame, traits, major, minor)
-        rank = xla_ffi.buffer_rank(first(frame))
-        status = _NO_VARIANT
-        # one version of this body per variant, typed with its arrays
-        for variant in literal_unroll(ranked):
-            if rank == variant[0]:
-                (inputs, outputs), scalars = variant[1](frame), read_scalars(frame)
-                args = inputs + outputs + scalars
-                if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
-                    status = kernel[1, 1].preload(*args)
-                else:
-                    grid, block = config(frame, inputs, scalars)
-                    shmem = xla_ffi.attr_int(frame, "ncl_sharedmem")
-                    status = kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
-        if status == _NO_VARIANT:
-            return xla_ffi.error(frame, xla_ffi.c_string(msg_rank))
-        if status != 0:
-            return xla_ffi.launch_error(frame, status, msg_launch)
-        return xla_ffi.ok()
-    with warnings.catch_warnings():
-        # Unrolling the variants makes Numba try to unify their dispatchers
-        # as first-class functions (experimental, and unused: each version
-        # calls its own reader directly).
-        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        return numba.cfunc(nt.voidptr(nt.voidptr))(handler)
