@@ -16,6 +16,7 @@ from numba.core.errors import TypingError
 import numba_cuda_launch as ncl
 from numba_cuda_launch.testing import RecordingDriver
 from support.foreign_sources import AXPY_SIG, SOURCES, know_live
+from support.messages import first_line
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 
@@ -39,10 +40,6 @@ def refused(request):
         know_live(rec)
         yield SOURCES[request.param].make(), REFUSAL % WHAT[request.param], rec
     assert rec.launches == [] and rec.loads == []
-
-
-def first_line(exc):
-    return str(exc).splitlines()[0]
 
 
 def test_launch_from_njit_is_a_typing_error_saying_why(refused):
