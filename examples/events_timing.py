@@ -27,4 +27,6 @@ def timed(x, stream):
     return start.elapsed_time(end)          # float32 milliseconds
 
 ms = timed(cuda.to_device(np.ones(4096, np.float32)), cuda.stream())
-print("doubled 4096 floats in %.3f ms" % ms)
+clock = "host clock: the simulator's kernel runs in Python" if cuda.config.ENABLE_CUDASIM \
+    else "GPU events"
+print("doubled 4096 floats in %.3f ms (%s)" % (ms, clock))

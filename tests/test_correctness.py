@@ -5,6 +5,7 @@ never reaches it)."""
 
 import collections
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -847,6 +848,36 @@ def test_eager_kernel_with_no_gpu_gets_the_hint():
     assert "set NUMBA_CUDA_LAUNCH_CC=9.0 or call" in out.stdout
     assert ".set_compute_capability((9, 0))" in out.stdout
 
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAVE_GPU, reason="with a GPU the kernel compiles")
+def test_lazy_kernel_with_no_gpu_says_what_to_do_on_the_first_line():
+    code = """
+        import numba, numpy as np
+        from numba import cuda, njit
+        import numba_cuda_launch as ncl
+
+        @cuda.jit
+        def k(x):
+            pass
+
+        @njit
+        def f(p):
+            k[1, 1](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
+
+        try:
+            f(4096)
+        except Exception as exc:
+            print(str(exc).splitlines()[0])
+    """
+    out = run_child(code, NUMBA_CUDA_LAUNCH_CC="")
+    assert out.returncode == 0, out.stderr
+    first = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout.strip().splitlines()[0])
+    assert first.startswith("compiling kernel 'k' for (x: array(float32, 1d, C)) failed: "
+                            "no usable GPU and no architecture configured: set "
+                            "NUMBA_CUDA_LAUNCH_CC=9.0 or call "
+                            "numba_cuda_launch.set_compute_capability((9, 0))"), first
 
 # -- 4. cache=True across launch targets ----------------------------------------------
 

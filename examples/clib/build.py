@@ -2,7 +2,7 @@
 launches a Numba CUDA kernel with no Python at run time (README, "Without
 Python: a C library"; docs/aot.md).
 
-    python examples/clib/build.py build/          # writes build/libsaxpy.so, build/saxpy.h
+    python examples/clib/build.py [build/]        # writes build/libsaxpy.so, build/saxpy.h
     cc -O2 -I build examples/clib/main.c -L build -lsaxpy -Wl,-rpath,build -ldl -lm -o build/saxpy
     build/saxpy                                     # on a machine with a GPU
 
@@ -39,7 +39,8 @@ def saxpy_launch(stream, x, y, a, n):
 
 
 if __name__ == "__main__":
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    out = sys.argv[1] if len(sys.argv) > 1 else "build"
+    os.makedirs(out, exist_ok=True)
     lib = aot.build(os.path.join(out, "libsaxpy.so"), {"saxpy_launch": saxpy_launch},
                     header=os.path.join(out, "saxpy.h"))
     print("built %s (%d bytes) and %s\n  %s" % (lib.path, os.path.getsize(lib.path),

@@ -42,3 +42,8 @@ def register_library(path, prefix, platform="CUDA"):
         jax.ffi.register_ffi_target(t.name.decode(), stages, platform=platform, api_version=1)
         names.append(t.name.decode())
     return lib, names
+
+
+if __name__ == "__main__":
+    print("examples/clib/jax_register.py is a module: import register_library from it "
+          "(docs/aot.md, \"JAX: the FFI handlers in the library\")")

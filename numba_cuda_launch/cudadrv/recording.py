@@ -28,6 +28,7 @@ node attributes) and occupancy queries (a simple model): docs/graphs.md.
 import ctypes
 import dataclasses
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 from numba_cuda_launch.errors import (
@@ -44,6 +45,7 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD as _CAPTURE_WRONG_THREAD,
     error_name,
 )
+from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.fatbin import driver_choice, fatbin_entries, is_fatbin
 from numba_cuda_launch.cudadrv.image import param_sizes
@@ -867,6 +869,14 @@ class RecordingDriver:
         return 0
 
     def __enter__(self):
+        if simulator_enabled():
+            # simulated kernels run in Python on host memory and call no driver:
+            # fake addresses given to a launch are dereferenced there
+            warnings.warn("RecordingDriver records the driver calls of compiled launches; "
+                          "under numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels "
+                          "run in Python on host memory (the addresses given are dereferenced) "
+                          "and nothing is recorded: run without NUMBA_ENABLE_CUDASIM to record",
+                          RuntimeWarning, stacklevel=2)
         if self._active:
             raise RuntimeError("this RecordingDriver is already active: one instance "
                                "is entered once at a time (make another to nest)")

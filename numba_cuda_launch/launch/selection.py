@@ -221,17 +221,22 @@ def _compile_for(compiler, dispatcher, args, name, names):
     try:
         return compiler.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
+        # No GPU and no architecture: what to do goes first, numba-cuda's
+        # driver-init text after it.
+        cause, text = "", str(exc)
+        if get_compute_capability() is None and "driver" in text.lower():
+            text = text.replace(_compat.NO_GPU_HINT, "")  # said on the first line instead
+            cause = (" no usable GPU and no architecture configured: set "
+                     "NUMBA_CUDA_LAUNCH_CC=9.0 or call numba_cuda_launch.set_compute_capability"
+                     "((9, 0)) to compile without one, or run under NUMBA_ENABLE_CUDASIM=1")
         hint = ""
-        if get_compute_capability() is None and "driver" in str(exc).lower() \
-                and _compat.NO_GPU_HINT not in str(exc):
-            hint = _compat.NO_GPU_HINT
         size = _parameter_bytes(names, argtypes)
         if size is not None and size > _PARAMETER_LIMIT:
             hint += ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
                      "large data in device memory)" % (size, _PARAMETER_LIMIT))
         raise KernelTypingError(
-            "compiling kernel %r for %s failed:\n%s%s"
-            % (name, _describe(names, argtypes), exc, hint)) from exc
+            "compiling kernel %r for %s failed:%s\n%s%s"
+            % (name, _describe(names, argtypes), cause, text, hint)) from exc
 
 
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
