@@ -642,6 +642,10 @@ _DROP = object()
                                                  "(1099511627776,) from pointer"),
     (dict(data=(16, False), strides=(-4,)), "from pointer 0x10 addresses bytes -12 to 19, "
                                             "beyond 64-bit addresses"),
+    # (before: launched; a kernel reading a float32 at an odd address faults)
+    (dict(shape=(1, 1, 1, 3), strides=None, data=(0x1002, False)),  # a layout not seen
+     "the data pointer 0x1002 is not a multiple of 4, the alignment of its items (a kernel "
+     "reading one there would fault)"),
 ])
 def test_a_malformed_interface_is_a_typing_error_naming_the_argument(changes, says):
     a = np.zeros(8, np.float32)
@@ -861,6 +865,7 @@ def test_an_interface_read_again_must_lie_in_64_bit_addresses(fake_driver):
 @pytest.mark.parametrize("reverse, pointer, says", [
     (False, 2 ** 63, "the 'data' pointer must be between 0 and 2**63-1"),
     (True, 8, "from pointer 0x8 addresses bytes -20 to 11, beyond 64-bit addresses"),
+    (False, 0x1001, "the data pointer 0x1001 is not a multiple of 4"),
 ])
 def test_an_interface_read_again_with_a_layout_seen_before_checks_its_pointer(
         fake_driver, reverse, pointer, says):

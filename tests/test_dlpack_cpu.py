@@ -261,6 +261,9 @@ def test_the_byte_offset_is_added_to_the_data_pointer(fake_driver):
     (dict(shape=(2 ** 62,)), "'shape' (4611686018427387904,) of 4-byte items is larger than "
                              "the address space"),
     (dict(byte_offset=2 ** 63), "the 'data' pointer must be between 0 and 2**63-1"),
+    # (before: launched; a kernel reading an item there faults)
+    (dict(byte_offset=2), "is not a multiple of 4, the alignment of its items (a kernel "
+                          "reading one there would fault)"),
     (dict(null_shape=True), "shape is a NULL pointer (ndim 1)"),
     (dict(device=5), "__dlpack_device__() returned 5; a (device_type, device_id) pair of "
                      "integers was expected"),
@@ -274,6 +277,48 @@ def test_a_malformed_tensor_is_a_typing_error_naming_the_argument(fake_driver, s
                             "array: ")
     assert says in first
     assert fake_driver.launches == []
+
+
+class _Failing:
+    """A producer whose __dlpack__ or __dlpack_device__ raises."""
+
+    def __init__(self, which):
+        self.which = which
+
+    def __dlpack_device__(self):
+        if self.which == "device":
+            raise RuntimeError("no device today")
+        return (2, 0)
+
+    def __dlpack__(self, stream=None, max_version=None):
+        raise RuntimeError("no tensor today")
+
+
+@pytest.mark.parametrize("which, says", [
+    ("device", "_Failing is not a usable device array: DLPack: __dlpack_device__() raised "
+               "RuntimeError: no device today"),
+    ("tensor", "_Failing is not a usable device array: DLPack: __dlpack__(stream=1) raised "
+               "RuntimeError: no tensor today"),
+])
+def test_a_producer_that_raises_is_named_with_its_error(fake_driver, which, says):
+    # (before: the producer's message alone, without the method that raised)
+    with pytest.raises(TypingError) as info:
+        launch_double(_Failing(which))
+    assert first_line(info.value) == "launch_double(): argument 1 'x': " + says
+
+
+def test_dlpack_without_dlpack_device_says_what_is_missing(fake_driver):
+    class HalfProducer:
+        def __dlpack__(self, stream=None, max_version=None):
+            raise AssertionError("not asked")
+
+    # (before: Numba's "non-precise type pyobject" alone)
+    with pytest.raises(TypingError) as info:
+        launch_double(HalfProducer())
+    assert first_line(info.value) == (
+        "launch_double(): argument 1 'x': HalfProducer has __dlpack__ but no "
+        "__dlpack_device__, which a DLPack producer also defines (it says which device the "
+        "tensor is on)")
 
 
 def test_a_tensor_whose_dtype_changed_after_typing_is_refused(fake_driver):

@@ -690,3 +690,14 @@ def test_linked_cuda_c_kernels_compile_without_gpu(fake_driver):
         # The linked functions are in the image (not left unresolved).
         image = ncl.kernel_handle(kernel, tuple(kernel.overloads)[0]).image
         assert image[:4] == b"\x7fELF"
+
+
+def test_module_functions_from_python_read_the_stream_as_python_forms_do(fake_driver):
+    # (the same check under the simulator: tests/sim/test_sim_graphs.py)
+    with pytest.raises(TypeError, match=r"^graphs.begin_capture_status\(\): a stream must be "
+                                        r"a stream handle between 0 and 2\*\*64-1, not -1$"):
+        graphs.begin_capture_status(-1)
+    assert graphs.begin_capture_status(2 ** 64 - 1) == 0
+    assert graphs.abort_capture(2 ** 64 - 1) == 0
+    with pytest.raises(TypeError, match=r"^KernelNode\(\): handle must be a driver handle"):
+        graphs.KernelNode(2 ** 64)

@@ -263,6 +263,32 @@ def test_sharedmem_beyond_the_driver_range_refused():
     assert k.sharedmem == 4294967295
 
 
+@pytest.mark.parametrize("shape", [(-1,), (4, -2), (2 ** 62,), (2 ** 31, 2 ** 31)])
+def test_out_shapes_beyond_what_xla_can_hold_are_refused(shape):
+    # (before: a negative extent was an MLIR "Invalid type" error; 2**62
+    # float32 items aborted the process inside XLA)
+    k = jax_kernel(saxpy, lambda x, y, a: jax.ShapeDtypeStruct(shape, np.float32), (8, 128),
+                   scalars={"a": np.float32})
+    x = jax.ShapeDtypeStruct((8,), np.float32)
+    with pytest.raises(ValueError) as info:
+        k.register(x, x, a=1.0)
+    assert str(info.value) == ("kernel 'saxpy': out_shapes gave shape %r for output 0; extents "
+                               "are integers >= 0 and an output holds less than 2**63 bytes"
+                               % (shape,))
+
+
+@pytest.mark.parametrize("method", ["nope", 0, "Sequential"])
+def test_vmap_method_is_checked_by_jax_kernel(method):
+    # (before: accepted, then jax's "must be on of the allowed methods" at the
+    # first call, without the kernel's name)
+    with pytest.raises(ValueError) as info:
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, vmap_method=method)
+    assert str(info.value).startswith(
+        "kernel 'saxpy': vmap_method must be one of 'sequential', 'sequential_unrolled', "
+        "'expand_dims', 'broadcast_all', 'legacy_vectorized', None, got %s %r"
+        % (type(method).__name__, method))
+
+
 @pytest.mark.parametrize("launch, message", [
     ((2**40, 128), "grid from the launch has 1099511627776 blocks in x; CUDA takes "
                    "1..2\\*\\*31-1 in x and 1..65535 in y and z"),

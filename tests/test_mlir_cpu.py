@@ -429,6 +429,44 @@ def test_device_array_layouts_pass_strides_in_elements(make):
     assert launch.params[-2:] != q(*x.strides)  # elements, not numba-cuda's bytes
 
 
+@pytest.mark.parametrize("stride, refused", [(6, True), (2, True), (8, False), (-4, False)])
+def test_strides_that_are_not_whole_items_are_refused_at_launch(stride, refused):
+    # A memref counts strides in items: a 6-byte stride of float32 items has
+    # no memref form (before: launched as a stride of 1 item).
+    buf = np.zeros(64, np.uint8)
+    offset = 40 if stride < 0 else 0
+    x = np.ndarray((4,), np.float32, buf, offset, (stride,))
+    out = np.zeros(4, np.float32)
+
+    @njit
+    def status(out, x):
+        return copy1d[1, 32].launch_status(out, x)
+
+    @njit
+    def raising(out, x):
+        copy1d[1, 32](out, x)
+
+    with RecordingDriver() as rec:
+        assert status(CAI(out), CAI(x)) == (1 if refused else 0)
+        if refused:
+            with pytest.raises(ncl.CudaLaunchError) as info:
+                raising(CAI(out), CAI(x))
+    if not refused:
+        assert rec.launches[0].params[-1] == q(stride // 4)[0]
+        return
+    assert rec.launches == []
+    assert ("CUDA_ERROR_INVALID_VALUE (1): parameter 'x' (argument 2) has strides that are not "
+            "a whole number of its 4-byte items, which numba-cuda-mlir's array parameters "
+            "(memrefs, strides counted in items) cannot express") in str(info.value)
+
+
+@mcuda.jit
+def copy1d(out, x):
+    i = mcuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
 def test_device_array_views_and_tuples_of_device_arrays():
     @njit
     def f(out, x, y, n):

@@ -14,7 +14,9 @@ Checked against cuda-core 1.2, CuPy 14 and Triton 3.6 (``SUPPORTED``).
 """
 
 import inspect
+import numbers
 import os
+import struct
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -24,9 +26,9 @@ from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
-           "remember_live_kernel", "read_image", "image_kind", "from_cuda_core", "from_cupy",
-           "from_triton", "c_parameter_problem", "c_sizes", "make_parameters",
-           "KERNELS"]
+           "remember_live_kernel", "read_image", "image_kind", "cubin_functions",
+           "from_cuda_core", "from_cupy", "from_triton", "c_parameter_problem", "c_sizes",
+           "make_parameters", "KERNELS"]
 
 #: the releases of the other compilers whose kernel objects are read here
 SUPPORTED = {"cuda-core": "1.2", "cupy": "14", "triton": "3.6"}
@@ -92,20 +94,60 @@ def read_image(image):
     """``(bytes, kind)`` of *image*: bytes (a cubin, fatbin or PTX), PTX text
     (a ``str`` holding a ``.entry``), or a path (``str``/``os.PathLike``) of
     such a file. PTX is NUL-terminated, as the driver reads it."""
-    if isinstance(image, str) and ".entry" in image and "\n" in image:
+    if isinstance(image, str) and ".entry" in image and not os.path.isfile(image):
         data = image.encode()
     elif isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as f:
-            data = f.read()
+        try:
+            with open(image, "rb") as f:
+                data = f.read()
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            raise ValueError("%r is neither PTX text (it has no .entry) nor a file that can "
+                             "be read (%s)" % (image, exc)) from None
     elif isinstance(image, (bytes, bytearray, memoryview)):
         data = bytes(image)
     else:
         raise TypeError("an image is bytes (cubin, fatbin or PTX), PTX text or a file "
                         "path, got %s" % type(image).__name__)
+    if not data:
+        raise ValueError("the image is empty (0 bytes)")
     kind = image_kind(data)
     if kind == "ptx" and not data.endswith(b"\0"):
         data += b"\0"
     return data, kind
+
+
+_ELF_HEADER = struct.Struct("<16x8xQQQ4xHHHHHH")  # e_entry .. e_shstrndx of ELF64
+_ELF_SECTION = struct.Struct("<IIQQQQIIQQ")
+_ELF_SYMBOL = struct.Struct("<IBBHQQ")
+_SHT_SYMTAB, _STT_FUNC = 2, 2
+
+
+def cubin_functions(data):
+    """The names of the functions a cubin (64-bit little-endian ELF bytes)
+    defines in its symbol table; ValueError when it is truncated or is not
+    such an ELF file."""
+    if len(data) < 64 or data[4] != 2 or data[5] != 1:
+        raise ValueError("the cubin is not a 64-bit little-endian ELF file of at least 64 "
+                         "bytes (it is %d bytes)" % len(data))
+    _, _, shoff, _, _, _, shentsize, shnum, _ = _ELF_HEADER.unpack_from(data)
+    end = shoff + shentsize * shnum
+    if shentsize < _ELF_SECTION.size or end > len(data):
+        raise ValueError("the cubin is truncated or malformed: its section headers end at "
+                         "byte %d; it has %d" % (end, len(data)))
+    sections = [_ELF_SECTION.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+    names = set()
+    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
+        if kind != _SHT_SYMTAB:
+            continue
+        if link >= shnum or offset + size > len(data) or entsize < _ELF_SYMBOL.size:
+            raise ValueError("the cubin is truncated or malformed: its symbol table lies "
+                             "beyond its %d bytes" % len(data))
+        strings = sections[link][4]
+        for at in range(offset, offset + size - entsize + 1, entsize):
+            name, info, _, section, _, _ = _ELF_SYMBOL.unpack_from(data, at)
+            if info & 0xF == _STT_FUNC and section and strings + name < len(data):
+                names.add(bytes(data[strings + name:data.find(b"\0", strings + name)]))
+    return names
 
 
 def _type_of(obj):
@@ -140,6 +182,23 @@ def remember_live_kernel(address, name):
     _live_names[address] = name
 
 
+def _address(obj, attr, source):
+    """The driver handle ``obj.<attr>`` of a live kernel as an integer:
+    TypeError when it is missing or is not an integer (cuda.bindings'
+    handles convert with ``int()``, floats and strings are refused)."""
+    value = getattr(obj, attr, None)
+    if value is None:
+        raise TypeError("the %s has no %r (its driver handle), so it holds no loaded "
+                        "kernel" % (source, attr))
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (float, str, bytes, bool, numbers.Number)) or \
+            not hasattr(type(value), "__int__"):
+        raise TypeError("the %s's %r is %r (%s), not a driver handle (an integer address)"
+                        % (source, attr, value, type(value).__name__))
+    return int(value)
+
+
 def from_cuda_core(obj):
     """``(image, None)`` of a cuda.core ``ObjectCode`` (its ``code``: bytes or
     a path), a :class:`LiveHandle` of a cuda.core ``Kernel`` (its
@@ -149,7 +208,8 @@ def from_cuda_core(obj):
     if module != "cuda":
         return None
     if cls == "Kernel":
-        return LiveHandle(int(obj.handle), "CUkernel", None, obj, "cuda.core Kernel")
+        return LiveHandle(_address(obj, "handle", "cuda.core Kernel"), "CUkernel", None, obj,
+                          "cuda.core Kernel")
     if cls != "ObjectCode":
         return None
     if obj.code_type not in ("cubin", "ptx", "fatbin"):
@@ -169,7 +229,8 @@ def from_cupy(obj):
     if module != "cupy":
         return None
     if cls == "Function":
-        return LiveHandle(int(obj.ptr), "CUfunction", None, obj, "CuPy Function")
+        return LiveHandle(_address(obj, "ptr", "CuPy Function"), "CUfunction", None, obj,
+                          "CuPy Function")
     if cls != "RawKernel":
         raise TypeError(
             "a CuPy %s is not a kernel: pass a cupy.RawKernel (RawModule.get_function("
@@ -178,7 +239,13 @@ def from_cupy(obj):
         raise ValueError("CuPy RawKernel %r enables cooperative groups, which need a "
                          "cooperative launch; launches of foreign kernels from compiled code "
                          "are plain ones" % obj.name)
-    return LiveHandle(int(obj.kernel.ptr), "CUfunction", obj.name, obj, "CuPy RawKernel")
+    function = getattr(obj, "kernel", None)
+    if function is None:
+        raise TypeError("the CuPy RawKernel %r has no 'kernel' attribute (its "
+                        "cupy.cuda.Function), so it holds no loaded kernel"
+                        % (getattr(obj, "name", None),))
+    return LiveHandle(_address(function, "ptr", "CuPy RawKernel's kernel"), "CUfunction",
+                      getattr(obj, "name", None), obj, "CuPy RawKernel")
 
 
 # Triton's own names of parameter types (backends/nvidia/driver.py:ty_to_cpp).

@@ -16,6 +16,7 @@ against numba-cuda-mlir 0.6.0 (:data:`.versions.SUPPORTED`); the value it
 writes into numba-cuda-mlir is installed by :mod:`.overrides`.
 """
 
+import functools
 import re
 import sys
 
@@ -51,6 +52,7 @@ __all__ = [
     "unavailable_reason",
     "flat_param_names",
     "flatten_value",
+    "emit_argument_checks",
     "KERNELS",
 ]
 
@@ -369,6 +371,34 @@ def flatten_value(context, builder, ty, value):
     return context.get_arg_packer([ty]).as_arguments(builder, [value])
 
 
+def emit_argument_checks(context, builder, guards, ty, value, where):
+    """Refuse (through *guards*, before the launch) an array argument of
+    CPU type *ty* whose strides are not whole elements: a memref counts
+    strides in elements, so a byte stride such as 6 for float32 items has
+    no memref form (the division would launch another stride). Only arrays
+    of layout ``A`` can have such strides."""
+    if isinstance(ty, types.BaseTuple):
+        for i, t in enumerate(ty):
+            emit_argument_checks(context, builder, guards, t, builder.extract_value(value, i),
+                                 "%s[%d]" % (where, i))
+        return
+    if not isinstance(ty, types.Array) or ty.layout != "A" or ty.ndim == 0:
+        return
+    itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+    if itemsize == 1:
+        return
+
+    def bad():
+        ary = context.make_array(ty)(context, builder, value)
+        rests = [builder.srem(s, ir.Constant(s.type, itemsize))
+                 for s in cgutils.unpack_tuple(builder, ary.strides, ty.ndim)]
+        return builder.icmp_signed("!=", functools.reduce(builder.or_, rests),
+                                   ir.Constant(rests[0].type, 0))
+    guards.check(bad, "%s has strides that are not a whole number of its %d-byte items, which "
+                 "numba-cuda-mlir's array parameters (memrefs, strides counted in items) cannot "
+                 "express" % (where, itemsize))
+
+
 def _expected_sizes(ty):
     if isinstance(ty, types.Array):
         return [8] * (3 + 2 * ty.ndim)
@@ -429,6 +459,7 @@ class NumbaCudaMLIRKernels:
     cooperative = staticmethod(kernel_is_cooperative)
     flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
+    emit_argument_checks = staticmethod(emit_argument_checks)
     param_names = staticmethod(dispatcher_param_names)
     qualified_name = staticmethod(dispatcher_qualified_name)
 

@@ -16,7 +16,8 @@ import struct
 import sys
 from dataclasses import dataclass
 
-__all__ = ["FatbinEntry", "build_fatbin", "is_fatbin", "fatbin_entries", "driver_choice"]
+__all__ = ["FatbinEntry", "build_fatbin", "is_fatbin", "truncation", "fatbin_entries",
+           "driver_choice"]
 
 MAGIC = 0xBA55ED50
 _VERSION = 1
@@ -81,16 +82,28 @@ def is_fatbin(data):
     return len(data) >= _HEADER.size and _HEADER.unpack_from(data)[0] == MAGIC
 
 
+def truncation(data):
+    """Why fatbin *data* (bytes starting with the fatbin magic) is cut short,
+    or None: its header and the entries it announces must be there."""
+    if len(data) < _HEADER.size:
+        return "its header is %d bytes of %d" % (len(data), _HEADER.size)
+    _, _, header_size, size = _HEADER.unpack_from(data)
+    if header_size + size > len(data):
+        return "it is %d bytes; its header announces %d" % (len(data), header_size + size)
+    return None
+
+
 def fatbin_entries(data):
     """The :class:`FatbinEntry` list of fatbin *data* (bytes), in order;
     ValueError for anything that is not a fatbin. Entries of kinds other
     than cubin and PTX are skipped."""
     if not is_fatbin(data):
         raise ValueError("not a fatbin (no 0x%08X header)" % MAGIC)
+    cut = truncation(data)
+    if cut is not None:
+        raise ValueError("truncated fatbin: " + cut)
     _, _, header_size, size = _HEADER.unpack_from(data)
     pos, end = header_size, header_size + size
-    if end > len(data):
-        raise ValueError("truncated fatbin: %d bytes of %d" % (len(data), end))
     out = []
     while pos + _ENTRY.size <= end:
         kind, _, entry_size, padded, compressed, _, _, _, arch = _ENTRY.unpack_from(data, pos)[:9]

@@ -27,6 +27,7 @@ imported when this module is.
 
 import hashlib
 import inspect
+import math
 import re
 import threading
 from collections.abc import Mapping
@@ -77,6 +78,11 @@ def _describe(value):
 
 def _is_int(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+#: jax.ffi.ffi_call's vmap methods
+_VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
+                 "legacy_vectorized", None)
 
 
 def _spec(x):
@@ -271,6 +277,10 @@ class JaxKernel:
             raise TypeError("kernel %r: input_output_aliases must be a dict {input index: "
                             "output index}, got %s" % (kname, _describe(input_output_aliases)))
         self.input_output_aliases = dict(input_output_aliases or {})
+        if vmap_method not in _VMAP_METHODS:
+            raise ValueError("kernel %r: vmap_method must be one of %s, got %s"
+                             % (kname, ", ".join(repr(m) for m in _VMAP_METHODS),
+                                _describe(vmap_method)))
         self.vmap_method = vmap_method
         self.command_buffer = bool(command_buffer)
         if name is not None and not isinstance(name, str):
@@ -419,6 +429,15 @@ class JaxKernel:
                     "kernel %r: out_shapes gave %s for output %d; expected a "
                     "jax.ShapeDtypeStruct (anything with .shape and .dtype) or a list of them"
                     % (self.kernel_name, _describe(o), i)) from None
+            shape = specs[-1].shape
+            # XLA aborts the process on a byte size beyond int64 (other
+            # extents than integers are jax's to judge)
+            if all(_is_int(n) for n in shape) and (any(n < 0 for n in shape) or math.prod(
+                    int(n) for n in shape) * specs[-1].dtype.itemsize >= 1 << 63):
+                raise ValueError(
+                    "kernel %r: out_shapes gave shape %r for output %d; extents are integers "
+                    ">= 0 and an output holds less than 2**63 bytes"
+                    % (self.kernel_name, tuple(shape), i))
         return specs, single
 
     def _check(self, in_specs, out_specs):

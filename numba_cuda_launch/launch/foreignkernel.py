@@ -12,6 +12,8 @@ a ``CPointer``/``voidptr`` or an integer address (:class:`PointerParam`).
 See docs/kernel-sources.md.
 """
 
+import keyword
+
 from llvmlite import ir
 from numba.core import types
 from numba.core.datamodel import models
@@ -22,6 +24,7 @@ from numba.extending import register_model, typeof_impl
 from numba_cuda_launch.compat import foreign_kernels as _fk
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.cudadrv import fatbin
 from numba_cuda_launch.cudadrv.paraminfo import loaded_param_sizes
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, error_name
 from numba_cuda_launch.launch import launchconfig
@@ -36,6 +39,9 @@ class PointerParam(types.Type):
     """A kernel's C pointer parameter (``dtype*``; *dtype* None for ``void*``)
     as a launch's formal type: arrays of *dtype* (their data pointer),
     ``CPointer(dtype)``, ``voidptr`` and integer addresses convert to it."""
+
+    #: constant integers given for it must be 64-bit addresses (selection.py)
+    address_bits = 64
 
     def __init__(self, dtype):
         self.dtype = dtype
@@ -128,15 +134,46 @@ def _declared(what, signature, names):
     if restype not in (None, types.void, types.none):
         raise TypeError("foreign_kernel(%s): kernels return nothing; the signature returns "
                         "%s (write void(...))" % (what, restype))
-    names = list(names) if names is not None else ["arg%d" % i for i in range(len(argtypes))]
-    if len(names) != len(argtypes):
-        raise TypeError("foreign_kernel(%s): %d parameter names for %d parameters"
-                        % (what, len(names), len(argtypes)))
+    argtypes = [types.unliteral(t) for t in argtypes]  # IntegerLiteral(3): an int64
+    names = _param_names(what, names, len(argtypes))
     for name, ty in zip(names, argtypes):
         problem = _fk.c_parameter_problem(ty)
         if problem:
             raise TypeError("foreign_kernel(%s): parameter %r: %s" % (what, name, problem))
     return list(argtypes), names
+
+
+def _param_names(what, names, count):
+    """The *count* parameter names given as *names* (None: ``arg0``, ...),
+    checked: a list or tuple of distinct Python identifiers."""
+    if names is None:
+        return ["arg%d" % i for i in range(count)]
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        raise TypeError("foreign_kernel(%s): param_names must be a list of %d names, one per "
+                        "parameter, got %s %r" % (what, count, type(names).__name__, names))
+    if len(names) != count:
+        raise TypeError("foreign_kernel(%s): %d parameter names for %d parameters (%r)"
+                        % (what, len(names), count, list(names)))
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise TypeError("foreign_kernel(%s): param_names must be Python identifiers (they "
+                            "name the parameters in messages and jax_kernel scalars); got %r"
+                            % (what, name))
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise TypeError("foreign_kernel(%s): param_names names %s more than once"
+                        % (what, ", ".join(repr(n) for n in repeated)))
+    return list(names)
+
+
+def _check_entry_name(what, entry, required):
+    """Refuse an entry that is not a kernel name (a str without NUL)."""
+    if entry is None and not required:
+        return
+    if not isinstance(entry, str) or not entry or "\0" in entry:
+        raise TypeError("foreign_kernel(%s): entry must be the entry point's name (its "
+                        "extern \"C\" name, a str), got %s %r"
+                        % (what, type(entry).__name__, entry))
 
 
 def _check_entry(what, data, kind, entry, c_types, extras=()):
@@ -151,8 +188,11 @@ def _check_entry(what, data, kind, entry, c_types, extras=()):
             raise ValueError(
                 "foreign_kernel(%s): entry %r takes parameters of %s bytes; the signature "
                 "declares %s" % (what, entry, sizes, expected))
-    elif kind == "cubin" and entry.encode() + b"\0" not in data:
+    elif kind == "cubin" and entry.encode() not in _fk.cubin_functions(data):
         raise ValueError("foreign_kernel(%s): the cubin has no entry %r" % (what, entry))
+    elif kind == "fatbin" and fatbin.truncation(data):
+        raise ValueError("foreign_kernel(%s): the fatbin is truncated: %s"
+                         % (what, fatbin.truncation(data)))
 
 
 def _check_loaded(what, live, c_types, names):
@@ -206,7 +246,8 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
     a loaded kernel holds its address, which exists in this process only:
     it is not cached (``cache=True``) nor built into a C library. Raises
     TypeError or ValueError naming what does not fit."""
-    what = getattr(source, "name", None) or entry or type(source).__name__
+    what = getattr(source, "name", None) or (entry if isinstance(entry, str) and entry
+                                             else type(source).__name__)
     triton = _fk.from_triton(source)
     if triton is not None:
         image, ptx, entry, names, c_types, extras, block, shared = triton
@@ -215,19 +256,31 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
                             % entry)
         _check_entry(entry, ptx, "ptx", entry, c_types, extras)
         return _build(entry, image, "cubin", "Triton", names, c_types, extras, block, shared)
-    found = _fk.from_cuda_core(source) or _fk.from_cupy(source)
+    try:
+        found = _fk.from_cuda_core(source) or _fk.from_cupy(source)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)("foreign_kernel(%s): %s" % (what, exc)) from None
     if isinstance(found, _fk.LiveHandle):
         return _from_live(found, entry, signature, param_names)
     origin = "image"
     if found is not None:
         source, _ = found
         origin = "cuda.core ObjectCode"
-    if not isinstance(entry, str) or not entry:
+    if entry is None:
         raise TypeError("foreign_kernel(%s): give the entry point's name (entry=...)" % what)
+    _check_entry_name(what, entry, True)
     _require_signature(entry, signature)
-    data, kind = _fk.read_image(source)
+    try:
+        data, kind = _fk.read_image(source)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)("foreign_kernel(%s): source: %s" % (entry, exc)) from None
     c_types, names = _declared(entry, signature, param_names)
-    _check_entry(entry, data, kind, entry, c_types)
+    try:
+        _check_entry(entry, data, kind, entry, c_types)
+    except ValueError as exc:
+        if str(exc).startswith("foreign_kernel("):
+            raise
+        raise ValueError("foreign_kernel(%s): source: %s" % (entry, exc)) from None
     return _build(entry, data, kind, origin, names, c_types)
 
 
@@ -240,10 +293,14 @@ def _require_signature(what, signature):
 
 def _from_live(live, entry, signature, param_names):
     """The ForeignKernel of a kernel another library loaded (*live*)."""
+    _check_entry_name(entry or live.source, entry, False)
     name = entry or live.name or "%s %#x" % (live.source, live.address)
     if not live.address:
         raise ValueError("foreign_kernel(%s): the %s holds no loaded kernel (its %s is NULL)"
                          % (name, live.source, live.kind))
+    if not 0 < live.address < 1 << 64:
+        raise ValueError("foreign_kernel(%s): the %s's %s is %d, not an address (addresses "
+                         "are 1..2**64-1)" % (name, live.source, live.kind, live.address))
     _require_signature(name, signature)
     c_types, names = _declared(name, signature, param_names)
     _check_loaded(name, live, c_types, names)

@@ -10,12 +10,16 @@ act on simulated graphs (:mod:`.backends.simgraph`). The user's guide is
 docs/graphs.md.
 """
 
+import functools
+import numbers
+
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_attribute_wrapper,
-                             models, overload_method, register_model, typeof_impl, unbox)
+                             models, overload, overload_method, register_model, typeof_impl,
+                             unbox)
 
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
@@ -54,6 +58,11 @@ class _Handle:
     __slots__ = ("handle",)
 
     def __init__(self, handle):
+        if not isinstance(handle, numbers.Integral) or isinstance(handle, bool) or \
+                not 0 <= handle < 1 << 64:
+            raise TypeError("%s(): handle must be a driver handle, an integer between 0 and "
+                            "2**64-1, not %r (%s)" % (type(self).__name__, handle,
+                                                      type(handle).__name__))
         self.handle = int(handle)
 
     def __repr__(self):
@@ -362,7 +371,27 @@ _fail_update = _raiser("update", tuple(
 
 # -- module functions (nopython, and callable from Python) ------------------------
 
-@njit
+def _module_function(fn):
+    """*fn* as a module function: a nopython function (an overload of the
+    function returned), which Python calls with its stream read as the
+    other Python forms read one (:func:`..sync.python_stream`: any stream
+    object; a handle outside 0..2**64-1, a float or a string is a
+    TypeError naming it, never an OverflowError or a wrapped handle)."""
+    jitted = njit(fn)
+
+    @functools.wraps(fn)
+    def python_form(stream, *args):
+        try:
+            stream = python_stream(stream)
+        except TypeError as exc:
+            raise TypeError("graphs.%s(): %s" % (fn.__name__, exc)) from None
+        return jitted(stream, *args)
+
+    overload(python_form, target="cpu", strict=False)(lambda stream, *args: fn)
+    return python_form
+
+
+@_module_function
 def begin_capture_status(stream, mode=CAPTURE_THREAD_LOCAL):
     """Start recording the work submitted to *stream* (``cuStreamBeginCapture``):
     launches on it are recorded, not run, until :func:`end_capture`.
@@ -370,7 +399,7 @@ def begin_capture_status(stream, mode=CAPTURE_THREAD_LOCAL):
     return _begin_capture(_stream_ptr(stream), mode)[0]
 
 
-@njit
+@_module_function
 def begin_capture(stream, mode=CAPTURE_THREAD_LOCAL):
     """:func:`begin_capture_status`, raising :class:`CudaGraphError` on
     failure (the default streams, 0, 1 and 2, are not captured)."""
@@ -379,7 +408,7 @@ def begin_capture(stream, mode=CAPTURE_THREAD_LOCAL):
         _fail_begin(status, reason)
 
 
-@njit
+@_module_function
 def end_capture_status(stream):
     """End the capture on *stream*: ``(status, graph)``, the recorded
     :class:`Graph` (a NULL one when the status is not 0; a capture that
@@ -387,7 +416,7 @@ def end_capture_status(stream):
     return _end_capture(_stream_ptr(stream))
 
 
-@njit
+@_module_function
 def end_capture(stream):
     """End the capture on *stream* and return the recorded :class:`Graph`;
     raises :class:`CudaGraphError` (the capture is ended all the same)."""
@@ -397,7 +426,7 @@ def end_capture(stream):
     return graph
 
 
-@njit
+@_module_function
 def last_launch_status(stream):
     """``(status, node)``: the :class:`KernelNode` recorded by the last
     launch on capturing *stream* (call it right after that launch), to
@@ -406,7 +435,7 @@ def last_launch_status(stream):
     return status, node
 
 
-@njit
+@_module_function
 def last_launch(stream):
     """:func:`last_launch_status`, returning the node and raising
     :class:`CudaGraphError` (saying why) when there is none."""
@@ -416,7 +445,7 @@ def last_launch(stream):
     return node
 
 
-@njit
+@_module_function
 def abort_capture(stream):
     """End any capture in progress on *stream* and destroy what it recorded;
     returns the ``CUresult`` (0 also when the stream was not capturing).

@@ -114,7 +114,8 @@ def lossy_conversion(actual, formal):
     * a float or complex never becomes an integer or a boolean (3.7 would
       launch as 3, NaN as INT_MIN);
     * a complex never becomes a real (the imaginary part would be dropped);
-    * a constant integer must fit the parameter's type.
+    * a constant integer must fit the parameter's type (an address given to
+      a pointer parameter: 0..2**64-1).
 
     Other conversions follow Numba's rules; an integer that does not fit a
     narrower integer parameter at run time refuses the launch
@@ -137,6 +138,10 @@ def lossy_conversion(actual, formal):
     if isinstance(formal, types.Integer) and isinstance(value, int) and \
             not isinstance(value, bool) and not _integer_fits(value, formal):
         return "the constant %d does not fit %s" % (value, formal)
+    bits = getattr(formal, "address_bits", None)  # a pointer parameter given an address
+    if bits and isinstance(value, int) and not isinstance(value, bool) and \
+            not 0 <= value < 1 << bits:
+        return "the constant %d is not an address (0..2**%d-1)" % (value, bits)
     return None
 
 

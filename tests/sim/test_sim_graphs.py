@@ -654,3 +654,46 @@ def test_destroying_frees_the_records():
     assert _records() == records and left_alive() == []
     assert len(simgraph.STATE.nodes) == nodes
     assert grown < 64 * 1024, grown
+
+
+# -- handles and streams given from Python ---------------------------------------------
+
+@pytest.mark.parametrize("cls", [graphs.Graph, graphs.GraphExec, graphs.KernelNode])
+@pytest.mark.parametrize("handle", [-1, 2 ** 64, 1.5, "0x60000010", None, True])
+def test_a_handle_that_is_no_driver_handle_is_refused(cls, handle):
+    # (before: 2**64 raised OverflowError at the first use, 1.5 became 1,
+    # 'x' and None raised int()'s errors)
+    with pytest.raises(TypeError) as info:
+        cls(handle)
+    assert str(info.value) == ("%s(): handle must be a driver handle, an integer between 0 "
+                               "and 2**64-1, not %r (%s)"
+                               % (cls.__name__, handle, type(handle).__name__))
+
+
+@pytest.mark.parametrize("fn", ["begin_capture", "begin_capture_status", "end_capture",
+                                "end_capture_status", "last_launch", "last_launch_status",
+                                "abort_capture"])
+@pytest.mark.parametrize("stream, says", [
+    (-1, "a stream must be a stream handle between 0 and 2**64-1, not -1"),
+    (2 ** 64, "a stream must be a stream handle between 0 and 2**64-1, not "
+              "18446744073709551616"),
+    (1.5, "a stream must be an integer stream handle, not 1.5"),
+])
+def test_module_functions_called_from_python_check_the_stream(fn, stream, says):
+    # (before: -1 captured handle 2**64-1, 2**64 raised OverflowError,
+    # last_launch(2**64) Numba's "non-precise type pyobject")
+    with pytest.raises(TypeError) as info:
+        getattr(graphs, fn)(stream)
+    assert str(info.value) == "graphs.%s(): %s" % (fn, says)
+
+
+def test_a_stream_handle_above_int64_is_captured_from_python():
+    # (before: OverflowError once the function was compiled for int64 handles)
+    graphs.begin_capture(0x51)
+    assert graphs.abort_capture(0x51) == 0
+    top = 2 ** 64 - 1
+    graphs.begin_capture(top)
+    with pytest.raises(ncl.CudaGraphError, match="not one launch"):
+        graphs.last_launch(top)
+    graph = graphs.end_capture(top)
+    assert graph.destroy() == 0 and left_alive() == []

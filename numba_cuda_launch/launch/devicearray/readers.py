@@ -178,7 +178,7 @@ def _span(shape, strides, itemsize):
 _SPANS = {}  # (shape, strides, itemsize) -> _span(...): read at every call
 
 
-def _extent_error(data, shape, strides, itemsize):
+def _extent_error(data, shape, strides, itemsize, align=1):
     """Why memory of *shape* and *strides* (bytes) from pointer *data*
     cannot be addressed by compiled code (None: it can): the bytes from the
     lowest to the highest addressed must lie in 64-bit addresses."""
@@ -190,18 +190,23 @@ def _extent_error(data, shape, strides, itemsize):
         span = _SPANS[key] = _span(shape, strides, itemsize)
     if type(span) is str:
         return span
-    return _pointer_error(data, span, shape, strides)
+    return _pointer_error(data, span, shape, strides, align)
 
 
-def _pointer_error(data, span, shape, strides):
+def _pointer_error(data, span, shape, strides, align=1):
     """Why pointer *data* cannot address an array whose bytes are *span*
-    (what :func:`_span` gives) from it (None: it can)."""
+    (what :func:`_span` gives) from it, its items aligned to *align* bytes
+    (None: it can)."""
     if not 0 <= data < _INTP_END:
         return "the 'data' pointer must be between 0 and 2**63-1, not %r" % (data,)
     if span != (0, 0) and (data + span[0] < 0 or data + span[1] > _ADDRESS_END):
         return ("'shape' %r with 'strides' %r from pointer %#x addresses bytes %d to %d, "
                 "beyond 64-bit addresses"
                 % (shape, strides, data, data + span[0], data + span[1] - 1))
+    if data % align and span != (0, 0):
+        # a kernel reading an item there faults (CUDA_ERROR_MISALIGNED_ADDRESS)
+        return ("the data pointer %#x is not a multiple of %d, the alignment of its items "
+                "(a kernel reading one there would fault)" % (data, align))
     return None
 
 
@@ -222,7 +227,7 @@ class Layout:
 
     def pointer_error(self, data):
         """Why *data* cannot point to this array (None: it can)."""
-        return _pointer_error(data, self.span, self.shape, self.strides)
+        return _pointer_error(data, self.span, self.shape, self.strides, self.dtype.alignment)
 
     def type(self):
         """Its :class:`DeviceArray` type (TypeError for a dtype Numba has
@@ -375,7 +380,8 @@ def _from_cai(cai):
 
 
 def _checked(desc, error):
-    why = _extent_error(desc.data, desc.shape, desc.strides, desc.dtype.itemsize)
+    why = _extent_error(desc.data, desc.shape, desc.strides, desc.dtype.itemsize,
+                        desc.dtype.alignment)
     if why is not None:
         raise error(why)
     return desc
@@ -389,7 +395,11 @@ def _dlpack_error(what):
 
 def _dlpack_device(obj):
     """``obj.__dlpack_device__()`` checked: ``(device_type, device_id)``."""
-    device = obj.__dlpack_device__()
+    try:
+        device = obj.__dlpack_device__()
+    except Exception as exc:
+        raise _dlpack_error("__dlpack_device__() raised %s: %s" % (type(exc).__name__, exc)) \
+            from exc
     if type(device) is tuple and len(device) == 2 and type(device[0]) is int and \
             type(device[1]) is int:
         return device  # what the checks below give for it
@@ -402,9 +412,13 @@ def _dlpack_device(obj):
 def _dlpack_capsule(obj, stream):
     """``obj.__dlpack__(stream=...)``: a capsule not yet consumed, and its name."""
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=(_DL_MAJOR, 0))
-    except TypeError:  # a producer of DLPack < 1.0
-        capsule = obj.__dlpack__(stream=stream)
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=(_DL_MAJOR, 0))
+        except TypeError:  # a producer of DLPack < 1.0
+            capsule = obj.__dlpack__(stream=stream)
+    except Exception as exc:
+        raise _dlpack_error("__dlpack__(stream=%r) raised %s: %s"
+                            % (stream, type(exc).__name__, exc)) from exc
     if type(capsule) is not _PyCapsule:
         raise _dlpack_error("__dlpack__() returned %s, not a DLPack capsule"
                             % type(capsule).__name__)
@@ -620,7 +634,10 @@ def why_not_a_device_array(val):
     try:
         if cai is not None:
             device_array_type(_from_cai(cai))
-        elif hasattr(val, "__dlpack__") and hasattr(val, "__dlpack_device__"):
+        elif hasattr(val, "__dlpack__") and not hasattr(val, "__dlpack_device__"):
+            return ("%s has __dlpack__ but no __dlpack_device__, which a DLPack producer also "
+                    "defines (it says which device the tensor is on)" % type(val).__name__)
+        elif hasattr(val, "__dlpack__"):
             device = _dlpack_device(val)
             if device[0] not in _DEVICE_TYPES:
                 return ("its DLPack device %r is not a CUDA device (device types %s: "
