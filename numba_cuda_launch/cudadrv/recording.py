@@ -875,7 +875,8 @@ class RecordingDriver:
             warnings.warn("RecordingDriver records the driver calls of compiled launches; "
                           "under numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels "
                           "run in Python on host memory (the addresses given are dereferenced) "
-                          "and nothing is recorded: run without NUMBA_ENABLE_CUDASIM to record",
+                          "and their launches are not recorded: run without "
+                          "NUMBA_ENABLE_CUDASIM to record them",
                           RuntimeWarning, stacklevel=2)
         if self._active:
             raise RuntimeError("this RecordingDriver is already active: one instance "

@@ -15,7 +15,7 @@ from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch.testing import RecordingDriver
-from support.foreign_sources import AXPY_SIG, SOURCES
+from support.foreign_sources import AXPY_SIG, SOURCES, know_live
 from support.messages import first_line
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
@@ -34,9 +34,17 @@ WHAT = {"cubin": "a cubin image", "PTX": "a PTX image", "fatbin": "a fatbin imag
 
 @pytest.fixture(params=sorted(SOURCES))
 def refused(request):
-    # No driver is asked under the simulator (the recording driver records
-    # nothing there): fake live handles are not checked against one.
-    yield SOURCES[request.param].make(), REFUSAL % WHAT[request.param], None
+    # The recording driver knows the fake live handles (on a machine with a
+    # GPU the real driver would be asked about them, and a fake handle there
+    # is a wild pointer) and would see any launch.
+    with pytest.warns(RuntimeWarning, match="under numba-cuda's CUDA simulator"):
+        rec = RecordingDriver().__enter__()
+    try:
+        know_live(rec)
+        yield SOURCES[request.param].make(), REFUSAL % WHAT[request.param], rec
+    finally:
+        rec.__exit__(None, None, None)
+    assert rec.launches == [] and rec.loads == []
 
 
 def test_the_recording_driver_warns_that_it_records_nothing_under_the_simulator():
