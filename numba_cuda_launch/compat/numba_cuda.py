@@ -305,13 +305,8 @@ def _image_problem(kernel):
                 "(NUMBA_CUDA_LAUNCH_CC; it builds for %s)" % (
                     ", ".join("%d.%d" % c for c in bad),
                     ", ".join("%d.%d" % c for c in supported)))
-    for cc in ccs or (None,):
-        try:
-            kernel_image(kernel) if cc is None else kernel_cubin(kernel, cc)
-        except Exception as exc:
-            return ("building its cubin for compute capability %s failed (is that "
-                    "architecture supported by the installed CUDA toolkit?):\n%s"
-                    % (cc or target_compute_capability(), exc))
+    # the PTX first: code it cannot hold is the reason a list fails (a
+    # cubin build may fail on it too, with the linker's words)
     if ccs is not None:
         try:
             kernel_ptx(kernel, ccs[0])
@@ -319,6 +314,13 @@ def _image_problem(kernel):
             return ("its image for several architectures needs the PTX of compute "
                     "capability %d.%d, for newer GPUs, and %s" % (ccs[0] + (
                         exc if isinstance(exc, ValueError) else "building it failed:\n%s" % exc,)))
+    for cc in ccs or (None,):
+        try:
+            kernel_image(kernel) if cc is None else kernel_cubin(kernel, cc)
+        except Exception as exc:
+            return ("building its cubin for compute capability %s failed (is that "
+                    "architecture supported by the installed CUDA toolkit?):\n%s"
+                    % (cc or target_compute_capability(), exc))
     return None
 
 
