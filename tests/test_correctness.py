@@ -799,30 +799,34 @@ def test_env_compute_capability_spellings_in_a_fresh_process():
         assert out.stdout.strip() == "(9, 0)"
 
 
+# A child's launch of a lazy kernel from @njit under the recording driver:
+# prints "compiled" or the first line of the error.
+LAUNCH_IN_CHILD = """
+    import numba, numpy as np
+    from numba import cuda, njit
+    import numba_cuda_launch as ncl
+
+    @cuda.jit
+    def k(x):
+        pass
+
+    @njit
+    def f(p):
+        k[1, 1](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
+
+    from numba_cuda_launch.testing import RecordingDriver
+    try:
+        with RecordingDriver():
+            f(4096)
+        print("compiled")
+    except Exception as exc:
+        print(str(exc).splitlines()[0])
+"""
+
+
 @pytest.mark.slow
 def test_malformed_env_compute_capability_names_the_variable():
-    code = """
-        import numba, numpy as np
-        from numba import cuda, njit
-        import numba_cuda_launch as ncl
-
-        @cuda.jit
-        def k(x):
-            pass
-
-        @njit
-        def f(p):
-            k[1, 1](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
-
-        from numba_cuda_launch.testing import RecordingDriver
-        try:
-            with RecordingDriver():
-                f(4096)
-            print("compiled")
-        except Exception as exc:
-            print(exc)
-    """
-    out = run_child(code, NUMBA_CUDA_LAUNCH_CC="garbage")
+    out = run_child(LAUNCH_IN_CHILD, NUMBA_CUDA_LAUNCH_CC="garbage")
     assert out.returncode == 0, out.stderr
     # read with a GPU too (a list of architectures applies there): the same error
     assert "NUMBA_CUDA_LAUNCH_CC: 'garbage' is not a compute capability" in out.stdout
@@ -853,25 +857,7 @@ def test_eager_kernel_with_no_gpu_gets_the_hint():
 @pytest.mark.slow
 @pytest.mark.skipif(HAVE_GPU, reason="with a GPU the kernel compiles")
 def test_lazy_kernel_with_no_gpu_says_what_to_do_on_the_first_line():
-    code = """
-        import numba, numpy as np
-        from numba import cuda, njit
-        import numba_cuda_launch as ncl
-
-        @cuda.jit
-        def k(x):
-            pass
-
-        @njit
-        def f(p):
-            k[1, 1](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
-
-        try:
-            f(4096)
-        except Exception as exc:
-            print(str(exc).splitlines()[0])
-    """
-    out = run_child(code, NUMBA_CUDA_LAUNCH_CC="")
+    out = run_child(LAUNCH_IN_CHILD, NUMBA_CUDA_LAUNCH_CC="")
     assert out.returncode == 0, out.stderr
     first = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout.strip().splitlines()[0])
     assert first.startswith("compiling kernel 'k' for (x: array(float32, 1d, C)) failed: "

@@ -20,6 +20,7 @@ import threading
 
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
+from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CUDA_ERROR_NOT_FOUND
 
@@ -34,6 +35,7 @@ __all__ = [
     "call",
     "function_pointer",
     "cold_function",
+    "zeroed_global",
     "return_if_failed",
 ]
 
@@ -287,6 +289,19 @@ def function_pointer(builder, name):
     return builder.load(builder.gep(_table_global(builder.module),
                                     [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
                                     inbounds=True))
+
+
+def zeroed_global(module, name, ty, align):
+    """The module's internal global *name* of LLVM type *ty*, zero-initialised
+    (made on first use): per-process state of emitted code (a loaded kernel,
+    a raised limit)."""
+    gv = module.globals.get(name)
+    if gv is None:
+        gv = cgutils.add_global_variable(module, ty, name)
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(ty, None)
+        gv.align = align
+    return gv
 
 
 def cold_function(module, name, argtypes):

@@ -94,16 +94,6 @@ def _global_constant(module, name, data):
     return gv
 
 
-def _slot(module, name):
-    gv = module.globals.get(name)
-    if gv is None:
-        gv = cgutils.add_global_variable(module, _i8p, name)
-        gv.linkage = "internal"
-        gv.initializer = ir.Constant(_i8p, None)
-        gv.align = 8
-    return gv
-
-
 def _loader(module):
     """``i32 load(CUkernel* slot, image, name)``: load once, publish by CAS."""
     fn = module.globals.get(_LOADER)
@@ -154,7 +144,7 @@ def emit_get_kernel(builder, image):
     builder.store(ir.Constant(_i32, 0), status_ptr)
     module = builder.module
     tag = image.digest
-    slot = _slot(module, "numba_cuda_launch_slot_" + tag)
+    slot = driver.zeroed_global(module, "numba_cuda_launch_slot_" + tag, _i8p, 8)
     data = _global_constant(module, "numba_cuda_launch_image_" + tag, image.data)
     name = _global_constant(
         module, "numba_cuda_launch_name_" + tag, image.entry_name.encode() + b"\0")

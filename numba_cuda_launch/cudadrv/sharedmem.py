@@ -46,17 +46,9 @@ TOO_LARGE = -1
 def _globals(module, tag):
     """The per-kernel limits: ``ok`` (i32) and one per device (``[N x i32]``),
     0 while unknown."""
-    out = []
-    for name, ty in (("numba_cuda_launch_shared_ok_" + tag, _i32),
-                     ("numba_cuda_launch_shared_dev_" + tag, ir.ArrayType(_i32, MAX_DEVICES))):
-        gv = module.globals.get(name)
-        if gv is None:
-            gv = cgutils.add_global_variable(module, ty, name)
-            gv.linkage = "internal"
-            gv.initializer = ir.Constant(ty, None)
-            gv.align = 4
-        out.append(gv)
-    return out
+    return [driver.zeroed_global(module, name, ty, 4) for name, ty in (
+        ("numba_cuda_launch_shared_ok_" + tag, _i32),
+        ("numba_cuda_launch_shared_dev_" + tag, ir.ArrayType(_i32, MAX_DEVICES)))]
 
 
 def _query(builder, name, args):
