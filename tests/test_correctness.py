@@ -860,10 +860,11 @@ def test_lazy_kernel_with_no_gpu_says_what_to_do_on_the_first_line():
     out = run_child(LAUNCH_IN_CHILD, NUMBA_CUDA_LAUNCH_CC="")
     assert out.returncode == 0, out.stderr
     first = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout.strip().splitlines()[0])
+    # (the package's name differs in the patched numba-cuda: numba.cuda.cpu_launch)
     assert first.startswith("compiling kernel 'k' for (x: array(float32, 1d, C)) failed: "
                             "no usable GPU and no architecture configured: set "
-                            "NUMBA_CUDA_LAUNCH_CC=9.0 or call "
-                            "numba_cuda_launch.set_compute_capability((9, 0))"), first
+                            "NUMBA_CUDA_LAUNCH_CC=9.0 or call "), first
+    assert ".set_compute_capability((9, 0)) to compile without one" in first
 
 # -- 4. cache=True across launch targets ----------------------------------------------
 
