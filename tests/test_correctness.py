@@ -5,7 +5,6 @@ never reaches it)."""
 
 import collections
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from numba.core import types as nt
 from numba.core.errors import NumbaError, TypingError
 
 import numba_cuda_launch as ncl
-from support.childenv import PREAMBLE, child_env
+from support.childenv import CACHED_LAUNCHER, PREAMBLE, child_env
 from support.messages import first_line
 from support import HAVE_GPU
 from numba_cuda_launch.testing import RecordingDriver
@@ -853,13 +852,12 @@ def test_eager_kernel_with_no_gpu_gets_the_hint():
     assert ".set_compute_capability((9, 0))" in out.stdout
 
 
-
 @pytest.mark.slow
 @pytest.mark.skipif(HAVE_GPU, reason="with a GPU the kernel compiles")
 def test_lazy_kernel_with_no_gpu_says_what_to_do_on_the_first_line():
     out = run_child(LAUNCH_IN_CHILD, NUMBA_CUDA_LAUNCH_CC="")
     assert out.returncode == 0, out.stderr
-    first = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout.strip().splitlines()[0])
+    first = first_line(out.stdout)
     # (the package's name differs in the patched numba-cuda: numba.cuda.cpu_launch)
     assert first.startswith("compiling kernel 'k' for (x: array(float32, 1d, C)) failed: "
                             "no usable GPU and no architecture configured: set "
@@ -867,23 +865,6 @@ def test_lazy_kernel_with_no_gpu_says_what_to_do_on_the_first_line():
     assert ".set_compute_capability((9, 0)) to compile without one" in first
 
 # -- 4. cache=True across launch targets ----------------------------------------------
-
-CACHE_MODULE = """
-import numba, numpy as np
-from numba import cuda, njit
-import numba_cuda_launch as ncl
-
-@cuda.jit
-def add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
-
-@njit(cache=True)
-def run(p, n):
-    x = numba.carray(ncl.as_voidptr(p), (n,), np.float32)
-    return add_one[1, 32].launch_status(x)
-"""
 
 CACHE_MAIN = """
 import numpy as np
@@ -899,7 +880,7 @@ print(status, a.tolist(), hits)
 
 @pytest.mark.slow
 def test_cached_code_is_keyed_on_the_launch_target(tmp_path):
-    (tmp_path / "cachemod.py").write_text(CACHE_MODULE)
+    (tmp_path / "cachemod.py").write_text(CACHED_LAUNCHER)
 
     def run(**env):
         out = subprocess.run([sys.executable, "-c", PREAMBLE + CACHE_MAIN], cwd=tmp_path,

@@ -22,7 +22,7 @@ from numba_cuda_launch.compat import numba_cuda as compat
 from numba_cuda_launch.launch import caching
 from numba_cuda_launch.testing import RecordingDriver
 from support import HAVE_GPU
-from support.childenv import PREAMBLE, child_env
+from support.childenv import CACHED_LAUNCHER, PREAMBLE, child_env
 
 ADDR = 0x7F0000001000
 SIG = "void(float32, float32[::1], float32[::1])"
@@ -351,23 +351,6 @@ def test_cached_code_is_used_where_its_images_run(monkeypatch, built, now, used)
             check()
 
 
-CACHE_MODULE = """
-import numba, numpy as np
-from numba import cuda, njit
-import numba_cuda_launch as ncl
-
-@cuda.jit
-def add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
-
-@njit(cache=True)
-def run(p, n):
-    x = numba.carray(ncl.as_voidptr(p), (n,), np.float32)
-    return add_one[1, 32].launch_status(x)
-"""
-
 CACHE_MAIN = """
 import sys
 import numpy as np
@@ -383,7 +366,7 @@ print(status, [(c.kind, c.cc) for c in rec.choices], sum(cachemod.run.stats.cach
 @pytest.mark.slow
 @pytest.mark.skipif(HAVE_GPU, reason="with a GPU the device decides the architecture")
 def test_cached_code_of_several_architectures_is_used_where_it_runs(tmp_path):
-    (tmp_path / "cachemod.py").write_text(CACHE_MODULE)
+    (tmp_path / "cachemod.py").write_text(CACHED_LAUNCHER)
 
     def run(setting, device):
         out = subprocess.run([sys.executable, "-c", PREAMBLE + CACHE_MAIN, device],
