@@ -170,16 +170,6 @@ def _scalar_values(typingctx, frame, variant):
 
 
 @intrinsic
-def _rank(typingctx, variant):
-    """The rank of the *variant*'s first buffer (a constant)."""
-    rank = variant.rank
-
-    def codegen(context, builder, sig, args):
-        return context.get_constant(nt.intp, rank)
-    return nt.intp(variant), codegen
-
-
-@intrinsic
 def _shapes(typingctx, arrays):
     """``tuple(a.shape for a in arrays)``."""
     shape_types = [nt.UniTuple(nt.intp, a.ndim) for a in arrays]
@@ -293,18 +283,18 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
                                    attributes) for argtypes in (variants[0], variants[-1]))
     batch_aware = len(variants) > 1
     first = _first_argument if n_in else _first_result
-    rule = launch_rule
+    rank0, rank1 = unbatched.numba_type.rank, batched.numba_type.rank
 
-    # batch_aware and rule are constants: Numba prunes the branches they
-    # rule out before typing.
+    # batch_aware, the ranks and launch_rule are constants: Numba prunes the
+    # branches they rule out before typing.
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
         rank = xla_ffi.buffer_rank(first(frame))
-        if rank == _rank(unbatched):
-            status = _launch(frame, kernel, unbatched, rule)
-        elif batch_aware and rank == _rank(batched):
-            status = _launch(frame, kernel, batched, rule)
+        if rank == rank0:
+            status = _launch(frame, kernel, unbatched, launch_rule)
+        elif batch_aware and rank == rank1:
+            status = _launch(frame, kernel, batched, launch_rule)
         else:
             return xla_ffi.error(frame, xla_ffi.c_string(msg_rank))
         if status != 0:
