@@ -297,17 +297,14 @@ _reset_overloads = getattr(_dispatcher._DispatcherBase, "_reset_overloads", None
 def _compile_for_args_learning(self, *args, **kws):
     try:
         entry = _compile_for_args(self, *args, **kws)
-    except errors.TypingError as e:
+    except BaseException as e:
         if _arguments is not None:
-            _arguments.release(args)
-        problems = [] if _arguments is None else _argument_problems(self, args, _arguments.explain)
+            _arguments.release(args)  # what typing read for the call that will not happen
+        problems = [] if _arguments is None or not isinstance(e, errors.TypingError) \
+            else _argument_problems(self, args, _arguments.explain)
         if problems:
             name = getattr(self.py_func, "__name__", "function")
             raise errors.TypingError("%s(): %s\n\n%s" % (name, "; ".join(problems), e)) from None
-        raise
-    except BaseException:
-        if _arguments is not None:
-            _arguments.release(args)  # what typing read for the call that will not happen
         raise
     if not kws and _arguments is not None:
         _learn(self, args, entry, _arguments.should_route)
