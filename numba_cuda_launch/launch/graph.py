@@ -14,7 +14,6 @@ import functools
 import numbers
 
 from llvmlite import ir
-from numba import njit
 from numba.core import cgutils, types
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_attribute_wrapper,
@@ -377,8 +376,6 @@ def _module_function(fn):
     other Python forms read one (:func:`..sync.python_stream`: any stream
     object; a handle outside 0..2**64-1, a float or a string is a
     TypeError naming it, never an OverflowError or a wrapped handle)."""
-    jitted = njit(fn)
-
     @functools.wraps(fn)
     def python_form(stream, *args):
         try:
@@ -388,6 +385,8 @@ def _module_function(fn):
         return jitted(stream, *args)
 
     overload(python_form, target="cpu", strict=False)(lambda stream, *args: fn)
+    # Python runs the overload too: fn is compiled once per signature for both
+    jitted = jitted_call(python_form)
     return python_form
 
 
