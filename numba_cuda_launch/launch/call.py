@@ -181,15 +181,11 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     argvals = list(argvals) + [context.get_constant_generic(builder, t, v) for t, v in
                                zip(selection.argtypes[given:], selection.defaults)]
     values, producers = [], []
-    # what the kernel's compiler refuses in argument values (its adapter's
-    # optional emit_argument_checks)
-    compiler_checks = getattr(getattr(backend, "compiler", None), "emit_argument_checks", None)
     for i, (v, a, f) in enumerate(zip(argvals, argtypes, selection.argtypes)):
         where = "parameter %r (argument %d)" % (names[i], i + 1)
         _check_integer_ranges(builder, guards, v, a, f, where)
         values.append(_to_formal(context, builder, v, a, f))
-        if compiler_checks is not None:
-            compiler_checks(context, builder, guards, f, values[-1], where)
+        backend.emit_argument_checks(context, builder, guards, f, values[-1], where)
         # An array given for a pointer parameter (a foreign kernel's) is
         # checked as the array it is: its meminfo says host memory.
         as_given = type(a) is types.Array and not isinstance(f, types.Array)

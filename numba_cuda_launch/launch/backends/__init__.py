@@ -83,6 +83,11 @@ class LaunchBackend:
         (:class:`~numba_cuda_launch.launch.guards.Guards`). None by default;
         the driver backend raises the kernel's dynamic shared memory limit."""
 
+    def emit_argument_checks(self, context, builder, guards, ty, value, where):
+        """Emit the checks the kernel's compiler makes of an argument *value*
+        of formal type *ty* (*where* names the parameter for messages).
+        None by default."""
+
     def emit_is_device_accessible(self, builder, address, host_allocated):
         """Emit whether a kernel may be given *address* (``i8*``); an
         ``i1``. *host_allocated* (an ``i1``) is true for the data of an array

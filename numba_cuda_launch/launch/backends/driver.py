@@ -93,6 +93,13 @@ class DriverBackend(LaunchBackend):
         info = "%s of kernel %r" % (kind, self.compiler.entry_name(kernel))
         return status_ptr, context.add_dynamic_addr(builder, address, info=info)
 
+    def emit_argument_checks(self, context, builder, guards, ty, value, where):
+        # what the kernel's compiler refuses in argument values (an adapter's
+        # optional emit_argument_checks: numba-cuda-mlir's strides)
+        checks = getattr(self.compiler, "emit_argument_checks", None)
+        if checks is not None:
+            checks(context, builder, guards, ty, value, where)
+
     def emit_launch_checks(self, context, builder, guards, kernel, cfg):
         # More dynamic shared memory than 48 KiB (less the static) needs the
         # kernel's limit raised on the device first: one compare when known.
