@@ -23,7 +23,9 @@ import sys
 from llvmlite import ir
 from numba.core import cgutils, types
 
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled
+# a numba-cuda-mlir dispatcher's py_func is read as numba-cuda's is
+from numba_cuda_launch.compat.numba_cuda import (dispatcher_param_names,
+                                                 dispatcher_qualified_name, simulator_enabled)
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
@@ -119,16 +121,6 @@ def dispatcher_parameters(dispatcher):
     import inspect
 
     return list(inspect.signature(dispatcher.py_func).parameters.values())
-
-
-def dispatcher_param_names(dispatcher):
-    return [p.name for p in dispatcher_parameters(dispatcher)]
-
-
-def dispatcher_qualified_name(dispatcher):
-    """``module.qualname`` of the kernel's Python function (what defines it)."""
-    fn = dispatcher.py_func
-    return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
 
 
 def is_device_function(dispatcher):
