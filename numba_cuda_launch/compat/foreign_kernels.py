@@ -200,8 +200,8 @@ def _address(obj, attr, source):
 
 
 def from_cuda_core(obj):
-    """``(image, None)`` of a cuda.core ``ObjectCode`` (its ``code``: bytes or
-    a path), a :class:`LiveHandle` of a cuda.core ``Kernel`` (its
+    """The image of a cuda.core ``ObjectCode`` (its ``code``: bytes or a
+    path), a :class:`LiveHandle` of a cuda.core ``Kernel`` (its
     ``handle``, a ``CUkernel``; cuda.core keeps no name for it), or None if
     *obj* is neither."""
     module, cls = _type_of(obj)
@@ -215,7 +215,7 @@ def from_cuda_core(obj):
     if obj.code_type not in ("cubin", "ptx", "fatbin"):
         raise ValueError("a cuda.core ObjectCode of type %r cannot be loaded as is; "
                          "link it to a cubin first (cuda.core.Linker)" % obj.code_type)
-    return obj.code, None
+    return obj.code
 
 
 def from_cupy(obj):

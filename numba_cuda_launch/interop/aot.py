@@ -193,7 +193,7 @@ def _refuse_process_addresses(exp, module):
     # one global per use: LLVM suffixes repeats of a name (".1", ".2", ...)
     addresses = {int(g.name[len(_DYNAMIC_PREFIX):].split(".")[0], 16)
                  for g in module.global_variables if g.name.startswith(_DYNAMIC_PREFIX)}
-    kernels = [live_kernel_name(a) for a in addresses if live_kernel_name(a) is not None]
+    kernels = [k for k in map(live_kernel_name, addresses) if k is not None]
     if kernels:
         _refuse(exp.what, "it launches foreign kernel %s by the driver handle another library "
                 "loaded in this process, which no other process has; make the "

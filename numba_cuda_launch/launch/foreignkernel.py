@@ -190,9 +190,10 @@ def _check_entry(what, data, kind, entry, c_types, extras=()):
                 "declares %s" % (what, entry, sizes, expected))
     elif kind == "cubin" and entry.encode() not in _fk.cubin_functions(data):
         raise ValueError("foreign_kernel(%s): the cubin has no entry %r" % (what, entry))
-    elif kind == "fatbin" and fatbin.truncation(data):
-        raise ValueError("foreign_kernel(%s): the fatbin is truncated: %s"
-                         % (what, fatbin.truncation(data)))
+    elif kind == "fatbin":
+        truncated = fatbin.truncation(data)
+        if truncated:
+            raise ValueError("foreign_kernel(%s): the fatbin is truncated: %s" % (what, truncated))
 
 
 def _check_loaded(what, live, c_types, names):
@@ -257,15 +258,16 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
         _check_entry(entry, ptx, "ptx", entry, c_types, extras)
         return _build(entry, image, "cubin", "Triton", names, c_types, extras, block, shared)
     try:
-        found = _fk.from_cuda_core(source) or _fk.from_cupy(source)
+        found = _fk.from_cuda_core(source)  # an image may be empty bytes: not "or"
+        if found is None:
+            found = _fk.from_cupy(source)
     except (TypeError, ValueError) as exc:
         raise type(exc)("foreign_kernel(%s): %s" % (what, exc)) from None
     if isinstance(found, _fk.LiveHandle):
         return _from_live(found, entry, signature, param_names)
     origin = "image"
     if found is not None:
-        source, _ = found
-        origin = "cuda.core ObjectCode"
+        source, origin = found, "cuda.core ObjectCode"
     if entry is None:
         raise TypeError("foreign_kernel(%s): give the entry point's name (entry=...)" % what)
     _check_entry_name(what, entry, True)
