@@ -395,6 +395,10 @@ class NumbaCudaKernels:
         return None  # under the simulator its kernels are simulated
 
     @staticmethod
+    def live_handle(kernel):
+        return None  # launched from its image
+
+    @staticmethod
     def launch_problems(dispatcher, kernel):
         reasons = unsupported_kernel_features(kernel)
         problem = None if is_simulated(kernel) else _image_problem(kernel)

@@ -460,6 +460,10 @@ class NumbaCudaMLIRKernels:
         return False  # numba-cuda's simulator runs numba-cuda kernels only
 
     @staticmethod
+    def live_handle(kernel):
+        return None  # launched from its image
+
+    @staticmethod
     def param_types(kernel):
         return [ir.IntType(8 * s) for s in kernel_param_sizes(kernel)]
 

@@ -116,7 +116,7 @@ def kernel_handle(dispatcher, argtypes):
     param_types = compiler.param_types(kernel)
     layout = param_layout(compiler, selection.param_names, selection.argtypes, param_types,
                           cpu_target.target_context.target_data)
-    live = getattr(compiler, "live_handle", lambda k: None)(kernel)
+    live = compiler.live_handle(kernel)
     return KernelHandle(
         kernel_name=name,
         entry_name=compiler.entry_name(kernel),

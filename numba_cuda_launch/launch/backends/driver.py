@@ -78,14 +78,10 @@ class DriverBackend(LaunchBackend):
         flat = flatten_values(context, builder, self.compiler, formal_types, values)
         return emit_param_array(builder, flat, param_types, context.target_data)
 
-    def _live_handle(self, kernel):
-        live = getattr(self.compiler, "live_handle", None)
-        return live(kernel) if live is not None else None
-
     def _emit_kernel(self, context, builder, kernel):
         """``(status_ptr, handle)``: the ``CUkernel`` of the kernel's image,
         loaded on first use, or the kernel's live handle (status 0)."""
-        live = self._live_handle(kernel)
+        live = self.compiler.live_handle(kernel)
         if live is None:
             return emit_get_kernel(builder, self.image(kernel))
         address, kind = live
@@ -103,7 +99,7 @@ class DriverBackend(LaunchBackend):
     def emit_launch_checks(self, context, builder, guards, kernel, cfg):
         # More dynamic shared memory than 48 KiB (less the static) needs the
         # kernel's limit raised on the device first: one compare when known.
-        live = self._live_handle(kernel)
+        live = self.compiler.live_handle(kernel)
         if live is not None and live[1] != "CUkernel":
             return  # a CUfunction's limit is its owner's to raise (docs/kernel-sources.md)
         tag = self.image(kernel).digest if live is None else "live_%x" % live[0]
@@ -126,7 +122,7 @@ class DriverBackend(LaunchBackend):
 
     def emit_function(self, context, builder, kernel):
         status_ptr, handle = self._emit_kernel(context, builder, kernel)
-        live = self._live_handle(kernel)
+        live = self.compiler.live_handle(kernel)
         func = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
