@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from numba.core import types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CudaLaunchError
 from numba_cuda_launch.launch.params import KernelParam, param_layout
 from numba_cuda_launch.launch.selection import compiler_for, select_kernel
@@ -106,9 +105,6 @@ def kernel_handle(dispatcher, argtypes):
     if _compat.is_simulated(dispatcher):
         raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
                            "kernels run as Python and have no image or driver handle")
-    # numba-cuda-mlir may have been imported after this package: its no-GPU
-    # override applies before it compiles (as when a launch is typed)
-    _overrides.install()
     selection = select_kernel(dispatcher, tuple(argtypes))
     kernel = selection.kernel
     from numba.core.registry import cpu_target

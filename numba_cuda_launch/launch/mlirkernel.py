@@ -19,7 +19,6 @@ from numba.core.imputils import lower_constant
 from numba.extending import register_model, typeof_impl
 
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
-from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.launch import launchconfig
 
 __all__ = ["MLIRKernel"]
@@ -53,7 +52,6 @@ class _MLIRDispatcherClass(abc.ABC):
 
 @typeof_impl.register(_MLIRDispatcherClass)
 def _typeof_mlir_kernel(val, c):
-    _overrides.install()  # numba-cuda-mlir is imported now: its no-GPU override can apply
     return MLIRKernel(val)
 
 

@@ -24,6 +24,7 @@ from numba.core.typing.templates import signature
 from numba_cuda_launch.compat import foreign_kernels as _foreign
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
+from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
@@ -223,6 +224,9 @@ def _compile_for(compiler, dispatcher, args, name, names):
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
                 % (name, names[i], i + 1, ty, _compat.lazy_argument_problem(dispatcher, problem)))
+    # numba-cuda-mlir may have been imported after this package: its no-GPU
+    # override applies before it compiles
+    _overrides.install()
     try:
         return compiler.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
