@@ -154,7 +154,6 @@ class _Table(ctypes.Structure):
 
 _TABLE = _Table()
 _lock = threading.Lock()
-_keepalive = {}
 _problem = None
 
 
@@ -204,7 +203,9 @@ def current_functions():
     return {name: getattr(_TABLE, name) for name in ENTRY_POINTS}
 
 
-_installed = []  # [token, table before it, its functions]: innermost last
+# [(token, table before it, its functions)], innermost last; holding the
+# functions keeps them alive while the table points to them.
+_installed = []
 
 
 @contextlib.contextmanager
@@ -228,10 +229,7 @@ def use_functions(**functions):
     with _lock:
         _installed.append((token, current_functions(), functions))
         for name, fn in functions.items():
-            if not isinstance(fn, int):
-                _keepalive[id(fn)] = fn
-                fn = ctypes.cast(fn, ctypes.c_void_p).value
-            setattr(_TABLE, name, fn)
+            setattr(_TABLE, name, fn if isinstance(fn, int) else ctypes.cast(fn, _vp).value)
     try:
         yield
     finally:
@@ -244,9 +242,6 @@ def use_functions(**functions):
             out_of_order = i != len(_installed) - 1
             for name, addr in _installed[i][1].items():
                 setattr(_TABLE, name, addr)
-            for _, _, fns in _installed[i:]:
-                for fn in fns.values():
-                    _keepalive.pop(id(fn), None)
             del _installed[i:]
         if out_of_order:
             raise RuntimeError(

@@ -152,11 +152,10 @@ def _destroy_function(fn, builder):
     event_slot = payload_field(builder, payload, "event")
     event = builder.load(event_slot)
     destroy = builder.load(payload_field(builder, payload, "destroy"))
+    builder.store(ir.Constant(_i8p, None), event_slot)
     with builder.if_then(builder.or_(cgutils.is_null(builder, event),
                                      cgutils.is_null(builder, destroy))):
-        builder.store(ir.Constant(_i8p, None), event_slot)
         builder.ret(_i32c(0))
-    builder.store(ir.Constant(_i8p, None), event_slot)
     fnty = ir.FunctionType(_i32, (_i8p,))
     destroy = builder.bitcast(destroy, fnty.as_pointer())
     status = builder.call(destroy, [event])

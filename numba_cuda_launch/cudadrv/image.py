@@ -9,6 +9,7 @@ publishes the handle by compare-and-swap, so racing threads agree on one;
 """
 
 import ctypes
+import functools
 import hashlib
 import threading
 import weakref
@@ -37,7 +38,7 @@ class KernelImage:
     entry_name: str
     data: bytes
 
-    @property
+    @functools.cached_property
     def digest(self):
         h = hashlib.sha256(self.data)
         h.update(self.entry_name.encode())
@@ -147,7 +148,7 @@ def emit_get_kernel(builder, image):
 
 _python_loader = None
 _python_lock = threading.Lock()
-_loaded = {}  # digest -> (slot, image bytes): images loaded from Python
+_loaded = {}  # digest -> (slot, the bytes given to the driver): loaded from Python
 
 
 def _compile_python_loader():
@@ -181,13 +182,11 @@ def load_image(image):
         entry = _loaded.get(image.digest)
         if entry is None:
             entry = (ctypes.c_void_p(0), image.data, image.entry_name.encode() + b"\0")
-        slot, data, name = entry
-        if not slot.value:
-            status = _python_loader(ctypes.addressof(slot), data, name)
+            status = _python_loader(ctypes.addressof(entry[0]), *entry[1:])
             if status != 0:
                 return status, 0
             _loaded[image.digest] = entry
-        return 0, slot.value
+        return 0, entry[0].value
 
 
 _param_sizes = {}  # entry name -> parameter sizes, for tools reading params
