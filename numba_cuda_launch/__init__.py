@@ -2,22 +2,10 @@
 
 ``import numba_cuda_launch`` once; then ``@numba.cfunc`` and ``@numba.njit``
 functions can write ``kernel[griddim, blockdim, stream, sharedmem](args...)``,
-compiled to a direct ``cuLaunchKernel`` call with no Python in the way.
-
-The package is four layers whose imports point one way (a test checks it):
-
-* :mod:`.interop` -- other systems over launches: XLA's FFI
-  (:mod:`numba_cuda_launch.xla_ffi`) and JAX (:mod:`numba_cuda_launch.jax`);
-* :mod:`.launch` -- ``kernel[...]`` in nopython code: types, typing,
-  lowering, the parameter ABI, launch backends, ``kernel_handle``, occupancy
-  queries, CUDA graphs (:mod:`numba_cuda_launch.graphs`);
-* :mod:`.cudadrv` -- what compiled code calls: the driver table, contexts,
-  kernel images, the recording driver (:mod:`numba_cuda_launch.testing`);
-* :mod:`.compat` -- every use of numba-cuda internals, and every
-  replacement of a Numba, numba-cuda or numba-cuda-mlir attribute
-  (:mod:`.compat.overrides`, listed in docs/overrides.md).
-
-Beside them, :mod:`.errors` and :mod:`.config` are used by all layers.
+compiled to a direct ``cuLaunchKernel`` call with no Python in the way
+(README.md). Four layers, imports pointing one way: :mod:`.interop` ->
+:mod:`.launch` -> :mod:`.cudadrv` -> :mod:`.compat`, with :mod:`.errors` and
+:mod:`.config` below all (docs/architecture.md).
 """
 
 from numba_cuda_launch.compat import overrides as _overrides
@@ -95,17 +83,13 @@ __all__ = [
 
 
 def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
-    """Build kernel images for compute capability *cc* (e.g. ``(9, 0)`` or
-    ``"9.0"``) when no GPU is present; ``None`` clears the setting (a
-    ValueError names any other value). Applies to numba-cuda-mlir too once
-    it is imported (its eager kernels compile at decoration, so import it
-    before calling this).
-
-    A list (``[(8, 0), (9, 0)]``) builds portable images, with or without a
-    GPU: a fatbin holding a cubin for each listed architecture and the PTX
-    of the lowest, which the driver compiles for newer GPUs (numba-cuda
-    kernels only; docs/architecture.md). Each must be an architecture the
-    installed CUDA toolkit builds for (ValueError otherwise)."""
+    """Build kernel images for compute capability *cc* (``(9, 0)``,
+    ``"9.0"``, ...) when no GPU is present; ``None`` clears the setting
+    (ValueError for any other value). A list (``[(8, 0), (9, 0)]``) builds
+    portable images of numba-cuda kernels, with or without a GPU, for
+    architectures the installed CUDA toolkit builds for (docs/architecture.md).
+    numba-cuda-mlir's eager kernels compile at decoration: import it before
+    calling this."""
     from numba_cuda_launch.compat import numba_cuda as _numba_cuda
 
     source = "set_compute_capability()"

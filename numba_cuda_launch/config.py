@@ -1,17 +1,10 @@
-"""Which GPU architecture kernel images are built for when no GPU is present.
+"""Which GPU architecture kernel images are built for.
 
-With a GPU, images are built for the current device, exactly as numba-cuda
-builds them for a Python launch (so the two share one compilation). With no
-GPU or driver, set a compute capability with :func:`set_compute_capability`
-or the environment variable ``NUMBA_CUDA_LAUNCH_CC``; the image then loads
-only on devices of that architecture family. Spellings accepted: ``(9, 0)``,
-``"9.0"``, ``"9,0"``, ``"90"``, ``"sm_90"``, ``"compute_90"``.
-
-A list of them (``[(8, 0), (9, 0)]``; in the variable, spellings separated
-by spaces or semicolons, ``"8.0 9.0"``, or ``"8.0;"`` for a list of one)
-asks for portable images, with or without a GPU: a cubin for each listed
-architecture plus the PTX of the lowest, which the driver compiles for
-newer devices (docs/architecture.md, "Images for several architectures").
+With a GPU, images are built for the current device, as numba-cuda builds
+them for a Python launch; with none, for the compute capability set with
+:func:`set_compute_capability` or ``NUMBA_CUDA_LAUNCH_CC``. A list of them asks
+for portable images, with or without a GPU (docs/architecture.md, "Images for
+several architectures"; accepted spellings: docs/reliability.md).
 """
 
 import numbers
@@ -88,8 +81,7 @@ def parse_setting(value, source):
     """``(major, minor)`` for one compute capability, or a sorted tuple of
     them for a list (a Python list or tuple of spellings, or a string of
     spellings separated by spaces or semicolons, ``"sm_80;"`` a list of
-    one); ValueError naming
-    *source* otherwise."""
+    one); ValueError naming *source* otherwise."""
     if isinstance(value, str) and _SEPARATORS.search(value.strip()):
         try:
             return _parse(value, source)  # "9, 0" is one
@@ -102,11 +94,9 @@ def parse_setting(value, source):
 
 
 def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
-    """Build kernel images for compute capability *cc* (``(9, 0)``,
-    ``"9.0"``, ``"90"``, ``"sm_90"``) when no GPU is present, or for every
-    architecture of a list (``[(8, 0), (9, 0)]``: portable images, with or
-    without a GPU); ``None`` clears the setting. Raises ValueError for
-    anything else."""
+    """Store the setting *cc*, one compute capability or a list (``None``
+    clears it; ValueError for anything else). The public
+    :func:`numba_cuda_launch.set_compute_capability` also checks the toolkit."""
     global _configured
     _configured = None if cc is None else parse_setting(cc, "set_compute_capability()")
 

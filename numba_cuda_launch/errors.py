@@ -6,7 +6,7 @@ import threading
 
 from numba.core.errors import NumbaNotImplementedError, TypingError
 
-__all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name", "error_hint",
+__all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name",
            "NopythonUsageError", "NopythonUnsupportedError", "KernelTypingError",
            "leading_line"]
 
@@ -72,12 +72,6 @@ _HINTS = {
 }
 
 
-def error_hint(status):
-    """What usually causes driver error *status* in launches and captures
-    from compiled code, or ""."""
-    return _HINTS.get(int(status), "")
-
-
 def error_name(status):
     """Return the CUDA driver's name for a ``CUresult`` value.
 
@@ -93,11 +87,6 @@ def error_name(status):
         return _KNOWN_NAMES.get(status, "CUDA_ERROR_%d" % status)
 
 
-def _hint_text(code):
-    hint = error_hint(code)
-    return " (%s)" % hint if hint else ""
-
-
 class CudaError(RuntimeError):
     """A CUDA driver call made from compiled code failed.
 
@@ -110,15 +99,17 @@ class CudaError(RuntimeError):
     """
 
     def __init__(self, code, operation="", detail=""):
+        self._describe(code, operation, detail, operation or "a CUDA driver call")
+
+    def _describe(self, code, operation, detail, subject):
         self.code = int(code)
         self.operation = operation
         self.detail = detail
         self.name = error_name(self.code)
-        super().__init__(
-            "%s failed: %s (%d)%s%s"
-            % (operation or "a CUDA driver call", self.name, self.code,
-               ": " + detail if detail else "", _hint_text(self.code))
-        )
+        hint = _HINTS.get(self.code)
+        RuntimeError.__init__(self, "%s failed: %s (%d)%s%s" % (
+            subject, self.name, self.code, ": " + detail if detail else "",
+            " (%s)" % hint if hint else ""))
 
     def __reduce__(self):
         return type(self), (self.code, self.operation, self.detail)
@@ -157,11 +148,10 @@ class CudaGraphError(CudaLaunchError):
     """
 
     def __init__(self, code, operation="", detail="", kernel=""):
-        super().__init__(code, kernel, detail)
-        self.operation = operation
-        self.args = ("CUDA graph operation %s%s failed: %s (%d)%s%s"
-                     % (operation, " of kernel %r" % kernel if kernel else "", self.name,
-                        self.code, ": " + detail if detail else "", _hint_text(self.code)),)
+        self.kernel = kernel
+        self.what = "launch"
+        self._describe(code, operation, detail, "CUDA graph operation %s%s" % (
+            operation, " of kernel %r" % kernel if kernel else ""))
 
     def __reduce__(self):
         return type(self), (self.code, self.operation, self.detail, self.kernel)

@@ -1,12 +1,10 @@
 """Testing launch code without a GPU.
 
-:class:`RecordingDriver`, used as a context manager, takes the place of the
-CUDA driver for launches from compiled code and records image loads,
-launches (:class:`Launch`), synchronisation and event calls, CUDA graphs
-(:class:`RecordedGraph`, :class:`RecordedExec`) and occupancy queries
-(:class:`OccupancyQuery`, answered by :func:`occupancy_model`), and, for a
-fake device's compute capability, the code a fatbin runs (:class:`CodeChoice`). The
-implementation is :mod:`numba_cuda_launch.cudadrv.recording`.
+:class:`RecordingDriver`, a context manager, takes the CUDA driver's place for
+launches from compiled code and records loads, launches, synchronisation,
+events, graphs, occupancy queries and a fatbin's code choice (README.md,
+"Testing without a GPU"). The implementation is
+:mod:`numba_cuda_launch.cudadrv.recording`.
 """
 
 from numba_cuda_launch.cudadrv.recording import (

@@ -12,22 +12,14 @@ from numba.core import cgutils
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
 from numba_cuda_launch.cudadrv import driver
 
-__all__ = ["ensure_context_function", "emit_ensure_context", "emit_with_context",
-           "emit_in_context"]
+__all__ = ["emit_ensure_context", "emit_with_context", "emit_in_context"]
 
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
-_ENSURE_CONTEXT = "numba_cuda_launch_ensure_context"
 
 
-def ensure_context_function(module):
-    """``i32 ensure_context()``: with no context current on this thread, make
-    device 0's primary context current; 0 on success. A thread that already
-    has a context keeps it."""
-    fn = module.globals.get(_ENSURE_CONTEXT)
-    if fn is not None:
-        return fn
-    fn, builder = driver.cold_function(module, _ENSURE_CONTEXT, ())
+@driver.cold_function("numba_cuda_launch_ensure_context", ())
+def _ensure_context(fn, builder):
     ctx = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
     driver.return_if_failed(builder, driver.call(builder, "cuCtxGetCurrent", [ctx]))
     with builder.if_then(cgutils.is_not_null(builder, builder.load(ctx)), likely=True):
@@ -38,16 +30,16 @@ def ensure_context_function(module):
     driver.return_if_failed(builder, driver.call(
         builder, "cuDevicePrimaryCtxRetain", [ctx, builder.load(dev)]))
     builder.ret(driver.call(builder, "cuCtxSetCurrent", [builder.load(ctx)]))
-    return fn
 
 
 def emit_ensure_context(builder):
-    """Emit a call of :func:`ensure_context_function`; returns its status."""
-    return builder.call(ensure_context_function(builder.module), [])
+    """Emit making device 0's primary context current for a thread with none
+    (a thread that has one keeps it); returns the status (0 on success)."""
+    return builder.call(_ensure_context(builder.module), [])
 
 
 def emit_with_context(builder, emit_call):
-    """Emit binding a context as :func:`ensure_context_function` does, then
+    """Emit binding a context as :func:`emit_ensure_context` does, then
     *emit_call()* (a driver call returning its ``CUresult``) if that
     succeeded; returns the status. For calls whose answer with no context
     current must never be relied on."""
@@ -63,7 +55,7 @@ def emit_in_context(builder, emit_call):
     when it fails for want of a context (``CUDA_ERROR_INVALID_CONTEXT``, or
     ``CUDA_ERROR_NOT_INITIALIZED`` in a process that never initialised the
     driver), initialise the driver, bind a context as
-    :func:`ensure_context_function` does and emit it again. Returns the
+    :func:`emit_ensure_context` does and emit it again. Returns the
     status. The common case costs one compare: no context query first."""
     status = cgutils.alloca_once_value(builder, emit_call())
     first = builder.load(status)

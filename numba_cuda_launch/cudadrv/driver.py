@@ -1,21 +1,15 @@
-"""Where compiled code calls the CUDA driver.
+"""Where compiled code calls the CUDA driver: one table of function pointers.
 
-Compiled launch code never names a driver function directly: it calls through
-one table of function pointers, itself bound by name
-(``numba_cuda_launch_driver_table``, registered with llvmlite's symbol
-table). So
-
-* a machine without a driver still compiles and links, and a launch there
-  returns ``CUDA_ERROR_NO_DEVICE`` instead of jumping to a missing symbol;
-* tests swap in a recording fake driver with :func:`use_functions`;
-* object code cached by ``cache=True`` rebinds to this process's table.
-
-One indirect call through a table costs a load from L1; a launch costs
-microseconds.
+Compiled code calls driver functions only through the table, bound by name
+(``numba_cuda_launch_driver_table``, an llvmlite symbol), so a machine without
+a driver still compiles and its launches return ``CUDA_ERROR_NO_DEVICE``, tests
+swap in a recording fake driver (:func:`use_functions`), and ``cache=True``
+object code rebinds to this process's table (docs/architecture.md).
 """
 
 import contextlib
 import ctypes
+import functools
 import threading
 
 from llvmlite import binding as llvm_binding
@@ -160,17 +154,12 @@ class _Table(ctypes.Structure):
 
 _TABLE = _Table()
 _lock = threading.Lock()
-_keepalive = {}
 _problem = None
 
 
-def _no_driver_stub():
-    # Any entry point may be called with any arguments: the C calling
-    # convention lets a function that takes none ignore them.
-    return CUDA_ERROR_NO_DEVICE
-
-
-_NO_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int)(_no_driver_stub)
+# Stubs for any entry point: the C calling convention lets a function that
+# takes no arguments ignore those it is called with.
+_NO_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: CUDA_ERROR_NO_DEVICE)
 _MISSING = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: CUDA_ERROR_NOT_FOUND)
 #: Entry points a driver may lack (added after CUDA 12.0): bound to a stub
 #: returning CUDA_ERROR_NOT_FOUND there, so that launches still work.
@@ -214,7 +203,9 @@ def current_functions():
     return {name: getattr(_TABLE, name) for name in ENTRY_POINTS}
 
 
-_installed = []  # [token, table before it, its functions]: innermost last
+# [(token, table before it, its functions)], innermost last; holding the
+# functions keeps them alive while the table points to them.
+_installed = []
 
 
 @contextlib.contextmanager
@@ -238,10 +229,7 @@ def use_functions(**functions):
     with _lock:
         _installed.append((token, current_functions(), functions))
         for name, fn in functions.items():
-            if not isinstance(fn, int):
-                _keepalive[id(fn)] = fn
-                fn = ctypes.cast(fn, ctypes.c_void_p).value
-            setattr(_TABLE, name, fn)
+            setattr(_TABLE, name, fn if isinstance(fn, int) else ctypes.cast(fn, _vp).value)
     try:
         yield
     finally:
@@ -254,9 +242,6 @@ def use_functions(**functions):
             out_of_order = i != len(_installed) - 1
             for name, addr in _installed[i][1].items():
                 setattr(_TABLE, name, addr)
-            for _, _, fns in _installed[i:]:
-                for fn in fns.values():
-                    _keepalive.pop(id(fn), None)
             del _installed[i:]
         if out_of_order:
             raise RuntimeError(
@@ -304,15 +289,24 @@ def zeroed_global(module, name, ty, align):
     return gv
 
 
-def cold_function(module, name, argtypes):
-    """A new internal, never-inlined ``i32 name(argtypes...)`` for rarely
-    run driver work (first loads, context binding); returns it and a builder
-    at its entry."""
-    fn = ir.Function(module, ir.FunctionType(_i32, argtypes), name)
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    fn.attributes.add("cold")
-    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+def cold_function(name, argtypes):
+    """Decorator: ``define(fn, builder)`` emits the body of the internal,
+    never-inlined ``i32 name(argtypes...)`` for rarely run driver work (first
+    loads, context binding). The decorated name becomes ``get(module)``: that
+    function of *module*, defined on first use."""
+    def decorate(define):
+        @functools.wraps(define)
+        def get(module):
+            fn = module.globals.get(name)
+            if fn is None:
+                fn = ir.Function(module, ir.FunctionType(_i32, argtypes), name)
+                fn.linkage = "internal"
+                fn.attributes.add("noinline")
+                fn.attributes.add("cold")
+                define(fn, ir.IRBuilder(fn.append_basic_block("entry")))
+            return fn
+        return get
+    return decorate
 
 
 def return_if_failed(builder, status, cleanup=None):

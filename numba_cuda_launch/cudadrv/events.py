@@ -1,22 +1,10 @@
 """Synchronisation and CUDA events, as compiled code calls the driver.
 
-Each ``emit_*`` function emits driver calls through the table
-(:mod:`.driver`) and returns the ``CUresult`` (``i32``); a thread with no
-current context gets device 0's primary context and the call is made again
-(:func:`~numba_cuda_launch.cudadrv.context.emit_in_context`).
-
-An event lives in a small block of memory, :data:`EVENT_PAYLOAD`, that the
-nopython ``Event`` value owns through a Numba meminfo (refcounted): the
-``CUevent``, the context it was created in, the ``cuEventDestroy`` it must be
-destroyed with, and, under the simulator, the host time it was recorded at.
-The meminfo's destructor (:func:`event_destructor`) destroys the event when
-the last reference goes, unless ``destroy()`` did it already.
-
-The destroy function is the one the table held when the event was created,
-not the one it holds when the event dies: an event made by a recording fake
-driver that outlives it is given back to that fake, never to the real driver
-(which would be handed a fake handle), and a real event dying while a fake is
-active goes to the real driver.
+Each ``emit_*`` function returns the ``CUresult`` (``i32``). An event lives in
+an :data:`EVENT_PAYLOAD` that the nopython ``Event`` owns through a refcounted
+Numba meminfo, whose destructor destroys it with the ``cuEventDestroy`` the
+table held at creation: a recording fake's events never reach the real
+driver, nor real ones the fake (docs/events.md, "Release").
 """
 
 from llvmlite import ir
@@ -56,7 +44,6 @@ _i64 = ir.IntType(64)
 EVENT_PAYLOAD = ir.LiteralStructType([_i8p, _i8p, _i8p, ir.DoubleType(), _i32])
 _FIELDS = {"event": 0, "context": 1, "destroy": 2, "host_ms": 3, "flags": 4}
 _DESTRUCTOR = "numba_cuda_launch_event_dtor"
-_DESTROY = "numba_cuda_launch_event_destroy"
 
 
 def payload_field(builder, payload, name):
@@ -122,24 +109,27 @@ def _with_event(builder, payload, emit):
     return builder.load(status)
 
 
+def _event_call(builder, payload, name, *args):
+    """``name(event, *args)`` with the payload's event, as :func:`_with_event`."""
+    return _with_event(builder, payload, lambda ev: emit_in_context(
+        builder, lambda: driver.call(builder, name, [ev, *args])))
+
+
 def emit_event_record(builder, payload, stream):
     """``cuEventRecord(event, stream)``."""
-    return _with_event(builder, payload, lambda ev: emit_in_context(
-        builder, lambda: driver.call(builder, "cuEventRecord", [ev, stream])))
+    return _event_call(builder, payload, "cuEventRecord", stream)
 
 
 def emit_event_query(builder, payload):
     """``cuEventQuery(event)``: ``CUDA_SUCCESS`` when the work it waits for
     has completed (or it was never recorded), ``CUDA_ERROR_NOT_READY``
     before."""
-    return _with_event(builder, payload, lambda ev: emit_in_context(
-        builder, lambda: driver.call(builder, "cuEventQuery", [ev])))
+    return _event_call(builder, payload, "cuEventQuery")
 
 
 def emit_event_synchronize(builder, payload):
     """``cuEventSynchronize(event)``."""
-    return _with_event(builder, payload, lambda ev: emit_in_context(
-        builder, lambda: driver.call(builder, "cuEventSynchronize", [ev])))
+    return _event_call(builder, payload, "cuEventSynchronize")
 
 
 def emit_event_elapsed_time(builder, ms, start, end):
@@ -152,24 +142,20 @@ def emit_event_elapsed_time(builder, ms, start, end):
     return _with_event(builder, start, with_end)
 
 
-def _destroy_function(module):
+@driver.cold_function("numba_cuda_launch_event_destroy", (_i8p,))
+def _destroy_function(fn, builder):
     """``i32 destroy(payload*)``: destroy the payload's event with the
     ``cuEventDestroy`` it was created with and forget it; 0 when there was
     none. A thread with no current context makes the event's own context
     current for the call, then restores the thread's (none)."""
-    fn = module.globals.get(_DESTROY)
-    if fn is not None:
-        return fn
-    fn, builder = driver.cold_function(module, _DESTROY, (_i8p,))
     payload = fn.args[0]
     event_slot = payload_field(builder, payload, "event")
     event = builder.load(event_slot)
     destroy = builder.load(payload_field(builder, payload, "destroy"))
+    builder.store(ir.Constant(_i8p, None), event_slot)
     with builder.if_then(builder.or_(cgutils.is_null(builder, event),
                                      cgutils.is_null(builder, destroy))):
-        builder.store(ir.Constant(_i8p, None), event_slot)
         builder.ret(_i32c(0))
-    builder.store(ir.Constant(_i8p, None), event_slot)
     fnty = ir.FunctionType(_i32, (_i8p,))
     destroy = builder.bitcast(destroy, fnty.as_pointer())
     status = builder.call(destroy, [event])
@@ -184,7 +170,6 @@ def _destroy_function(module):
             driver.call(builder, "cuCtxSetCurrent", [builder.load(previous)])
             builder.ret(again)
     builder.ret(status)
-    return fn
 
 
 def emit_event_destroy(builder, payload):

@@ -1,14 +1,10 @@
 """Fat binaries: cubins for several architectures and PTX in one image.
 
-A kernel image built for a list of compute capabilities
-(``set_compute_capability([(8, 0), (9, 0)])``) is a fatbin: the container
-``nvcc -fatbin`` writes, which ``cuLibraryLoadData`` takes as it takes a
-cubin. When a context first uses the library the driver picks, for that
-context's device, the cubin of its architecture family (same major
-version, minor not above the device's), else compiles the PTX, so one
-``CUkernel`` runs on devices of different architectures in one process.
-Payloads are stored uncompressed. docs/architecture.md ("Images for several
-architectures") describes the choice and its size cost.
+The container ``nvcc -fatbin`` writes (payloads uncompressed), which
+``cuLibraryLoadData`` takes as it takes a cubin; the driver picks each
+device's code when a context first uses the library, so one ``CUkernel``
+runs on devices of different architectures (docs/architecture.md, "Images
+for several architectures").
 """
 
 import re

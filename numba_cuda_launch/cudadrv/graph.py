@@ -2,10 +2,9 @@
 instantiation, replay and update, emitted for compiled code.
 
 Each emitter returns the ``CUresult`` (``i32``, 0 on success) and, where the
-driver hands something back, the handle (``i8*``, NULL on failure); nothing
-here allocates or keeps state. The nopython surface over these is
-:mod:`numba_cuda_launch.launch.graph`; capture modes and image loading
-during a capture are explained in docs/graphs.md.
+driver hands one back, the handle (``i8*``, NULL on failure); nothing here
+keeps state. The nopython surface is :mod:`numba_cuda_launch.launch.graph`
+(docs/graphs.md).
 """
 
 from llvmlite import ir
@@ -72,15 +71,21 @@ def emit_end_capture(builder, stream):
     return status, builder.load(graph)
 
 
-def emit_is_capturing(builder, stream):
-    """An ``i1``: *stream* is capturing (a failed query reads as not
-    capturing: the caller's next driver call on it reports the error)."""
+def _query_capturing(builder, stream):
+    """``cuStreamIsCapturing``: ``(status slot, i1)``, the ``i1`` true when
+    the query succeeded and *stream* is capturing."""
     state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
     status = cgutils.alloca_once_value(
         builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
-    return builder.and_(_ok(builder, status),
-                        builder.icmp_signed("!=", builder.load(state),
-                                            ir.Constant(_i32, _CAPTURE_STATUS_NONE)))
+    return status, builder.and_(_ok(builder, status),
+                                builder.icmp_signed("!=", builder.load(state),
+                                                    ir.Constant(_i32, _CAPTURE_STATUS_NONE)))
+
+
+def emit_is_capturing(builder, stream):
+    """An ``i1``: *stream* is capturing (a failed query reads as not
+    capturing: the caller's next driver call on it reports the error)."""
+    return _query_capturing(builder, stream)[1]
 
 
 def emit_exchange_capture_mode(builder, mode):
@@ -93,12 +98,8 @@ def emit_abort_capture(builder, stream):
     """End a capture in progress on *stream*, if any, and destroy what it
     recorded: the way out after a failed operation left a stream capturing.
     Returns 0 when the stream is not capturing (any more)."""
-    state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    status = cgutils.alloca_once_value(
-        builder, driver.call(builder, "cuStreamIsCapturing", [stream, state]))
-    capturing = builder.icmp_signed("!=", builder.load(state),
-                                    ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    with builder.if_then(builder.and_(_ok(builder, status), capturing)):
+    status, capturing = _query_capturing(builder, stream)
+    with builder.if_then(capturing):
         ended, graph = emit_end_capture(builder, stream)
         # An invalidated capture is ended all the same: that is success here.
         invalidated = builder.icmp_signed(
@@ -125,24 +126,17 @@ def emit_last_node(builder, stream):
     status = cgutils.alloca_once_value(builder, driver.call(
         builder, "cuStreamGetCaptureInfo_v2", [stream, state, ident, graph, deps, count]))
     invalid = ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE)
-
-    def refuse(why):
-        builder.store(invalid, status)
-        builder.store(ir.Constant(_i32, why), reason)
-
     with builder.if_then(_ok(builder, status)):
         active = builder.icmp_signed("==", builder.load(state),
                                      ir.Constant(_i32, _CAPTURE_STATUS_ACTIVE))
-        with builder.if_else(active) as (then, otherwise):
-            with otherwise:
-                refuse(NODE_NOT_CAPTURING)
-            with then:
-                one = builder.icmp_signed("==", builder.load(count), ir.Constant(_i64, 1))
-                with builder.if_else(one) as (single, several):
-                    with several:
-                        refuse(NODE_NOT_ONE)
-                    with single:
-                        builder.store(builder.load(builder.load(deps)), node)
+        one = builder.icmp_signed("==", builder.load(count), ir.Constant(_i64, 1))
+        why = builder.select(one, ir.Constant(_i32, NODE_OK), ir.Constant(_i32, NODE_NOT_ONE))
+        builder.store(builder.select(active, why, ir.Constant(_i32, NODE_NOT_CAPTURING)), reason)
+        with builder.if_else(builder.and_(active, one)) as (single, refused):
+            with single:
+                builder.store(builder.load(builder.load(deps)), node)
+            with refused:
+                builder.store(invalid, status)
     with builder.if_then(_ok(builder, status)):
         kind = cgutils.alloca_once_value(builder, ir.Constant(_i32, -1))
         builder.store(driver.call(builder, "cuGraphNodeGetType", [builder.load(node), kind]),
@@ -150,7 +144,8 @@ def emit_last_node(builder, stream):
         not_kernel = builder.icmp_signed("!=", builder.load(kind),
                                          ir.Constant(_i32, _NODE_TYPE_KERNEL))
         with builder.if_then(builder.and_(_ok(builder, status), not_kernel)):
-            refuse(NODE_NOT_KERNEL)
+            builder.store(invalid, status)
+            builder.store(ir.Constant(_i32, NODE_NOT_KERNEL), reason)
     failed = builder.icmp_signed("!=", builder.load(status), ir.Constant(_i32, 0))
     return builder.load(status), builder.load(reason), builder.select(
         failed, _NULL, builder.load(node))

@@ -1,26 +1,15 @@
-"""Kernel images and their load: one loader for compiled code and Python.
+"""Kernel images and their first load: one loader for compiled code and Python.
 
-A function that launches a kernel holds the kernel's image (a cubin) as a
-constant and a pointer-sized slot for its ``CUkernel``. The first launch
-loads the image with the CUDA library API (``cuLibraryLoadData``,
-``cuLibraryGetKernel``) and publishes the handle with a compare-and-swap, so
-threads racing on the first launch agree on one handle (a loser unloads its
-copy). A ``CUkernel`` is context-independent: the driver loads it into
-whatever context is current when it is launched, on any device of the
-image's architecture. Loaded images stay loaded for the life of the process.
-
-With a list of compute capabilities configured (``set_compute_capability([(8,
-0), (9, 0)])``), the image of a kernel whose compiler builds per
-architecture is a fatbin (:mod:`.fatbin`): the driver picks each device's
-cubin, or compiles the PTX, when a context first uses the ``CUkernel``, so
-one handle serves GPUs of different architectures (docs/architecture.md).
-
-Python callers (:func:`~numba_cuda_launch.kernel_handle`) load through the
-same compiled loader (:func:`load_image`), so both bind a primary context
-for a thread that has none and both go through the driver table.
+A function that launches a kernel embeds its image (a cubin, or a
+:mod:`.fatbin` for a list of compute capabilities) and a slot for its
+``CUkernel``. The first launch loads the image (``cuLibraryLoadData``) and
+publishes the handle by compare-and-swap, so racing threads agree on one;
+:func:`load_image` (``kernel_handle``) calls the same compiled loader. README.md
+("Kernel images, contexts and threads"), docs/architecture.md.
 """
 
 import ctypes
+import functools
 import hashlib
 import threading
 import weakref
@@ -40,7 +29,6 @@ __all__ = ["KernelImage", "kernel_image", "image_bytes", "emit_get_kernel", "emi
 _i8 = ir.IntType(8)
 _i8p = _i8.as_pointer()
 _i32 = ir.IntType(32)
-_LOADER = "numba_cuda_launch_load_kernel"
 
 
 @dataclass(frozen=True)
@@ -50,7 +38,7 @@ class KernelImage:
     entry_name: str
     data: bytes
 
-    @property
+    @functools.cached_property
     def digest(self):
         h = hashlib.sha256(self.data)
         h.update(self.entry_name.encode())
@@ -94,12 +82,9 @@ def _global_constant(module, name, data):
     return gv
 
 
-def _loader(module):
+@driver.cold_function("numba_cuda_launch_load_kernel", (_i8p.as_pointer(), _i8p, _i8p))
+def _loader(fn, builder):
     """``i32 load(CUkernel* slot, image, name)``: load once, publish by CAS."""
-    fn = module.globals.get(_LOADER)
-    if fn is not None:
-        return fn
-    fn, builder = driver.cold_function(module, _LOADER, (_i8p.as_pointer(), _i8p, _i8p))
     slot, image, name = fn.args
     null = ir.Constant(_i8p, None)
     zero = ir.Constant(_i32, 0)
@@ -126,7 +111,6 @@ def _loader(module):
     with builder.if_then(lost, likely=False):
         unload()  # another thread published its handle first
     builder.ret(zero)
-    return fn
 
 
 def emit_load(builder, slot, image, name):
@@ -164,7 +148,7 @@ def emit_get_kernel(builder, image):
 
 _python_loader = None
 _python_lock = threading.Lock()
-_loaded = {}  # digest -> (slot, image bytes): images loaded from Python
+_loaded = {}  # digest -> (slot, the bytes given to the driver): loaded from Python
 
 
 def _compile_python_loader():
@@ -198,13 +182,11 @@ def load_image(image):
         entry = _loaded.get(image.digest)
         if entry is None:
             entry = (ctypes.c_void_p(0), image.data, image.entry_name.encode() + b"\0")
-        slot, data, name = entry
-        if not slot.value:
-            status = _python_loader(ctypes.addressof(slot), data, name)
+            status = _python_loader(ctypes.addressof(entry[0]), *entry[1:])
             if status != 0:
                 return status, 0
             _loaded[image.digest] = entry
-        return 0, slot.value
+        return 0, entry[0].value
 
 
 _param_sizes = {}  # entry name -> parameter sizes, for tools reading params

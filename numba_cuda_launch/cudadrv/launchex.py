@@ -1,16 +1,9 @@
 """``cuLaunchKernelEx`` and its launch attributes, built on the stack.
 
-A launch that needs attributes (thread-block cluster dimensions on sm_90,
-the cooperative attribute together with a cluster) goes through
-``cuLaunchKernelEx(const CUlaunchConfig*, f, kernelParams, extra)``. The
-``CUlaunchConfig`` and its ``CUlaunchAttribute`` array are stack slots in
-the calling function's entry block, filled at each launch: nothing is
-allocated. The same config serves ``cuOccupancyMaxActiveClusters``.
-
-Layouts (``cuda.h`` of CUDA 12 and 13, 64-bit): ``CUlaunchConfig`` is seven
-``unsigned`` (grid x/y/z, block x/y/z, sharedMemBytes), then ``hStream``,
-``attrs``, ``numAttrs`` (56 bytes); ``CUlaunchAttribute`` is the ``id``
-(``i32``), 4 bytes of padding and a 64-byte value union (72 bytes).
+Launches that need attributes (thread-block clusters, the cooperative
+attribute with a cluster) fill a ``CUlaunchConfig`` and its attribute array
+in stack slots of the calling function at each launch: nothing is allocated.
+``cuOccupancyMaxActiveClusters`` takes the same config (docs/graphs.md).
 """
 
 from llvmlite import ir
@@ -31,11 +24,14 @@ ATTRIBUTE_CLUSTER_DIMENSION = 4
 
 
 def launch_config_type():
+    """``CUlaunchConfig`` (CUDA 12 and 13, 64-bit): grid x/y/z, block x/y/z,
+    sharedMemBytes (``unsigned``), hStream, attrs, numAttrs (56 bytes)."""
     return ir.LiteralStructType([_i32] * 7 + [_i8p, _i8p, _i32])
 
 
 def launch_attribute_type():
-    # The value union holds pointers (8-byte aligned): eight i64 words.
+    """``CUlaunchAttribute``: the id (``i32``), 4 bytes of padding and a
+    64-byte value union holding pointers, so eight ``i64`` (72 bytes)."""
     return ir.LiteralStructType([_i32, ir.ArrayType(ir.IntType(8), 4),
                                  ir.ArrayType(ir.IntType(64), 8)])
 

@@ -1,13 +1,8 @@
-"""Occupancy queries at run time, emitted for compiled code.
+"""Occupancy queries at run time, emitted for compiled code (docs/graphs.md).
 
 Each takes the ``CUfunction`` of a kernel in the current context (the launch
-layer gets it with ``cuKernelGetFunction``, which also loads the kernel into
-that context) and returns the ``CUresult`` with the driver's answer:
-
-* :func:`emit_max_active_blocks` -- ``cuOccupancyMaxActiveBlocksPerMultiprocessor``;
-* :func:`emit_max_potential_block_size` -- ``cuOccupancyMaxPotentialBlockSize``
-  with a fixed dynamic shared-memory size (no callback);
-* :func:`emit_max_active_clusters` -- ``cuOccupancyMaxActiveClusters``.
+layer gets it with ``cuKernelGetFunction``, which loads the kernel there) and
+returns the ``CUresult`` with the driver's answer.
 """
 
 from llvmlite import ir

@@ -1,10 +1,7 @@
-"""The driver's view of a loaded kernel's parameters, asked from Python.
-
-``cuKernelGetParamInfo`` (a ``CUkernel``) and ``cuFuncGetParamInfo`` (a
-``CUfunction``), CUDA 12.4 drivers and later, give each parameter's offset
-and size; :func:`loaded_param_sizes` asks them through the driver table
-(so the recording driver answers for it in tests), to check a declared
-signature against a kernel another library loaded (docs/kernel-sources.md).
+"""The driver's view of a loaded kernel's parameters, asked from Python
+through the driver table (so the recording driver answers in tests), to check
+a declared signature against a kernel another library loaded
+(docs/kernel-sources.md).
 """
 
 import ctypes

@@ -1,14 +1,11 @@
 """Whether an address can be handed to a kernel: device memory, or host
 memory the device can reach (mapped/pinned, managed).
 
-A kernel given an ordinary host address reads garbage or faults, and only
-the driver can tell such an address from a device one
-(``cuPointerGetAttribute`` fails for memory it does not know). Launches ask
-it for arrays that carry a Numba meminfo (allocated on the host by Numba or
-NumPy), and, in the checked mode, for every array and pointer argument.
-The checked mode is a process-wide switch read by compiled code at each
-launch, so it can be turned on without recompiling (and cached code obeys
-it): :func:`check_pointers` or ``NUMBA_CUDA_LAUNCH_CHECK_POINTERS=1``.
+Only the driver can tell (``cuPointerGetAttribute`` fails for memory it does
+not know). Launches ask it for arrays carrying a Numba meminfo and, in the
+checked mode, for every array and pointer argument: a process-wide switch
+compiled (and cached) code reads at each launch (README.md, "What you can
+write").
 """
 
 import ctypes

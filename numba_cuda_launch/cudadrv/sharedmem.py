@@ -1,19 +1,11 @@
 """Dynamic shared memory above 48 KiB: the per-kernel, per-device opt-in.
 
-A launch may give a block more dynamic shared memory than the kernel's
-``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` (48 KiB less its static
-shared memory, by default) only once that attribute is raised, per device
-(``cuKernelSetAttribute`` on the ``CUkernel``), up to the device's
-``CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`` less the static
-shared memory; otherwise the driver refuses it (``CUDA_ERROR_INVALID_VALUE``).
-numba-cuda-mlir's, CuPy's and Triton's launchers do the same.
-
-Each function launching a kernel keeps, beside the kernel's handle, the
-largest size known to work on every device (``ok``) and one per device: a
-launch at most ``ok`` costs one compare. Above it, a cold function reads the
-current limit of the current device, raises it once to the device's
-maximum (so that concurrent launches never lower it again) and refreshes
-``ok``. docs/kernel-sources.md ("Dynamic shared memory").
+A block may use more dynamic shared memory than the kernel's
+``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` only once that attribute
+is raised on the device (as numba-cuda-mlir's, CuPy's and Triton's launchers
+do). A launch at most the size known to work on every device costs one
+compare; above it a cold function raises the limit (docs/kernel-sources.md,
+"Dynamic shared memory above 48 KiB").
 """
 
 from llvmlite import ir
@@ -28,7 +20,6 @@ __all__ = ["emit_dynamic_shared_opt_in", "TOO_LARGE", "MAX_DEVICES", "DEFAULT_PE
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-_RAISE = "numba_cuda_launch_raise_dynamic_shared"
 
 #: CUfunction_attribute and CUdevice_attribute values (cuda.h)
 SHARED_SIZE_BYTES = 1
@@ -38,6 +29,7 @@ MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 DEFAULT_PER_BLOCK = 48 * 1024
 #: devices whose limit is remembered; launches on others take the cold path
 MAX_DEVICES = 32
+_PER_DEVICE = ir.ArrayType(_i32, MAX_DEVICES)
 #: what :func:`emit_dynamic_shared_opt_in` returns when the size is more
 #: than the device allows a block of the kernel (never a CUresult)
 TOO_LARGE = -1
@@ -48,30 +40,22 @@ def _globals(module, tag):
     0 while unknown."""
     return [driver.zeroed_global(module, name, ty, 4) for name, ty in (
         ("numba_cuda_launch_shared_ok_" + tag, _i32),
-        ("numba_cuda_launch_shared_dev_" + tag, ir.ArrayType(_i32, MAX_DEVICES)))]
+        ("numba_cuda_launch_shared_dev_" + tag, _PER_DEVICE))]
 
 
-def _query(builder, name, args):
-    """Call *name* with an ``int*`` out parameter first; ``(status, value)``."""
-    slot = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-    status = driver.call(builder, name, [slot] + list(args))
-    return status, slot
-
-
-def _raiser(module):
-    """``i32 raise(CUkernel, i32 sharedmem, i32* ok, [N x i32]* per_device)``."""
-    fn = module.globals.get(_RAISE)
-    if fn is not None:
-        return fn
-    devices_ty = ir.ArrayType(_i32, MAX_DEVICES).as_pointer()
-    fn, builder = driver.cold_function(module, _RAISE, (_i8p, _i32, _i32.as_pointer(),
-                                                         devices_ty))
+@driver.cold_function("numba_cuda_launch_raise_dynamic_shared",
+                      (_i8p, _i32, _i32.as_pointer(), _PER_DEVICE.as_pointer()))
+def _raiser(fn, builder):
+    """``i32 raise(CUkernel, i32 sharedmem, i32* ok, [N x i32]* per_device)``:
+    read the current device's limit, raise it once to the device's maximum (so
+    that concurrent launches never lower it again) and refresh ``ok``."""
     kernel, wanted, ok, per_device = fn.args
     zero = ir.Constant(_i32, 0)
 
     def checked(name, *args):
-        status, slot = _query(builder, name, args)
-        driver.return_if_failed(builder, status)
+        """Call *name* with an ``int*`` out parameter first; its value."""
+        slot = cgutils.alloca_once_value(builder, zero)
+        driver.return_if_failed(builder, driver.call(builder, name, [slot] + list(args)))
         return builder.load(slot)
 
     # the launch binds a primary context for a thread without one; so here
@@ -85,8 +69,9 @@ def _raiser(module):
     with builder.if_then(builder.icmp_unsigned("==", known, zero)):
         # unknown here: the kernel's current limit (its default, or what
         # another launcher set)
-        builder.store(checked("cuKernelGetAttribute", ir.Constant(_i32, MAX_DYNAMIC_SHARED_SIZE_BYTES),
-                              kernel, device), limit)
+        builder.store(checked("cuKernelGetAttribute",
+                              ir.Constant(_i32, MAX_DYNAMIC_SHARED_SIZE_BYTES), kernel, device),
+                      limit)
     with builder.if_then(builder.icmp_unsigned(">", wanted, builder.load(limit))):
         static = checked("cuKernelGetAttribute", ir.Constant(_i32, SHARED_SIZE_BYTES), kernel,
                          device)
@@ -115,7 +100,6 @@ def _raiser(module):
                 builder.store(builder.select(smaller, d, builder.load(least)), least)
     builder.store_atomic(builder.load(least), ok, "monotonic", 4)
     builder.ret(zero)
-    return fn
 
 
 def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel):
