@@ -87,29 +87,16 @@ def _constant_address(context, builder, ty, pyval):
     return ir.Constant(ir.IntType(64), int(pyval)).inttoptr(_i8p)
 
 
-class ForeignKernelType(types.Type):
-    """The CPU type of a :class:`ForeignKernel`; holds it (``.dispatcher``)."""
+class ForeignKernelType(launchconfig.KernelType):
+    """The CPU type of a :class:`ForeignKernel`."""
 
     def __init__(self, kernel):
-        self.dispatcher = kernel
-        super().__init__(name="ForeignKernel(%s)" % kernel.name)
-
-    @property
-    def key(self):
-        return self.dispatcher
-
-
-register_model(ForeignKernelType)(models.OpaqueModel)
+        super().__init__(kernel, "ForeignKernel(%s)" % kernel.name)
 
 
 @typeof_impl.register(_fk.ForeignKernel)
 def _typeof_foreign_kernel(val, c):
     return ForeignKernelType(val)
-
-
-@lower_constant(ForeignKernelType)
-def _foreign_kernel_constant(context, builder, ty, pyval):
-    return context.get_dummy_value()
 
 
 launchconfig.add_kernel_type(ForeignKernelType)

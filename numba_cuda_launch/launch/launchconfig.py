@@ -12,6 +12,7 @@ from typing import NamedTuple
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import default_manager
+from numba.core.imputils import lower_constant
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
@@ -137,10 +138,30 @@ _KERNEL_ATTRIBUTE = re.compile(
     r"Unknown attribute '([^']+)' of type type\(CUDADispatcher\(<function ([\w.<>]+) at ")
 
 
+class KernelType(types.Type):
+    """The CPU type of a kernel Numba does not type itself; like numba-cuda's
+    dispatcher type it holds the kernel (``.dispatcher``)."""
+
+    def __init__(self, dispatcher, name):
+        self.dispatcher = dispatcher
+        super().__init__(name=name)
+
+    @property
+    def key(self):
+        return self.dispatcher
+
+
+def _no_value(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
 def add_kernel_type(ty):
-    """Let ``kernel[...]`` configure kernels of type class *ty* too."""
+    """Let ``kernel[...]`` configure kernels of type class *ty* too; their
+    values carry nothing at run time (the kernel is known from the type)."""
     global KERNEL_TYPES
     KERNEL_TYPES = KERNEL_TYPES + (ty,)
+    register_model(ty)(models.OpaqueModel)
+    lower_constant(ty)(_no_value)
     lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
 
 
