@@ -1,8 +1,7 @@
-"""``kernel[griddim, blockdim, stream, sharedmem, cluster]`` in CPU nopython code.
-
-The type of a configured kernel (:class:`LaunchConfig`), its data model, the
-typing of the ``getitem`` that makes one and its lowering live here. Calling a
-configured kernel is typed and lowered in :mod:`numba_cuda_launch.launch.call`.
+"""``kernel[griddim, blockdim, stream, sharedmem, cluster]`` in CPU nopython code:
+the configured kernel's type (:class:`LaunchConfig`) and model, the typing and
+lowering of the ``getitem`` that makes one. Calling it is :mod:`.call`'s.
+See docs/architecture.md.
 """
 
 import operator
@@ -65,10 +64,8 @@ class LaunchConfig(types.Callable):
 
     def __init__(self, dispatcher_type):
         self.dispatcher_type = dispatcher_type
-        super().__init__(
-            name="LaunchConfig(%s)"
-            % _kernel_name(dispatcher_type.dispatcher)
-        )
+        self.kernel_name = _kernel_name(dispatcher_type.dispatcher)
+        super().__init__(name="LaunchConfig(%s)" % self.kernel_name)
 
     @property
     def key(self):
@@ -77,10 +74,6 @@ class LaunchConfig(types.Callable):
     @property
     def dispatcher(self):
         return self.dispatcher_type.dispatcher
-
-    @property
-    def kernel_name(self):
-        return _kernel_name(self.dispatcher)
 
     def get_call_type(self, context, args, kws):
         return launch_signature(self, args, kws)
@@ -266,16 +259,18 @@ def check_config_types(dispatcher, index_types):
         _check_cluster(dispatcher, name, index_types[4], index_types[0])
 
 
+def _is_configure(args, kws):
+    """Whether *args* are a kernel and an index."""
+    return len(args) == 2 and not kws and isinstance(args[0], KERNEL_TYPES)
+
+
 def _configure_signature(args, kws):
     """The signature of ``kernel[index]``; raises KernelTypingError for a
     bad configuration, None when *args* are not a kernel and an index."""
-    if len(args) != 2 or kws:
+    if not _is_configure(args, kws):
         return None
     disp_ty, index = args
-    if not isinstance(disp_ty, KERNEL_TYPES):
-        return None
-    index_types = _items(index)
-    check_config_types(disp_ty.dispatcher, index_types)
+    check_config_types(disp_ty.dispatcher, _items(index))
     return signature(LaunchConfig(disp_ty), disp_ty, index)
 
 
@@ -318,11 +313,10 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
     metadata = {"target": "cpu"}
 
     def generic(self, args, kws):
-        disp_ty, index = args
-        if not isinstance(disp_ty, KERNEL_TYPES):
+        if not _is_configure(args, kws):
             return None
-        items = _items(index)
-        name = _kernel_name(disp_ty.dispatcher)
+        items = _items(args[1])
+        name = _kernel_name(args[0].dispatcher)
         for what, item in zip(("griddim", "blockdim"), items):
             for v in _items(item):
                 _check_constant(name, what, v)
