@@ -365,10 +365,8 @@ _fail_update = _raiser("update", tuple(
 
 def _module_function(fn):
     """*fn* as a module function: a nopython function (an overload of the
-    function returned), which Python calls with its stream read as the
-    other Python forms read one (:func:`..sync.python_stream`: any stream
-    object; a handle outside 0..2**64-1, a float or a string is a
-    TypeError naming it, never an OverflowError or a wrapped handle)."""
+    function returned) that Python calls with its stream read by
+    :func:`..sync.python_stream` (a bad one is a TypeError naming *fn*)."""
     @functools.wraps(fn)
     def python_form(stream, *args):
         try:
