@@ -34,9 +34,7 @@ def current_target():
 
 
 def _portable_runs_on(built, now):
-    """Whether images built for the architectures *built* (a list was
-    configured) run where this process launches, *now* (one compute
-    capability): on the lowest listed or newer, from a cubin or the PTX."""
+    """Whether images built for a list *built* run on compute capability *now*."""
     return bool(isinstance(built, tuple) and built and isinstance(built[0], tuple)
                 and isinstance(now[0], int) and tuple(now) >= built[0])
 

@@ -110,10 +110,8 @@ def _check_integer_ranges(builder, guards, val, actual, formal, where):
 
 
 def _check_arrays(context, builder, guards, backend, ty, val, where):
-    """Refuse host-only memory in the arrays of an argument (tuples
-    searched): an array carrying a Numba meminfo is host memory unless the
-    driver knows it (mapped/managed); in the checked mode every array and
-    pointer is asked about."""
+    """Refuse host memory in the arrays of an argument, tuples searched (in
+    the checked mode, every array and pointer the driver does not know)."""
     if isinstance(ty, types.BaseTuple):
         for i, t in enumerate(ty):
             _check_arrays(context, builder, guards, backend, t,

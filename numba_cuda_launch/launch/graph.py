@@ -336,9 +336,7 @@ _destroy_method(graph_exec_type, "emit_exec_destroy")
 # -- raising ---------------------------------------------------------------------
 
 def _raiser(operation, details=(), kernel=""):
-    """The ``@njit`` ``raise_error(status, reason)`` of *operation*:
-    CudaGraphError with the text of *details* (pairs ``(reason, text)``)
-    for *reason*."""
+    """The CudaGraphError :func:`raiser` of *operation*; *details*: ``(reason, text)``."""
     return raiser(CudaGraphError, (operation, "", kernel),
                   tuple((r, (operation, text, kernel)) for r, text in details))
 

@@ -30,11 +30,8 @@ _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
 _U32_MAX = 0xFFFFFFFF
 
-#: Values of a configuration's ``problem`` field: which item was out of the
-#: driver's range (an unsigned 32-bit value, dimensions at least 1) when the
-#: configuration was made at run time. A launch with a problem is refused
-#: with ``CUDA_ERROR_INVALID_VALUE`` before the driver is called: an
-#: out-of-range value is never replaced by another one.
+#: Values of a configuration's ``problem`` field: which run-time item was out
+#: of the driver's range; such a launch is refused, never given another value.
 CONFIG_OK, BAD_GRIDDIM, BAD_BLOCKDIM, BAD_SHAREDMEM = 0, -1, -2, -3
 BAD_CLUSTER, BAD_CLUSTER_GRID = -4, -5
 CONFIG_PROBLEMS = {
@@ -332,9 +329,7 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
 
 
 def _to_u32(context, builder, ty, val, low):
-    """Cast an integer configuration item to the driver's unsigned 32-bit;
-    returns ``(value, in_range)``, in range meaning ``low <= val < 2**32``
-    (checked before any truncation, so nothing out of range wraps)."""
+    """``(value as u32, low <= value < 2**32)``, checked before truncating."""
     cmp = builder.icmp_signed if ty.signed else builder.icmp_unsigned
     if ty.bitwidth < 32 or (not ty.signed and ty.bitwidth == 32):
         return context.cast(builder, val, ty, types.uint32), cmp(">=", val, val.type(low))

@@ -68,9 +68,8 @@ def python_stream(stream):
     numba-cuda's Stream as they are, anything else as its raw handle."""
     if stream is None or isinstance(stream, _compat.stream_classes()):
         return stream
-    # An integer is a handle in 0..2**64-1 as for stream objects (the same
-    # TypeError for a negative one, a float, a string, a bool, 2**64); one
-    # above int64 crosses into compiled code as uint64.
+    # An integer is checked as a stream object's handle; one above int64
+    # crosses into compiled code as uint64.
     handle = stream_handle(stream)
     return handle if handle < (1 << 63) else np.uint64(handle)
 
