@@ -1,21 +1,8 @@
-"""``cache=True`` for functions that launch kernels: cached code is used only
-for the launch target it was built for.
-
-A launch records its target while it is lowered: ``("simulator",)`` or
-``("driver", (major, minor))``, the architecture of the images it embeds
-(``("driver", ((8, 0), (9, 0)))`` for images built for a list of them).
-When Numba loads the function from its cache in a later process, the target
-is compared with that process's; on a difference the cached code is not
-used (it is compiled again and the entry replaced), so code built without
-the simulator never runs under it and vice versa, and an image built for
-one architecture is not loaded on another. Images built for a list run on
-every device of the lowest listed architecture or newer (the driver
-compiles their PTX), so such code is used by any process launching on
-one. Simulated code has a cache entry of its own
-(:mod:`..compat.numba_caching`): it never replaces the driver's.
-Simulated launches call back into
-Python objects of the process that compiled them, so code launching under
-the simulator is never reused from the cache (it is compiled each process).
+"""``cache=True`` for functions that launch kernels: lowering records checks
+that Numba runs when it loads the cached code in a later process. Code is
+used only for the launch target it was built for (the architecture of its
+images, not under the simulator: simulated launches call back into this
+process's Python objects). See README.md and docs/architecture.md.
 """
 
 from dataclasses import dataclass
@@ -39,16 +26,15 @@ __all__ = [
 
 
 def current_target():
-    """This process's launch target, as recorded in cached code."""
+    """This process's launch target, as recorded in cached code:
+    ``("simulator",)`` or ``("driver", compat.numba_cuda.image_target())``."""
     if _compat.simulator_enabled():
         return ("simulator",)
     return ("driver", _compat.image_target())
 
 
 def _portable_runs_on(built, now):
-    """Whether images built for the architectures *built* (a list was
-    configured) run where this process launches, *now* (one compute
-    capability): on the lowest listed or newer, from a cubin or the PTX."""
+    """Whether images built for a list *built* run on compute capability *now*."""
     return bool(isinstance(built, tuple) and built and isinstance(built[0], tuple)
                 and isinstance(now[0], int) and tuple(now) >= built[0])
 
@@ -56,7 +42,9 @@ def _portable_runs_on(built, now):
 @dataclass(frozen=True)
 class LaunchTargetCheck:
     """Run by Numba when it loads cached code: refuses it (a cache miss) if
-    this process launches on another target."""
+    this process launches on another target. Images built for a list of
+    architectures run on the lowest listed or newer (the driver compiles
+    their PTX)."""
 
     target: tuple
 
@@ -81,9 +69,8 @@ def record_launch_target(context):
 @dataclass(frozen=True)
 class DriverCallCheck:
     """Run by Numba when it loads cached code that synchronises or uses
-    events (no kernel image, so no architecture to match): code built for
-    the driver is used in any process not under the simulator; code built
-    under the simulator, which calls back into Python, never (as launches)."""
+    events (no image, so no architecture to match): used in any process not
+    under the simulator, never when built under it."""
 
     simulated: bool
 
@@ -103,10 +90,9 @@ def record_driver_calls(context):
 
 @dataclass(frozen=True)
 class ParamSizes:
-    """Run by Numba when it loads cached launch code: tells this process
-    the parameter sizes of a kernel the code launches, as lowering the
-    launch did in the process that compiled it (tools reading launch
-    parameters, such as the recording driver, need them). Never refuses."""
+    """Run by Numba when it loads cached launch code: tells this process the
+    parameter sizes of a kernel it launches (for the recording driver), as
+    lowering did in the process that compiled it. Never refuses."""
 
     entry_name: str
     sizes: tuple

@@ -1,16 +1,8 @@
-"""Calling a configured kernel: ``kernel[grid, block, stream](args...)``.
-
-Typing picks the kernel overload (:mod:`.selection`); lowering looks that
-selection up, converts the arguments to the overload's parameter types and
-hands the launch to the kernel's backend (:mod:`.backends`). Three forms:
-
-* ``cfg(args...)`` raises :class:`~numba_cuda_launch.CudaLaunchError` when
-  the launch fails (in a ``@cfunc`` that is reported as unraisable);
-* ``cfg.launch_status(args...)`` returns the driver's ``CUresult`` (``int32``,
-  0 on success) and never raises: the form for XLA handlers and C callers;
-* ``cfg.preload(args...)`` loads the image of the overload those arguments
-  select into the current context without launching (``CUresult``): for code
-  that must not load modules later, such as CUDA graph capture.
+"""Calling a configured kernel: ``cfg(args...)`` (raises
+:class:`~numba_cuda_launch.CudaLaunchError`), ``cfg.launch_status(args...)``
+(the ``CUresult``) and ``cfg.preload(args...)`` (loads the image only). Lowering
+looks up the overload typing selected (:mod:`.selection`), checks and converts
+the arguments and hands the launch to a backend. See docs/architecture.md.
 """
 
 from llvmlite import ir
@@ -31,7 +23,7 @@ from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.cudadrv.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
 
-__all__ = ["emit_launch", "emit_preload", "launch_error_raiser"]
+__all__ = ["emit_launch", "emit_preload", "launch_error_raiser", "start_launch"]
 
 
 def _to_formal(context, builder, val, actual, formal):
@@ -41,20 +33,36 @@ def _to_formal(context, builder, val, actual, formal):
     if actual == types.voidptr and isinstance(formal, types.CPointer):
         return builder.bitcast(val, context.get_value_type(formal))
     if formal == types.float16 and actual != types.float16:
-        # Convert a CPU number to the bits of a float16, which the kernel ABI
-        # passes as 16-bit unsigned.
+        # The kernel ABI passes a float16 as its 16 bits.
         wide = context.cast(builder, val, actual, types.float64)
         return context.compile_internal(builder, float_to_half_bits,
                                         signature(types.uint16, types.float64), [wide])
     return context.cast(builder, val, actual, formal)
 
 
-def emit_preload(context, builder, cfg_ty, argtypes):
-    """Emit loading the selected overload's code into the current context;
-    returns the ``CUresult``."""
-    kernel = select_kernel(cfg_ty.dispatcher, argtypes).kernel  # chosen at typing
+def _selected(context, cfg_ty, argtypes):
+    """The selection typing made for *argtypes* and its backend; records the
+    launch target in the function being lowered."""
+    selection = select_kernel(cfg_ty.dispatcher, argtypes)
     record_launch_target(context)
-    return backend_for(kernel).emit_preload(context, builder, kernel)
+    return selection, backend_for(selection.kernel)
+
+
+def start_launch(context, builder, cfg_ty, cfg_val, argtypes):
+    """``(selection, backend, cfg, guards)`` for a launch or an occupancy
+    query: *cfg* the configuration struct, *guards* with its checks."""
+    selection, backend = _selected(context, cfg_ty, argtypes)
+    cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
+    guards = Guards(builder)
+    check_config(builder, guards, cfg)
+    return selection, backend, cfg, guards
+
+
+def emit_preload(context, builder, cfg_ty, argtypes):
+    """Emit loading the selected overload's image into the current context;
+    returns the ``CUresult``."""
+    selection, backend = _selected(context, cfg_ty, argtypes)
+    return backend.emit_preload(context, builder, selection.kernel)
 
 
 def _integer_bounds(ty):
@@ -102,10 +110,8 @@ def _check_integer_ranges(builder, guards, val, actual, formal, where):
 
 
 def _check_arrays(context, builder, guards, backend, ty, val, where):
-    """Refuse host-only memory in the arrays of an argument (tuples
-    searched): an array carrying a Numba meminfo is host memory unless the
-    driver knows it (mapped/managed); in the checked mode every array and
-    pointer is asked about."""
+    """Refuse host memory in the arrays of an argument, tuples searched (in
+    the checked mode, every array and pointer the driver does not know)."""
     if isinstance(ty, types.BaseTuple):
         for i, t in enumerate(ty):
             _check_arrays(context, builder, guards, backend, t,
@@ -153,25 +159,15 @@ def _check_arrays(context, builder, guards, backend, ty, val, where):
 def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True,
                 submit=None, check=None):
     """Emit the launch of a configured kernel through its backend; returns
-    ``(status, reason, messages)``: the ``CUresult``, and when the package
-    refused the launch before calling the driver, the index in *messages*
-    (constant strings) of the one saying why (else 0). Without *catch*, a
-    backend that runs the kernel in Python (the simulator) lets its
-    exception propagate. *submit*, if given, emits something else than a
-    launch with the checked and converted arguments (an update of a
-    recorded launch): ``submit(backend, kernel, cfg, formal_types,
-    values)``, *cfg* the configuration's
-    :class:`~numba_cuda_launch.launch.launchconfig.ConfigValues`, returns
-    the ``CUresult``; *check*, if given, adds its checks after the
-    configuration's: ``check(guards, backend, kernel, cfg)``, *cfg* the
-    configuration struct."""
-    selection = select_kernel(cfg_ty.dispatcher, argtypes)  # chosen at typing
+    ``(status, reason, messages)``: the ``CUresult`` and, when refused before
+    the driver, the index in *messages* of the sentence saying why (else 0).
+    Without *catch*, the simulator's exceptions propagate. *submit*
+    (``submit(backend, kernel, cfg_values, formal_types, values) ->
+    CUresult``) emits something else with the checked, converted arguments
+    (an update of a recorded launch); *check* (``check(guards, backend,
+    kernel, cfg)``) adds checks after the configuration's."""
+    selection, backend, cfg, guards = start_launch(context, builder, cfg_ty, cfg_val, argtypes)
     kernel = selection.kernel
-    backend = backend_for(kernel)
-    record_launch_target(context)
-    cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
-    guards = Guards(builder)
-    check_config(builder, guards, cfg)
     if check is not None:
         check(guards, backend, kernel, cfg)
     names = selection.param_names
@@ -242,9 +238,8 @@ def launch_error_raiser(kernel_name, messages, what="launch"):
 
 class _LaunchMethod(types.BoundFunction):
     """``cfg.launch_status`` and ``cfg.preload``, typed with the arguments as
-    given. Numba types a bound method with constants made plain first, and
-    that success would hide the refusal of a constant that does not fit its
-    parameter (an ``int8`` given 300), which the launch itself refuses."""
+    given: Numba's bound methods unliteral constants first, which would hide
+    the refusal of one that does not fit its parameter (an ``int8`` given 300)."""
 
     def get_call_type(self, context, args, kws):
         return self.template(context).apply(args, kws)
@@ -269,6 +264,8 @@ _PRELOAD = _launch_method_template("LaunchConfig.preload")
 
 @infer_getattr
 class LaunchConfigAttributes(AttributeTemplate):
+    """Methods of a configured kernel (:mod:`.occupancy` adds its queries)."""
+
     key = LaunchConfig
     metadata = {"target": "cpu"}
 

@@ -1,11 +1,7 @@
-"""CUDA events in CPU nopython code (and from Python): timing and waiting.
-
-``numba_cuda_launch.event()`` makes a reference-counted event (released
-with its last reference, or by ``destroy()``) with ``record``,
-``synchronize``, ``query``, ``elapsed_time`` and their ``*_status`` forms;
-the raising forms raise :class:`~numba_cuda_launch.CudaError` naming the
-driver function (and, for ``elapsed_time``, which event could not be
-timed). The user's guide is docs/events.md.
+"""CUDA events in nopython code and Python: ``event()``, reference-counted
+(released with its last reference or by ``destroy()``), with ``record``,
+``synchronize``, ``query``, ``elapsed_time`` and their ``*_status`` forms.
+See docs/events.md.
 """
 
 import functools
@@ -29,6 +25,7 @@ from numba.extending import (
     unbox,
 )
 
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CudaError, NopythonUsageError
 from numba_cuda_launch.launch.backends import call_jitted
 from numba_cuda_launch.launch.caching import record_driver_calls
@@ -40,7 +37,6 @@ from numba_cuda_launch.launch.sync import (
     jitted_call,
     python_stream,
     query_result,
-    simulated,
     status_check,
     status_intrinsic,
 )
@@ -89,17 +85,21 @@ def _host_ms():
     return t
 
 
-def _sim_status(builder, payload, emit=None):
-    """Under the simulator: CUDA_ERROR_INVALID_HANDLE for a destroyed event,
-    else *emit()* then 0."""
+def _invalid_unless(builder, ok, emit=None):
+    """CUDA_ERROR_INVALID_HANDLE unless *ok* (an ``i1``); else *emit()*, then 0."""
     status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
-    event = builder.load(_events.payload_field(builder, payload, "event"))
-    alive = cgutils.is_not_null(builder, event)
-    with builder.if_then(alive, likely=True):
+    with builder.if_then(ok, likely=True):
         if emit is not None:
             emit()
         builder.store(ir.Constant(_i32, 0), status)
     return builder.load(status)
+
+
+def _sim_status(builder, payload, emit=None):
+    """Under the simulator: CUDA_ERROR_INVALID_HANDLE for a destroyed event,
+    else *emit()* then 0."""
+    event = builder.load(_events.payload_field(builder, payload, "event"))
+    return _invalid_unless(builder, cgutils.is_not_null(builder, event), emit)
 
 
 def _create_simulated(builder, payload, flags):
@@ -130,11 +130,8 @@ def _elapsed_time_simulated(builder, ms, start, end):
     usable = builder.not_(_any(builder, _event_problems(builder, start)
                                + _event_problems(builder, end)))
     times = [builder.load(_events.payload_field(builder, p, "host_ms")) for p in (start, end)]
-    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
-    with builder.if_then(usable, likely=True):
-        builder.store(builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms)
-        builder.store(ir.Constant(_i32, 0), status)
-    return builder.load(status)
+    return _invalid_unless(builder, usable, lambda: builder.store(
+        builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms))
 
 
 def _any(builder, bits):
@@ -159,7 +156,7 @@ def _event_new(typingctx, flags):
                                               ("cannot allocate a CUDA event",))
         payload = context.nrt.meminfo_data(builder, meminfo)
         flags = context.cast(builder, args[0], sig.args[0], types.int32)
-        if simulated():
+        if _compat.simulator_enabled():
             status = _create_simulated(builder, payload, flags)
         else:
             status = _events.emit_event_create(builder, payload, flags)
@@ -182,7 +179,7 @@ def _event_record(typingctx, ev, stream):
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         payload = _payload(context, builder, sig.args[0], args[0])
-        if simulated():
+        if _compat.simulator_enabled():
             def stamp():
                 now = call_jitted(context, builder, _host_ms, (), [])
                 builder.store(now, _events.payload_field(builder, payload, "host_ms"))
@@ -206,7 +203,7 @@ def _event_elapsed_time(typingctx, start, end):
         start = _payload(context, builder, sig.args[0], args[0])
         end = _payload(context, builder, sig.args[1], args[1])
         ms = cgutils.alloca_once_value(builder, ir.Constant(ir.FloatType(), 0.0))
-        if simulated():
+        if _compat.simulator_enabled():
             status = _elapsed_time_simulated(builder, ms, start, end)
         else:
             status = _events.emit_event_elapsed_time(builder, ms, start, end)
@@ -242,7 +239,7 @@ def _elapsed_reason(typingctx, start, end):
 def _event_handle(typingctx, ev):
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
-        if simulated():
+        if _compat.simulator_enabled():
             return ir.Constant(_i8p, None)  # no CUevent behind a simulated event
         payload = _payload(context, builder, sig.args[0], args[0])
         return builder.load(_events.payload_field(builder, payload, "event"))
@@ -253,11 +250,9 @@ def _event_handle(typingctx, ev):
 
 def event(timing=True, blocking=False):
     """A new CUDA event in this thread's context (device 0's primary context
-    if it has none). ``timing=False``: no timing data
-    (``CU_EVENT_DISABLE_TIMING``); ``blocking=True``: ``synchronize()``
-    sleeps (``CU_EVENT_BLOCKING_SYNC``). Released when its last reference
-    goes, or by ``destroy()``. Raises :class:`~numba_cuda_launch.CudaError`
-    on failure."""
+    if it has none). ``timing=False``: ``CU_EVENT_DISABLE_TIMING``;
+    ``blocking=True``: ``CU_EVENT_BLOCKING_SYNC``. Raises
+    :class:`~numba_cuda_launch.CudaError` on failure."""
     status, ev = event_status(timing, blocking)
     check_status(status, "cuEventCreate")
     return ev
@@ -402,8 +397,7 @@ class Event:
     def __init__(self, *args, **kwargs):
         raise TypeError("make events with numba_cuda_launch.event()")
 
-    # Each runs the compiled status form and raises here (see
-    # sync.check_status: raising in compiled code would keep this event).
+    # Each raises here, not in the compiled form (see sync.check_status).
 
     def record(self, stream=0):
         """Record the event on *stream* (``cuEventRecord``)."""

@@ -1,15 +1,8 @@
-"""Kernels from other compilers as CPU nopython values: :func:`foreign_kernel`.
-
-A cubin, fatbin or PTX image with its entry name and a declared C
-signature (a Numba signature), a cuda.core ``ObjectCode`` or ``Kernel``, a
-CuPy ``RawKernel`` or ``Function`` or a Triton ``CompiledKernel`` becomes a
-:class:`~numba_cuda_launch.compat.foreign_kernels.ForeignKernel`, typed on
-the CPU as :class:`ForeignKernelType` so that
-``kernel[grid, block, stream, sharedmem](args...)`` launches it like a
-numba-cuda kernel, through its adapter (:mod:`..compat.foreign_kernels`).
-A pointer parameter takes a device array or ``carray`` (its data pointer),
-a ``CPointer``/``voidptr`` or an integer address (:class:`PointerParam`).
-See docs/kernel-sources.md.
+"""Kernels of other compilers (cubin, fatbin or PTX images, cuda.core, CuPy,
+Triton) as CPU nopython values: :func:`foreign_kernel` makes a
+:class:`~numba_cuda_launch.compat.foreign_kernels.ForeignKernel`, typed as
+:class:`ForeignKernelType`, launched through its adapter
+(:mod:`..compat.foreign_kernels`). See docs/kernel-sources.md.
 """
 
 import keyword
@@ -87,29 +80,16 @@ def _constant_address(context, builder, ty, pyval):
     return ir.Constant(ir.IntType(64), int(pyval)).inttoptr(_i8p)
 
 
-class ForeignKernelType(types.Type):
-    """The CPU type of a :class:`ForeignKernel`; holds it (``.dispatcher``)."""
+class ForeignKernelType(launchconfig.KernelType):
+    """The CPU type of a :class:`ForeignKernel`."""
 
     def __init__(self, kernel):
-        self.dispatcher = kernel
-        super().__init__(name="ForeignKernel(%s)" % kernel.name)
-
-    @property
-    def key(self):
-        return self.dispatcher
-
-
-register_model(ForeignKernelType)(models.OpaqueModel)
+        super().__init__(kernel, "ForeignKernel(%s)" % kernel.name)
 
 
 @typeof_impl.register(_fk.ForeignKernel)
 def _typeof_foreign_kernel(val, c):
     return ForeignKernelType(val)
-
-
-@lower_constant(ForeignKernelType)
-def _foreign_kernel_constant(context, builder, ty, pyval):
-    return context.get_dummy_value()
 
 
 launchconfig.add_kernel_type(ForeignKernelType)
@@ -221,32 +201,15 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
     """A kernel of another compiler, launchable from ``@njit``/``@cfunc`` code
     as ``kernel[grid, block, stream, sharedmem](args...)``.
 
-    *source* is one of:
-
-    * a cubin, fatbin or PTX image: bytes, PTX text, or a file path; with
-      *entry* (the ``extern "C"`` kernel name) and *signature*;
-    * a cuda.core ``ObjectCode`` (cubin, PTX or fatbin); with *entry* and
-      *signature*;
-    * a cuda.core ``Kernel`` (``ObjectCode.get_kernel``): its ``CUkernel`` is
-      launched; with *signature* (*entry* names it in messages);
-    * a CuPy ``RawKernel`` (also what ``RawModule.get_function`` returns) or
-      ``cupy.cuda.Function``: the ``CUfunction`` CuPy loaded for the current
-      device is launched, where that device's primary context is current;
-      with *signature* (a ``RawKernel``'s name is the entry);
-    * a Triton ``CompiledKernel`` (``triton.compile(...)`` or what a launch of
-      a ``@triton.jit`` function returns): its signature, block
-      (``.block``: ``num_warps * 32`` threads) and shared memory
-      (``.sharedmem``) come with it.
-
-    *signature* is a Numba signature of the C parameters, ``"void(CPointer(
-    float32), float32, int64)"`` or ``void(CPointer(float32), ...)``:
-    pointers (``CPointer(T)``, ``voidptr``), integers of every width,
-    float16 (its bits), float32, float64, bool; *param_names* names them in
-    messages. PTX is checked against the declared sizes, a loaded kernel
-    against the driver's parameter sizes (CUDA 12.4+). A function launching
-    a loaded kernel holds its address, which exists in this process only:
-    it is not cached (``cache=True``) nor built into a C library. Raises
-    TypeError or ValueError naming what does not fit."""
+    *source*: a cubin, fatbin or PTX image (bytes, PTX text or a file path)
+    or a cuda.core ``ObjectCode``, with *entry* (the ``extern "C"`` name);
+    a cuda.core ``Kernel``, a CuPy ``RawKernel`` or ``cupy.cuda.Function``
+    (their loaded handle is launched; *entry* optional); a Triton
+    ``CompiledKernel`` (its signature, block and shared memory come with
+    it). *signature* is a Numba signature of the C parameters, e.g.
+    ``"void(CPointer(float32), float32, int64)"``; *param_names* names them
+    in messages. Raises TypeError or ValueError naming what does not fit
+    (docs/kernel-sources.md)."""
     what = getattr(source, "name", None) or (entry if isinstance(entry, str) and entry
                                              else type(source).__name__)
     triton = _fk.from_triton(source)

@@ -1,13 +1,7 @@
-"""CUDA graphs from nopython code: record launches by stream capture,
-replay them, change their arguments (public as :mod:`numba_cuda_launch.graphs`).
-
-``Graph``, ``GraphExec`` and ``KernelNode`` are nopython types holding the
-driver's handles; each operation has a raising form
-(:class:`~numba_cuda_launch.CudaGraphError`) and a ``_status`` form. An
-update of a recorded launch gets every check a launch of that configuration
-gets (:mod:`.guards`). Under numba-cuda's simulator the same operations
-act on simulated graphs (:mod:`.backends.simgraph`). The user's guide is
-docs/graphs.md.
+"""CUDA graphs from nopython code and Python: record launches by stream
+capture, replay them, update a recorded launch's arguments (public as
+:mod:`numba_cuda_launch.graphs`); simulated graphs under numba-cuda's
+simulator (:mod:`.backends.simgraph`). See docs/graphs.md.
 """
 
 import functools
@@ -20,6 +14,7 @@ from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_at
                              models, overload, overload_method, register_model, typeof_impl,
                              unbox)
 
+from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
 from numba_cuda_launch.launch.backends import simgraph as _simgraph
@@ -29,7 +24,7 @@ from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.launch.launchconfig import LaunchConfig
 from numba_cuda_launch.launch.selection import select_kernel
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
-from numba_cuda_launch.launch.sync import jitted_call, python_stream, simulated
+from numba_cuda_launch.launch.sync import jitted_call, python_stream
 from numba_cuda_launch.cudadrv import graph as _rt
 
 __all__ = [
@@ -75,7 +70,18 @@ class _Handle:
         return hash((type(self).__name__, self.handle))
 
 
-class Graph(_Handle):
+class _Destroyable(_Handle):
+    __slots__ = ()
+
+    def destroy(self):
+        """Release the handle (a graph's :class:`KernelNode` handles with it);
+        returns the ``CUresult``. Destroying twice from Python is harmless."""
+        status = jitted_call("destroy", True)(self) if self.handle else 0
+        self.handle = 0
+        return status
+
+
+class Graph(_Destroyable):
     """A recorded CUDA graph (``CUgraph``), from :func:`end_capture`."""
 
     __slots__ = ()
@@ -85,15 +91,8 @@ class Graph(_Handle):
         :class:`CudaGraphError`."""
         return jitted_call("instantiate", True)(self)
 
-    def destroy(self):
-        """Release the graph (its :class:`KernelNode` handles with it);
-        returns the ``CUresult``. Destroying twice from Python is harmless."""
-        status = jitted_call("destroy", True)(self) if self.handle else 0
-        self.handle = 0
-        return status
 
-
-class GraphExec(_Handle):
+class GraphExec(_Destroyable):
     """An executable CUDA graph (``CUgraphExec``), from
     :meth:`Graph.instantiate`."""
 
@@ -108,12 +107,6 @@ class GraphExec(_Handle):
         """Take the parameters of *graph*, recorded with the same topology
         (``cuGraphExecUpdate``); raises :class:`CudaGraphError`."""
         jitted_call("update", True)(self, graph)
-
-    def destroy(self):
-        """Release the executable graph; returns the ``CUresult``."""
-        status = jitted_call("destroy", True)(self) if self.handle else 0
-        self.handle = 0
-        return status
 
 
 class KernelNode(_Handle):
@@ -197,7 +190,7 @@ def _check_stream(what, stream):
 def _runtime(context):
     """The emitters of the graph operations: the driver's, or under
     numba-cuda's simulator those of the simulated graphs (same calls)."""
-    return _simgraph.Emitters(context) if simulated() else _rt
+    return _simgraph.Emitters(context) if _compat.simulator_enabled() else _rt
 
 
 def _check(what, value, ty):
@@ -324,28 +317,26 @@ def _exec_update(typingctx, exe, graph):
     return ret(exe, graph), codegen
 
 
-@intrinsic
-def _graph_destroy(typingctx, graph):
-    def codegen(context, builder, sig, args):
-        return _runtime(context).emit_graph_destroy(
-            builder, _handle(context, builder, graph_type, args[0]))
-    return types.int32(graph), codegen
+def _destroy_method(ty, emit_name):
+    """``destroy()`` of nopython type *ty*: the ``CUresult`` of *emit_name*."""
+    @intrinsic
+    def destroy(typingctx, value):
+        def codegen(context, builder, sig, args):
+            return getattr(_runtime(context), emit_name)(
+                builder, _handle(context, builder, ty, args[0]))
+        return types.int32(value), codegen
+
+    overload_method(type(ty), "destroy", target="cpu")(lambda value: lambda value: destroy(value))
 
 
-@intrinsic
-def _exec_destroy(typingctx, exe):
-    def codegen(context, builder, sig, args):
-        return _runtime(context).emit_exec_destroy(
-            builder, _handle(context, builder, graph_exec_type, args[0]))
-    return types.int32(exe), codegen
+_destroy_method(graph_type, "emit_graph_destroy")
+_destroy_method(graph_exec_type, "emit_exec_destroy")
 
 
 # -- raising ---------------------------------------------------------------------
 
 def _raiser(operation, details=(), kernel=""):
-    """The ``@njit`` ``raise_error(status, reason)`` of *operation*:
-    CudaGraphError with the text of *details* (pairs ``(reason, text)``)
-    for *reason*."""
+    """The CudaGraphError :func:`raiser` of *operation*; *details*: ``(reason, text)``."""
     return raiser(CudaGraphError, (operation, "", kernel),
                   tuple((r, (operation, text, kernel)) for r, text in details))
 
@@ -372,10 +363,8 @@ _fail_update = _raiser("update", tuple(
 
 def _module_function(fn):
     """*fn* as a module function: a nopython function (an overload of the
-    function returned), which Python calls with its stream read as the
-    other Python forms read one (:func:`..sync.python_stream`: any stream
-    object; a handle outside 0..2**64-1, a float or a string is a
-    TypeError naming it, never an OverflowError or a wrapped handle)."""
+    function returned) that Python calls with its stream read by
+    :func:`..sync.python_stream` (a bad one is a TypeError naming *fn*)."""
     @functools.wraps(fn)
     def python_form(stream, *args):
         try:
@@ -469,11 +458,6 @@ def _ol_instantiate(graph):
     return impl
 
 
-@overload_method(GraphType, "destroy", target="cpu")
-def _ol_graph_destroy(graph):
-    return lambda graph: _graph_destroy(graph)
-
-
 @overload_method(GraphExecType, "launch_status", target="cpu")
 def _ol_launch_status(exe, stream):
     _check_stream("GraphExec.launch_status", stream)
@@ -506,11 +490,6 @@ def _ol_update(exe, graph):
         if status != 0:
             _fail_update(status, result)
     return impl
-
-
-@overload_method(GraphExecType, "destroy", target="cpu")
-def _ol_exec_destroy(exe):
-    return lambda exe: _exec_destroy(exe)
 
 
 # -- exe.update_launch(node, cfg, args...) -------------------------------------------
@@ -558,7 +537,7 @@ def _emit_update_launch(context, builder, sig, args):
     # A simulated replay runs what it is given: no cluster (refused when
     # typing) and no cooperative attribute to keep.
     return emit_launch(context, builder, sig.args[2], args[2], sig.args[3:], args[3:],
-                       submit=submit, check=None if simulated() else check)
+                       submit=submit, check=None if _compat.simulator_enabled() else check)
 
 
 @lower_builtin("GraphExec.update_launch_status", GraphExecType, types.VarArg(types.Any))

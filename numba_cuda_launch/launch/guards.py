@@ -1,8 +1,7 @@
 """The checks compiled code makes before a launch configuration reaches the
-driver: one set for launches, occupancy queries and updates of recorded
-launches in CUDA graphs (docs/reliability.md). A failed check refuses with a
-status and the sentence saying why, never submitting a changed value; the
-checks are inlined IR (a passing launch costs a few compares, no call).
+driver, for launches, occupancy queries and graph updates: a failed one
+refuses with a status and a sentence, never a changed value; inlined IR (a
+few compares per launch). See docs/reliability.md.
 """
 
 from llvmlite import ir

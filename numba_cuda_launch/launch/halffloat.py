@@ -1,10 +1,6 @@
-"""float16 bit conversions for CPU code.
-
-Numba's CPU target gets a storage-only float16 model from
-:mod:`..compat.numba_float16` (pointers and arrays of float16 device data;
-no CPU arithmetic); a kernel's float16 parameter is passed as its IEEE
-binary16 bits, computed here with integer arithmetic
-(:func:`float_to_half_bits`, :func:`half_bits_to_float`).
+"""float16 bit conversions for CPU code: a kernel's float16 parameter is
+passed as its IEEE binary16 bits, computed with integer arithmetic (the CPU's
+float16 is storage only, :mod:`..compat.numba_float16`).
 """
 
 import numpy as np

@@ -1,8 +1,7 @@
-"""``kernel[griddim, blockdim, stream, sharedmem, cluster]`` in CPU nopython code.
-
-The type of a configured kernel (:class:`LaunchConfig`), its data model, the
-typing of the ``getitem`` that makes one and its lowering live here. Calling a
-configured kernel is typed and lowered in :mod:`numba_cuda_launch.launch.call`.
+"""``kernel[griddim, blockdim, stream, sharedmem, cluster]`` in CPU nopython code:
+the configured kernel's type (:class:`LaunchConfig`) and model, the typing and
+lowering of the ``getitem`` that makes one. Calling it is :mod:`.call`'s.
+See docs/architecture.md.
 """
 
 import operator
@@ -12,6 +11,7 @@ from typing import NamedTuple
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import default_manager
+from numba.core.imputils import lower_constant
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
 
@@ -30,11 +30,8 @@ _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
 _U32_MAX = 0xFFFFFFFF
 
-#: Values of a configuration's ``problem`` field: which item was out of the
-#: driver's range (an unsigned 32-bit value, dimensions at least 1) when the
-#: configuration was made at run time. A launch with a problem is refused
-#: with ``CUDA_ERROR_INVALID_VALUE`` before the driver is called: an
-#: out-of-range value is never replaced by another one.
+#: Values of a configuration's ``problem`` field: which run-time item was out
+#: of the driver's range; such a launch is refused, never given another value.
 CONFIG_OK, BAD_GRIDDIM, BAD_BLOCKDIM, BAD_SHAREDMEM = 0, -1, -2, -3
 BAD_CLUSTER, BAD_CLUSTER_GRID = -4, -5
 CONFIG_PROBLEMS = {
@@ -64,10 +61,8 @@ class LaunchConfig(types.Callable):
 
     def __init__(self, dispatcher_type):
         self.dispatcher_type = dispatcher_type
-        super().__init__(
-            name="LaunchConfig(%s)"
-            % _kernel_name(dispatcher_type.dispatcher)
-        )
+        self.kernel_name = _kernel_name(dispatcher_type.dispatcher)
+        super().__init__(name="LaunchConfig(%s)" % self.kernel_name)
 
     @property
     def key(self):
@@ -76,10 +71,6 @@ class LaunchConfig(types.Callable):
     @property
     def dispatcher(self):
         return self.dispatcher_type.dispatcher
-
-    @property
-    def kernel_name(self):
-        return _kernel_name(self.dispatcher)
 
     def get_call_type(self, context, args, kws):
         return launch_signature(self, args, kws)
@@ -137,10 +128,30 @@ _KERNEL_ATTRIBUTE = re.compile(
     r"Unknown attribute '([^']+)' of type type\(CUDADispatcher\(<function ([\w.<>]+) at ")
 
 
+class KernelType(types.Type):
+    """The CPU type of a kernel Numba does not type itself; like numba-cuda's
+    dispatcher type it holds the kernel (``.dispatcher``)."""
+
+    def __init__(self, dispatcher, name):
+        self.dispatcher = dispatcher
+        super().__init__(name=name)
+
+    @property
+    def key(self):
+        return self.dispatcher
+
+
+def _no_value(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
 def add_kernel_type(ty):
-    """Let ``kernel[...]`` configure kernels of type class *ty* too."""
+    """Let ``kernel[...]`` configure kernels of type class *ty* too; their
+    values carry nothing at run time (the kernel is known from the type)."""
     global KERNEL_TYPES
     KERNEL_TYPES = KERNEL_TYPES + (ty,)
+    register_model(ty)(models.OpaqueModel)
+    lower_constant(ty)(_no_value)
     lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
 
 
@@ -245,16 +256,18 @@ def check_config_types(dispatcher, index_types):
         _check_cluster(dispatcher, name, index_types[4], index_types[0])
 
 
+def _is_configure(args, kws):
+    """Whether *args* are a kernel and an index."""
+    return len(args) == 2 and not kws and isinstance(args[0], KERNEL_TYPES)
+
+
 def _configure_signature(args, kws):
     """The signature of ``kernel[index]``; raises KernelTypingError for a
     bad configuration, None when *args* are not a kernel and an index."""
-    if len(args) != 2 or kws:
+    if not _is_configure(args, kws):
         return None
     disp_ty, index = args
-    if not isinstance(disp_ty, KERNEL_TYPES):
-        return None
-    index_types = _items(index)
-    check_config_types(disp_ty.dispatcher, index_types)
+    check_config_types(disp_ty.dispatcher, _items(index))
     return signature(LaunchConfig(disp_ty), disp_ty, index)
 
 
@@ -297,11 +310,10 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
     metadata = {"target": "cpu"}
 
     def generic(self, args, kws):
-        disp_ty, index = args
-        if not isinstance(disp_ty, KERNEL_TYPES):
+        if not _is_configure(args, kws):
             return None
-        items = _items(index)
-        name = _kernel_name(disp_ty.dispatcher)
+        items = _items(args[1])
+        name = _kernel_name(args[0].dispatcher)
         for what, item in zip(("griddim", "blockdim"), items):
             for v in _items(item):
                 _check_constant(name, what, v)
@@ -317,9 +329,7 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
 
 
 def _to_u32(context, builder, ty, val, low):
-    """Cast an integer configuration item to the driver's unsigned 32-bit;
-    returns ``(value, in_range)``, in range meaning ``low <= val < 2**32``
-    (checked before any truncation, so nothing out of range wraps)."""
+    """``(value as u32, low <= value < 2**32)``, checked before truncating."""
     cmp = builder.icmp_signed if ty.signed else builder.icmp_unsigned
     if ty.bitwidth < 32 or (not ty.signed and ty.bitwidth == 32):
         return context.cast(builder, val, ty, types.uint32), cmp(">=", val, val.type(low))

@@ -1,22 +1,12 @@
-"""numba-cuda-mlir kernels as CPU nopython values.
-
-A ``@cuda.jit`` kernel of numba-cuda-mlir (``from numba_cuda_mlir import
-cuda``) used in CPU nopython code gets the CPU type :class:`MLIRKernel`, so
-``kernel[grid, block, stream, sharedmem](args...)`` types, selects, packs and
-launches as a numba-cuda kernel does, through numba-cuda-mlir's adapter
-(:mod:`numba_cuda_launch.compat.numba_cuda_mlir`: its types translated,
-its launcher's parameter layout, checked against the PTX entry point when
-selected). See docs/numba-cuda-mlir.md. Nothing here imports
-numba_cuda_mlir: the type of its dispatcher is found through a virtual base
-class (:class:`_MLIRDispatcherClass`) once the user has imported it.
+"""numba-cuda-mlir kernels as CPU nopython values (:class:`MLIRKernel`), so
+``kernel[grid, block, stream, sharedmem](args...)`` launches them through
+their adapter (:mod:`..compat.numba_cuda_mlir`). Nothing here imports
+numba_cuda_mlir. See docs/numba-cuda-mlir.md.
 """
 
 import abc
 
-from numba.core import types
-from numba.core.datamodel import models
-from numba.core.imputils import lower_constant
-from numba.extending import register_model, typeof_impl
+from numba.extending import typeof_impl
 
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.launch import launchconfig
@@ -24,20 +14,11 @@ from numba_cuda_launch.launch import launchconfig
 __all__ = ["MLIRKernel"]
 
 
-class MLIRKernel(types.Type):
-    """The CPU type of a numba-cuda-mlir kernel; like numba-cuda's dispatcher
-    type it holds the kernel (``.dispatcher``)."""
+class MLIRKernel(launchconfig.KernelType):
+    """The CPU type of a numba-cuda-mlir kernel."""
 
     def __init__(self, dispatcher):
-        self.dispatcher = dispatcher
-        super().__init__(name="MLIRKernel(%s)" % _mlir.dispatcher_name(dispatcher))
-
-    @property
-    def key(self):
-        return self.dispatcher
-
-
-register_model(MLIRKernel)(models.OpaqueModel)
+        super().__init__(dispatcher, "MLIRKernel(%s)" % _mlir.dispatcher_name(dispatcher))
 
 
 class _MLIRDispatcherClass(abc.ABC):
@@ -53,11 +34,6 @@ class _MLIRDispatcherClass(abc.ABC):
 @typeof_impl.register(_MLIRDispatcherClass)
 def _typeof_mlir_kernel(val, c):
     return MLIRKernel(val)
-
-
-@lower_constant(MLIRKernel)
-def _mlir_kernel_constant(context, builder, ty, pyval):
-    return context.get_dummy_value()
 
 
 launchconfig.add_kernel_type(MLIRKernel)

@@ -1,24 +1,19 @@
-"""Occupancy queries on a configured kernel, in CPU nopython code:
-``cfg.max_active_blocks(args...)``, ``cfg.max_potential_block_size(args...)``
-and ``cfg.max_active_clusters(args...)``, each with a ``_status`` form.
-
-The arguments select the overload as a launch does (they are not used); the
-configuration gets a launch's checks (:mod:`.guards`) and the kernel is asked
-about in the current context. The user's guide is docs/graphs.md.
+"""Occupancy queries on a configured kernel in nopython code:
+``cfg.max_active_blocks(args...)``, ``cfg.max_potential_block_size(args...)``,
+``cfg.max_active_clusters(args...)`` and their ``_status`` forms; the arguments
+select the overload as a launch's do. See docs/graphs.md.
 """
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr
+from numba.core.typing.templates import bound_function
 from numba.extending import lower_builtin
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.launch.backends import backend_for
-from numba_cuda_launch.launch.caching import record_launch_target
-from numba_cuda_launch.launch.call import launch_error_raiser
-from numba_cuda_launch.launch.guards import Guards, block_threads, check_block_threads, \
-    check_config
+from numba_cuda_launch.launch.call import LaunchConfigAttributes, launch_error_raiser, \
+    start_launch
+from numba_cuda_launch.launch.guards import block_threads, check_block_threads
 from numba_cuda_launch.launch.launchconfig import LaunchConfig, cluster_dims, launch_dims
 from numba_cuda_launch.launch.raising import emit_raise_if_failed
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
@@ -98,29 +93,19 @@ def _resolver(name, status):
     return bound_function("LaunchConfig." + method)(resolve)
 
 
-@infer_getattr
-class LaunchConfigOccupancy(AttributeTemplate):
-    key = LaunchConfig
-    metadata = {"target": "cpu"}
-
-
 for _name in QUERIES:
     for _status in (False, True):
-        setattr(LaunchConfigOccupancy, "resolve_%s%s" % (_name, "_status" if _status else ""),
+        setattr(LaunchConfigAttributes, "resolve_%s%s" % (_name, "_status" if _status else ""),
                 _resolver(_name, _status))
 
 
 def _emit_query(context, builder, sig, args, name):
     """Emit query *name*; returns ``(status, reason, values, messages)``."""
-    cfg_ty = sig.args[0]
-    kernel = select_kernel(cfg_ty.dispatcher, sig.args[1:]).kernel
-    backend = backend_for(kernel)
-    record_launch_target(context)
-    cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=args[0])
+    selection, backend, cfg, guards = start_launch(context, builder, sig.args[0], args[0],
+                                                   sig.args[1:])
+    kernel = selection.kernel
     emit, count, uses_block = QUERIES[name]
     results = [cgutils.alloca_once_value(builder, ir.Constant(_i32, 0)) for _ in range(count)]
-    guards = Guards(builder)
-    check_config(builder, guards, cfg)
     if uses_block:
         check_block_threads(builder, guards, cfg)
     with builder.if_then(guards.ok(), likely=True):

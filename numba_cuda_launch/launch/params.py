@@ -1,12 +1,7 @@
-"""Kernel parameters: packed from nopython values, and laid out for C callers.
-
-Each kernel compiler's adapter (in compat) says how an argument flattens into
-its entry point's parameters (numba-cuda's ABI: an array as meminfo, parent,
-nitems, itemsize, data, shape[ndim], strides[ndim]; numba-cuda-mlir's memref
-descriptors) and the parameters' LLVM types. Packing is: flatten, check each
-piece against the entry point's own parameter type, store each in a stack
-slot and pass the slots' addresses as ``kernelParams``. All slots are allocas
-in the entry block: nothing is allocated per launch.
+"""Kernel parameters: packed from nopython values (each argument flattened by
+its compiler's adapter, each piece checked against the entry point's own
+parameter and stored in a stack slot in the entry block: nothing allocated per
+launch), and laid out for C callers. See docs/architecture.md.
 """
 
 from dataclasses import dataclass

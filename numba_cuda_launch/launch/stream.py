@@ -1,10 +1,7 @@
-"""``numba.cuda`` stream objects as arguments of CPU nopython functions.
-
-A stream object passed to an ``@njit`` function -- numba-cuda's ``Stream``,
-a CuPy or PyTorch stream, anything with cuda.core's ``__cuda_stream__``
-protocol -- becomes a :class:`CUDAStream` value holding the raw ``CUstream``
-handle, usable as the stream of ``kernel[grid, block, stream]``. Inside compiled code a raw handle
-(``voidptr`` or an integer, 0 for the default stream) works as well.
+"""Stream objects (numba-cuda's ``Stream``, CuPy's, PyTorch's, cuda.core's
+``__cuda_stream__``) passed to nopython functions: a :class:`CUDAStream`
+value holding the raw ``CUstream``, usable as a launch's stream as a raw
+handle (``voidptr`` or integer) is.
 """
 
 import operator
@@ -51,8 +48,7 @@ make_attribute_wrapper(CUDAStream, "handle", "handle")
 
 def _foreign_stream_attribute_of_class(cls):
     """The attribute holding the raw handle of a CuPy (``ptr``) or PyTorch
-    (``cuda_stream``) stream, recognised by class (neither package is
-    imported here), or None."""
+    (``cuda_stream``) stream class, recognised without importing either."""
     module = getattr(cls, "__module__", "") or ""
     if module.startswith("cupy") and "Stream" in cls.__name__:
         return "ptr"
@@ -67,9 +63,8 @@ def _foreign_stream_attribute(obj):
 
 
 def is_stream_object(obj):
-    """True for objects typed as :class:`CUDAStream`: numba-cuda streams
-    (registered by class), objects with cuda.core's ``__cuda_stream__``
-    protocol, CuPy and PyTorch streams."""
+    """True for objects typed as :class:`CUDAStream` (numba-cuda's are
+    registered by class)."""
     return hasattr(obj, "__cuda_stream__") or _foreign_stream_attribute(obj) is not None
 
 
@@ -78,8 +73,7 @@ _HANDLE_END = 1 << 64
 
 def _checked_handle(value, what):
     """*value* as a ``CUstream`` handle: an integer in 0..2**64-1 (not a
-    bool), else TypeError naming *what* gave it (a float or a string is
-    never truncated into another stream)."""
+    bool, never a truncated float), else TypeError naming *what* gave it."""
     if type(value) is int and 0 <= value < _HANDLE_END:
         return value
     try:
@@ -96,13 +90,9 @@ def _checked_handle(value, what):
 
 def stream_handle(obj):
     """The raw ``CUstream`` (an integer, 0 for the default stream) of a stream
-    object: numba-cuda's ``Stream`` (``int(stream)``), an object with
-    cuda.core's ``__cuda_stream__`` protocol (``(version, handle)``), a CuPy
-    or PyTorch stream, an integer handle, or the CUDA simulator's stream
-    (which stands for no real stream: a handle unique while it lives, its
-    ``id``, so that simulated CUDA graphs capture on it as on a real one).
-    Anything else, or a handle that is not an integer in 0..2**64-1, is a
-    TypeError."""
+    object or an integer handle; the CUDA simulator's stream gets its ``id``
+    (unique while it lives, so that simulated graphs capture on it as on a
+    real one). Anything else, or a handle outside 0..2**64-1, is a TypeError."""
     if isinstance(obj, _compat.stream_classes()) and not _compat.simulator_enabled():
         return int(obj)
     proto = getattr(obj, "__cuda_stream__", None)
@@ -121,14 +111,6 @@ def stream_handle(obj):
     if _compat.is_simulator_stream(obj):
         return id(obj)  # an address, as a CUstream: never 0, 1 or 2
     return _checked_handle(obj, "a stream")
-
-
-def _register_typeof():
-    for cls in _compat.stream_classes():
-        typeof_impl.register(cls)(lambda val, c: cuda_stream)
-        register_typeof(cls, lambda val: cuda_stream)
-        if not _compat.simulator_enabled():
-            _HANDLES[cls] = int  # numba-cuda's Stream: int() is its handle
 
 
 _HANDLES = {}  # stream class -> fn(stream) -> raw handle, for unboxing
@@ -152,7 +134,11 @@ def _unbox_handle(obj):
     return stream_handle(obj)  # says what is wrong with it
 
 
-_register_typeof()
+for _cls in _compat.stream_classes():
+    typeof_impl.register(_cls)(lambda val, c: cuda_stream)
+    register_typeof(_cls, lambda val: cuda_stream)
+    if not _compat.simulator_enabled():
+        _HANDLES[_cls] = int  # numba-cuda's Stream: int() is its handle
 
 
 @unbox(CUDAStream)
@@ -173,12 +159,9 @@ def _stream_to_voidptr(context, builder, fromty, toty, val):
     return cgutils.create_struct_proxy(fromty)(context, builder, value=val).handle
 
 
-#: Types accepted as the stream item of a launch configuration.
-STREAM_TYPES = (types.Integer, CUDAStream, types.NoneType)
-
-
 def is_stream_type(ty):
-    return isinstance(ty, STREAM_TYPES) or ty == types.voidptr
+    """Whether *ty* is accepted as the stream item of a launch configuration."""
+    return isinstance(ty, (types.Integer, CUDAStream, types.NoneType)) or ty == types.voidptr
 
 
 def stream_handle_value(context, builder, ty, val):

@@ -1,11 +1,7 @@
-"""Waiting for the GPU from CPU nopython code (and from Python):
-``synchronize()``, ``stream_synchronize(s)``, ``stream_query(s)`` and the
-methods of a stream passed in, each with a ``*_status`` form returning the
-``CUresult``; the raising forms raise :class:`~numba_cuda_launch.CudaError`.
-
-Also the helpers the Python forms of events and graphs share: a Python-given
-stream checked by one rule (:func:`python_stream`), compiled code run from
-Python (:func:`jitted_call`). The user's guide is docs/events.md.
+"""Waiting for the GPU from nopython code and Python: ``synchronize()``,
+``stream_synchronize(s)``, ``stream_query(s)``, a passed-in stream's methods,
+each with a ``*_status`` form; and the helpers the Python forms of events and
+graphs share. See docs/events.md.
 """
 
 import functools
@@ -28,35 +24,17 @@ from numba_cuda_launch.launch.stream import (
 )
 from numba_cuda_launch.cudadrv import events as _events
 
-__all__ = [
-    "synchronize",
-    "synchronize_status",
-    "stream_synchronize",
-    "stream_synchronize_status",
-    "stream_query",
-    "stream_query_status",
-    "CUDA_ERROR_NOT_READY",
-]
+__all__ = ["synchronize", "synchronize_status", "stream_synchronize",
+           "stream_synchronize_status", "stream_query", "stream_query_status"]
 
 _i32 = ir.IntType(32)
-
-
-def simulated():
-    """Whether compiled code being lowered now runs under the simulator."""
-    return _compat.simulator_enabled()
-
-
-def cuda_error_raiser(operation):
-    """The ``@njit`` ``raise_error(status, reason)`` raising
-    ``CudaError(status, operation)`` (see :mod:`.raising`)."""
-    return raiser(CudaError, (operation,))
 
 
 @functools.lru_cache(maxsize=None)
 def jitted_call(fn, method=False):
     """An ``@njit`` function calling *fn* (a function with a nopython
-    overload) with its arguments, or with *method* true the method named
-    *fn* of its first argument: how the Python forms run the nopython ones."""
+    overload), or with *method* the method named *fn* of its first argument:
+    how the Python forms run the nopython ones."""
     if method:
         def call_method(obj, *args):
             return getattr(obj, fn)(*args)
@@ -68,10 +46,9 @@ def jitted_call(fn, method=False):
 
 
 def check_status(status, operation, detail=""):
-    """Raise ``CudaError(status, operation, detail)`` from Python unless
-    *status* is 0. The Python forms call the compiled status forms and raise
-    here: an exception raised in compiled code would keep the references
-    that code held (numba#1549), and an event passed in would never be
+    """Raise ``CudaError(status, operation, detail)`` unless *status* is 0.
+    The Python forms raise here, not in compiled code, which would keep the
+    references it held (numba#1549): an event passed in would never be
     released."""
     status = int(status)
     if status != 0:
@@ -79,8 +56,7 @@ def check_status(status, operation, detail=""):
 
 
 def query_result(status, operation):
-    """A query's answer from its status: True when completed, False while
-    pending, else raise."""
+    """True when completed, False while pending, else raise."""
     if status == CUDA_ERROR_NOT_READY:
         return False
     check_status(status, operation)
@@ -88,15 +64,12 @@ def query_result(status, operation):
 
 
 def python_stream(stream):
-    """A stream given to a Python form, as compiled code takes it: None, an
-    integer and numba-cuda's Stream pass as they are; any other stream object
-    (CuPy's, torch's, cuda.core's: ``__cuda_stream__`` or ``int()``) becomes
-    its raw handle."""
+    """A stream given to a Python form, as compiled code takes it: None and
+    numba-cuda's Stream as they are, anything else as its raw handle."""
     if stream is None or isinstance(stream, _compat.stream_classes()):
         return stream
-    # An integer is a handle in 0..2**64-1 as for stream objects (the same
-    # TypeError for a negative one, a float, a string, a bool, 2**64); one
-    # above int64 crosses into compiled code as uint64.
+    # An integer is checked as a stream object's handle; one above int64
+    # crosses into compiled code as uint64.
     handle = stream_handle(stream)
     return handle if handle < (1 << 63) else np.uint64(handle)
 
@@ -111,8 +84,7 @@ def check_stream(where, ty):
 
 
 def emit_stream(context, builder, ty, val):
-    """The raw ``CUstream`` (``i8*``) of a stream argument (an omitted one
-    is the default stream)."""
+    """The raw ``CUstream`` (``i8*``) of a stream argument, omitted or not."""
     if isinstance(ty, types.Omitted):
         return ir.Constant(ir.IntType(8).as_pointer(), None)
     return stream_handle_value(context, builder, ty, val)
@@ -124,22 +96,21 @@ def emit_stream(context, builder, ty, val):
 def _context_synchronize(typingctx):
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
-        if simulated():
+        if _compat.simulator_enabled():
             return ir.Constant(_i32, 0)
         return _events.emit_context_synchronize(builder)
     return types.int32(), codegen
 
 
 def status_intrinsic(emit, value, emit_simulated):
-    """An intrinsic ``f(x) -> CUresult``: ``emit(builder, v)`` with *v* =
-    ``value(context, builder, type, x)`` (``emit_simulated`` under the
-    simulator)."""
+    """An intrinsic ``f(x) -> CUresult``: ``emit(builder, value(context,
+    builder, type, x))``, or ``emit_simulated`` under the simulator."""
     @intrinsic
     def call(typingctx, x):
         def codegen(context, builder, sig, args):
             record_driver_calls(context)
             v = value(context, builder, sig.args[0], args[0])
-            return (emit_simulated if simulated() else emit)(builder, v)
+            return (emit_simulated if _compat.simulator_enabled() else emit)(builder, v)
         return types.int32(x), codegen
     return call
 
@@ -196,8 +167,8 @@ def stream_query_status(stream=0):
 def status_check(operation, query=False):
     """An ``@njit`` ``check(status)`` raising ``CudaError(status,
     operation)`` unless *status* is 0; with *query*, one answering True for
-    0 and False for ``CUDA_ERROR_NOT_READY`` (raising for anything else)."""
-    raise_error = cuda_error_raiser(operation)
+    0 and False for ``CUDA_ERROR_NOT_READY``."""
+    raise_error = raiser(CudaError, (operation,))
 
     def check(status):
         if status != 0 and not (query and status == CUDA_ERROR_NOT_READY):
