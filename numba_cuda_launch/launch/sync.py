@@ -24,9 +24,6 @@ from numba_cuda_launch.launch.stream import (
 )
 from numba_cuda_launch.cudadrv import events as _events
 
-__all__ = ["synchronize", "synchronize_status", "stream_synchronize",
-           "stream_synchronize_status", "stream_query", "stream_query_status"]
-
 _i32 = ir.IntType(32)
 
 
