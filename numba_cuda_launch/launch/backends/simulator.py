@@ -134,7 +134,7 @@ def _simulate(kernel, stream, _, grid, block, sharedmem, args, pointer_types, ca
     """A simulated launch on *stream* (called from compiled code, GIL held):
     run now, or recorded when the stream is capturing a CUDA graph."""
     launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
-    status = simgraph.STATE.submit(stream, launch)
+    status = simgraph.STATE.record(stream, launch)
     return _run(launch, catch) if status is None else status
 
 
