@@ -1,28 +1,11 @@
 """A recording fake CUDA driver, for testing launch code without a GPU.
 
-Used as a context manager, :class:`RecordingDriver` takes the place of the
-CUDA driver for launches from compiled code and records every image load and
-launch: kernel, grid, block, shared memory, stream, cluster and the bytes of
-each kernel parameter (read with the sizes from :func:`kernel_handle`'s
-layout)::
-
-    with RecordingDriver() as rec:
-        rec.register(numba_cuda_launch.kernel_handle(kernel, argtypes))
-        my_cfunc_or_njit(...)
-    print(rec.launches)
-
-Kernels another library loaded (live ``CUkernel``/``CUfunction`` handles
-of foreign kernels) are made known with :meth:`RecordingDriver.add_kernel`,
-which also answers ``cuKernelGetParamInfo``/``cuFuncGetParamInfo`` for
-them. Given a ``compute_capability``, it plays the driver's choice of code
-in a fatbin (an image built for several architectures): each launch runs,
-for its context's device, the cubin or PTX the driver would pick
-(``choices``), or fails with ``CUDA_ERROR_NO_BINARY_FOR_GPU`` when none
-fits (docs/architecture.md).
-
-It also plays the driver's part in synchronisation and events (``calls``,
-``statuses``: docs/events.md), CUDA graphs (captures, replays, updates and
-node attributes) and occupancy queries (a simple model): docs/graphs.md.
+:class:`RecordingDriver` (public in :mod:`numba_cuda_launch.testing`) takes the
+place of the driver table for launches from compiled code and records image
+loads, launches with their parameter bytes, CUDA graphs (:mod:`.graphstate`),
+synchronisation and events, occupancy queries and a fatbin's choice of code.
+README.md ("Testing without a GPU"), docs/graphs.md, docs/events.md,
+docs/architecture.md.
 """
 
 import ctypes
@@ -209,10 +192,16 @@ class RecordingDriver:
         #: static shared memory of kernels, by name (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
         self.static_shared = {}
         self._shared_limits = {}  # (kernel handle, device) -> max dynamic shared memory
+        self.calls = []  # (driver function, handles...) of synchronisation and events
+        self.statuses = {}  # driver function name -> the CUresult it returns instead
+        self.elapsed_ms = 0.25
+        self.events_created = 0
+        self.events_destroyed = 0
+        self._events = {}  # live handle -> [flags, recorded stream or None]
         self._has_context = has_context
         self._thread = threading.local()
         self._lock = threading.Lock()
-        self._fns = dict(
+        fns = dict(
             cuInit=lambda flags: 0,
             cuLibraryLoadData=self._load,
             cuLibraryGetKernel=self._get_kernel,
@@ -227,7 +216,7 @@ class RecordingDriver:
             cuGetErrorName=self._error_name,
             cuPointerGetAttribute=self._pointer_attribute,
             cuLaunchKernelEx=self._launch_ex,
-            cuStreamBeginCapture_v2=self._begin_capture,
+            cuStreamBeginCapture_v2=lambda s, mode: self._graph_state.begin_capture(s or 0, mode),
             cuStreamEndCapture=self._end_capture,
             cuStreamIsCapturing=self._is_capturing,
             cuThreadExchangeStreamCaptureMode=self._exchange_capture_mode,
@@ -250,10 +239,16 @@ class RecordingDriver:
             cuDeviceGetAttribute=self._device_attribute,
             cuKernelGetAttribute=self._kernel_attribute,
             cuKernelSetAttribute=self._set_kernel_attribute,
+            cuCtxSynchronize=lambda: self._log("cuCtxSynchronize"),
+            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
+            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
+            cuEventCreate=self._event_create,
+            cuEventRecord=self._event_record,
+            cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
+            cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
+            cuEventElapsedTime=self._event_elapsed,
         )
-        self._init_events()
-        # Each stand-in wrapped in its entry point's C prototype (driver.PROTOTYPES).
-        self._fns = {name: driver.prototype(name)(fn) for name, fn in self._fns.items()}
+        self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
         self._active = False
 
     def register(self, handle):
@@ -510,9 +505,6 @@ class RecordingDriver:
 
     # -- stream capture --------------------------------------------------------------
 
-    def _begin_capture(self, stream, mode):
-        return self._graph_state.begin_capture(stream or 0, mode)
-
     def _end_capture(self, stream, out):
         status, handle = self._graph_state.end_capture(stream or 0)
         out[0] = handle or None
@@ -659,39 +651,10 @@ class RecordingDriver:
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 
+    # -- synchronisation and events (docs/events.md) ----------------------------------
 
-    # Synchronisation and events (numba_cuda_launch.cudadrv.events).
-    #
-    # ``calls`` logs them in order as (driver function, handles...);
-    # ``statuses`` maps a driver function name to the CUresult it returns
-    # instead of succeeding (``{"cuStreamQuery": 600}``: a busy stream).
-    # Fake events are handles from a process-wide counter; one recorded on
-    # a stream and not destroyed times ``elapsed_ms`` apart from another, as
-    # the driver refuses (CUDA_ERROR_INVALID_HANDLE) one never recorded, one
-    # made without timing, or one destroyed. An event is destroyed through
-    # the destroy function it was created with (cudadrv/events.py), so
-    # ``events_destroyed`` counts destroys even after this fake has ended.
-
-    _event_counter = [0]
+    _event_counter = [0]  # fake event handles are process-wide
     _event_owners = {}  # fake event handle -> the RecordingDriver that made it
-
-    def _init_events(self):
-        self.calls = []
-        self.statuses = {}
-        self.elapsed_ms = 0.25
-        self.events_created = 0
-        self.events_destroyed = 0
-        self._events = {}  # live handle -> [flags, recorded stream or None]
-        self._fns.update(
-            cuCtxSynchronize=self._ctx_synchronize,
-            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
-            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
-            cuEventCreate=self._event_create,
-            cuEventRecord=self._event_record,
-            cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
-            cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
-            cuEventElapsedTime=self._event_elapsed,
-        )
 
     @property
     def live_events(self):
@@ -708,9 +671,6 @@ class RecordingDriver:
             # for cuEventDestroy, which cudadrv/events.py copes with).
             return _INVALID_CONTEXT
         return status
-
-    def _ctx_synchronize(self):
-        return self._log("cuCtxSynchronize")
 
     def _sync_call(self, name, stream):
         status = self._log(name, stream or 0)
