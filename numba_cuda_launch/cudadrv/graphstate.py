@@ -35,8 +35,8 @@ class Capture:
 
 @dataclass
 class RecordedGraph:
-    """A graph recorded by a stream capture: ``launches`` and their node
-    handles ``nodes``, in capture order."""
+    """A graph recorded by a stream capture: ``by_node`` maps node handles to
+    launches in capture order (``nodes`` and ``launches`` list them)."""
 
     handle: int
     by_node: dict
@@ -192,8 +192,8 @@ class GraphState:
 
     def _exec_node(self, exe, node):
         e = self._live(self.execs, exe)
-        # A node belongs to its graph: once the graph's record is dropped,
-        # the node is unknown.
+        # A node belongs to its graph: dropping the graph's record drops it
+        # (a record kept after destroy does not: the driver would not notice).
         if e is None or e.graph not in self.graphs:
             return None
         return e.launches.get(node)

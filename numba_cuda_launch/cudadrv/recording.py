@@ -519,10 +519,9 @@ class RecordingDriver:
         return 0
 
     def _unsafe_during_capture(self):
-        """True when this thread may not make a potentially unsafe call (a
-        synchronisation): a stream it captures in a mode other than relaxed,
-        or another thread's global capture, unless the thread exchanged its
-        mode for relaxed."""
+        """True if this thread may not synchronise: it captures in a mode other
+        than relaxed, or any thread captures in global mode, unless this thread
+        exchanged its mode for relaxed."""
         if getattr(self._thread, "capture_mode", 0) == _RELAXED:
             return False
         me = threading.get_ident()
@@ -727,8 +726,6 @@ class RecordingDriver:
 
     def __enter__(self):
         if simulator_enabled():
-            # simulated kernels run in Python on host memory and call no driver:
-            # fake addresses given to a launch are dereferenced there
             warnings.warn("RecordingDriver records the driver calls of compiled launches; "
                           "under numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels "
                           "run in Python on host memory (the addresses given are dereferenced) "

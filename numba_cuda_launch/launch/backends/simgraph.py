@@ -3,7 +3,7 @@ stream is recorded instead of run, an executable graph replays the records
 in order. The bookkeeping and its ``CUresult`` values are the recording
 driver's (:mod:`numba_cuda_launch.cudadrv.graphstate`); compiled code reaches
 it through one object-mode helper (:class:`Emitters`, standing in for
-:mod:`numba_cuda_launch.cudadrv.graph`). docs/graphs.md, "Under the simulator".
+:mod:`numba_cuda_launch.cudadrv.graph`). docs/graphs.md, "Under numba-cuda's simulator".
 """
 
 from dataclasses import dataclass
@@ -46,7 +46,7 @@ class _ChildGraph:
     one node of the graph being recorded, not a kernel node."""
 
     launches: tuple
-    kernel = None
+    kernel = None  # what an executable graph update compares: none here
 
     def replay(self):
         return _replay(self.launches)
