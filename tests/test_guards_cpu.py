@@ -145,7 +145,7 @@ def test_default_stream_handles_not_captured(fake_driver, handle, named):
     with pytest.raises(ncl.CudaGraphError) as info:
         graphs.begin_capture(handle)
     assert named in str(info.value) and "capture on a stream of your own" in str(info.value)
-    assert fake_driver._captures == {}  # the driver was never asked
+    assert fake_driver._graph_state.captures == {}  # the driver was never asked
 
 
 @pytest.mark.parametrize("mode", [3, -1, 2**32])
@@ -155,7 +155,7 @@ def test_capture_mode_outside_the_enum_refused(fake_driver, mode):
         graphs.begin_capture(0x51, mode)
     assert "mode must be graphs.CAPTURE_GLOBAL (0), graphs.CAPTURE_THREAD_LOCAL (1) or " \
            "graphs.CAPTURE_RELAXED (2)" in str(info.value)
-    assert fake_driver._captures == {}
+    assert fake_driver._graph_state.captures == {}
 
 
 def test_begin_capture_on_a_capturing_stream_says_so(fake_driver):

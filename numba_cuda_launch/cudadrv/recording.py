@@ -1,53 +1,33 @@
 """A recording fake CUDA driver, for testing launch code without a GPU.
 
-Used as a context manager, :class:`RecordingDriver` takes the place of the
-CUDA driver for launches from compiled code and records every image load and
-launch: kernel, grid, block, shared memory, stream, cluster and the bytes of
-each kernel parameter (read with the sizes from :func:`kernel_handle`'s
-layout)::
-
-    with RecordingDriver() as rec:
-        rec.register(numba_cuda_launch.kernel_handle(kernel, argtypes))
-        my_cfunc_or_njit(...)
-    print(rec.launches)
-
-Kernels another library loaded (live ``CUkernel``/``CUfunction`` handles
-of foreign kernels) are made known with :meth:`RecordingDriver.add_kernel`,
-which also answers ``cuKernelGetParamInfo``/``cuFuncGetParamInfo`` for
-them. Given a ``compute_capability``, it plays the driver's choice of code
-in a fatbin (an image built for several architectures): each launch runs,
-for its context's device, the cubin or PTX the driver would pick
-(``choices``), or fails with ``CUDA_ERROR_NO_BINARY_FOR_GPU`` when none
-fits (docs/architecture.md).
-
-It also plays the driver's part in synchronisation and events (``calls``,
-``statuses``: docs/events.md), CUDA graphs (captures, replays, updates and
-node attributes) and occupancy queries (a simple model): docs/graphs.md.
+:class:`RecordingDriver` (public in :mod:`numba_cuda_launch.testing`) takes the
+place of the driver table for launches from compiled code and records image
+loads, launches with their parameter bytes, CUDA graphs (:mod:`.graphstate`),
+synchronisation and events, occupancy queries and a fatbin's choice of code.
+README.md ("Testing without a GPU"), docs/graphs.md, docs/events.md,
+docs/architecture.md.
 """
 
 import ctypes
 import dataclasses
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from numba_cuda_launch.errors import (
-    CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE as _UPDATE_FAILURE,
-    CUDA_ERROR_ILLEGAL_STATE as _ILLEGAL_STATE,
     CUDA_ERROR_INVALID_CLUSTER_SIZE as _INVALID_CLUSTER_SIZE,
     CUDA_ERROR_INVALID_CONTEXT as _INVALID_CONTEXT,
     CUDA_ERROR_INVALID_HANDLE as _INVALID_HANDLE,
     CUDA_ERROR_INVALID_VALUE as _INVALID_VALUE,
     CUDA_ERROR_NO_BINARY_FOR_GPU as _NO_BINARY,
-    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT as _CAPTURE_IMPLICIT,
-    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED as _CAPTURE_INVALIDATED,
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED as _CAPTURE_UNSUPPORTED,
-    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD as _CAPTURE_WRONG_THREAD,
     error_name,
 )
 from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.fatbin import driver_choice, fatbin_entries, is_fatbin
+from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED as _RELAXED
+from numba_cuda_launch.cudadrv.graphstate import GraphState, RecordedExec, RecordedGraph
 from numba_cuda_launch.cudadrv.image import param_sizes
 
 _vp = ctypes.c_void_p
@@ -55,7 +35,6 @@ _u32 = ctypes.c_uint
 _c_int = ctypes.c_int
 _PRIMARY_CONTEXT = 0xC0
 _CU_EVENT_DISABLE_TIMING = 0x2
-_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 _ATTR_COOPERATIVE, _ATTR_CLUSTER = 2, 4
 # CUfunction_attribute and CUdevice_attribute values (cuda.h)
 _FUNC_SHARED_SIZE, _FUNC_MAX_DYNAMIC_SHARED = 1, 8
@@ -85,12 +64,6 @@ def _launch_config(address):
     cfg = _LaunchConfigC.from_address(address)
     attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
     return cfg, {a.id: tuple(a.value[:3]) for a in attrs}
-
-
-def _live(table, handle):
-    """The graph or executable graph *handle* of *table*, None once destroyed."""
-    value = table.get(handle)
-    return None if value is None or value.destroyed else value
 
 
 __all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
@@ -131,30 +104,6 @@ class Launch:
 
 
 @dataclass
-class RecordedGraph:
-    """A graph recorded by a stream capture: its launches and their node
-    handles, in capture order."""
-
-    handle: int
-    launches: list
-    nodes: list
-    mode: int
-    destroyed: bool = False
-
-
-@dataclass
-class RecordedExec:
-    """An executable graph: the launches a replay runs (by node, updates
-    applied) and the graph it was instantiated from."""
-
-    handle: int
-    graph: int
-    nodes: list
-    launches: dict = field(default_factory=dict)  # node -> Launch
-    destroyed: bool = False
-
-
-@dataclass
 class OccupancyQuery:
     """One occupancy query: ``kind`` is ``"max_active_blocks"``,
     ``"max_potential_block_size"`` or ``"max_active_clusters"``."""
@@ -179,14 +128,9 @@ def occupancy_model(block_size, sharedmem):
     return blocks
 
 
-class _Capture:
-    def __init__(self, mode, thread):
-        self.mode = mode
-        self.thread = thread
-        self.launches = []
-        self.nodes = []
-        self.invalidated = False
-        self.deps = (_vp * 1)()  # what cuStreamGetCaptureInfo points to
+def _keep_cluster(new, old):
+    # cuGraphExecUpdate: a node keeps the cluster it was recorded with
+    return dataclasses.replace(new, cluster=old.cluster)
 
 
 class RecordingDriver:
@@ -232,8 +176,10 @@ class RecordingDriver:
         self.contexts_made_current = 0
         self.functions = []  # (context, kernel) loaded by cfg.preload
         self._loaded = {}  # live handle -> (kind, parameter sizes): add_kernel
-        self.graphs = {}  # handle -> RecordedGraph
-        self.execs = {}  # handle -> RecordedExec
+        self._graph_state = GraphState(keep_destroyed=True, own=dataclasses.replace,
+                                       update=_keep_cluster)
+        self.graphs = self._graph_state.graphs  # handle -> RecordedGraph
+        self.execs = self._graph_state.execs  # handle -> RecordedExec
         self.graph_launches = []  # (exec handle, stream)
         self.node_updates = []  # (exec handle, node, Launch)
         self.exec_updates = []  # (exec handle, graph handle, status)
@@ -241,17 +187,21 @@ class RecordingDriver:
         self.occupancy = occupancy
         # False: image loads during a capture fail as on drivers before CUDA 12.3
         self.load_during_capture = load_during_capture
-        self._captures = {}  # stream -> _Capture
         #: cuKernelSetAttribute calls: (kernel name, attribute, value, device)
         self.kernel_attributes = []
         #: static shared memory of kernels, by name (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
         self.static_shared = {}
         self._shared_limits = {}  # (kernel handle, device) -> max dynamic shared memory
-        self._next = 0
+        self.calls = []  # (driver function, handles...) of synchronisation and events
+        self.statuses = {}  # driver function name -> the CUresult it returns instead
+        self.elapsed_ms = 0.25
+        self.events_created = 0
+        self.events_destroyed = 0
+        self._events = {}  # live handle -> [flags, recorded stream or None]
         self._has_context = has_context
         self._thread = threading.local()
         self._lock = threading.Lock()
-        self._fns = dict(
+        fns = dict(
             cuInit=lambda flags: 0,
             cuLibraryLoadData=self._load,
             cuLibraryGetKernel=self._get_kernel,
@@ -266,7 +216,7 @@ class RecordingDriver:
             cuGetErrorName=self._error_name,
             cuPointerGetAttribute=self._pointer_attribute,
             cuLaunchKernelEx=self._launch_ex,
-            cuStreamBeginCapture_v2=self._begin_capture,
+            cuStreamBeginCapture_v2=lambda s, mode: self._graph_state.begin_capture(s or 0, mode),
             cuStreamEndCapture=self._end_capture,
             cuStreamIsCapturing=self._is_capturing,
             cuThreadExchangeStreamCaptureMode=self._exchange_capture_mode,
@@ -277,8 +227,8 @@ class RecordingDriver:
             cuGraphLaunch=self._graph_launch,
             cuGraphExecUpdate_v2=self._exec_update,
             cuGraphExecKernelNodeSetParams_v2=self._node_set_params,
-            cuGraphDestroy=lambda g: self._destroy(self.graphs, g),
-            cuGraphExecDestroy=lambda e: self._destroy(self.execs, e),
+            cuGraphDestroy=lambda g: self._graph_state.destroy(self.graphs, g),
+            cuGraphExecDestroy=lambda e: self._graph_state.destroy(self.execs, e),
             cuOccupancyMaxActiveBlocksPerMultiprocessor=self._max_active_blocks,
             cuOccupancyMaxPotentialBlockSize=self._max_potential_block_size,
             cuOccupancyMaxActiveClusters=self._max_active_clusters,
@@ -289,10 +239,16 @@ class RecordingDriver:
             cuDeviceGetAttribute=self._device_attribute,
             cuKernelGetAttribute=self._kernel_attribute,
             cuKernelSetAttribute=self._set_kernel_attribute,
+            cuCtxSynchronize=lambda: self._log("cuCtxSynchronize"),
+            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
+            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
+            cuEventCreate=self._event_create,
+            cuEventRecord=self._event_record,
+            cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
+            cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
+            cuEventElapsedTime=self._event_elapsed,
         )
-        self._init_events()
-        # Each stand-in wrapped in its entry point's C prototype (driver.PROTOTYPES).
-        self._fns = {name: driver.prototype(name)(fn) for name, fn in self._fns.items()}
+        self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
         self._active = False
 
     def register(self, handle):
@@ -415,8 +371,8 @@ class RecordingDriver:
         if self.load_status:
             return self.load_status
         if not self.load_during_capture:
-            with self._lock:
-                mine = [c for c in self._captures.values()
+            with self._graph_state.lock:
+                mine = [c for c in self._graph_state.captures.values()
                         if c.thread == threading.get_ident() and c.mode != _RELAXED]
                 for c in mine:
                     c.invalidated = True
@@ -531,28 +487,11 @@ class RecordingDriver:
             return status
         launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
                         self._params(name, params), coop, cluster)
-        with self._lock:
-            capture = self._captures.get(stream or 0)
-            if capture is not None:
-                if capture.invalidated:
-                    return _CAPTURE_INVALIDATED
-                node = self._handle(0x70000000)
-                capture.launches.append(launch)
-                capture.nodes.append(node)
-                capture.deps[0] = node
-                return self.launch_status
-            if not stream and self._captures:
-                # The legacy stream waits for every (blocking) stream: one
-                # that is capturing cannot be waited for.
-                for c in self._captures.values():
-                    c.invalidated = True
-                return _CAPTURE_IMPLICIT
-            self.launches.append(launch)
-        return self.launch_status
-
-    def _handle(self, base):
-        self._next += 1
-        return base + 16 * self._next
+        status = self._graph_state.record(stream or 0, launch)
+        if status is None:
+            with self._lock:
+                self.launches.append(launch)
+        return status or self.launch_status
 
     # -- cuLaunchKernelEx ----------------------------------------------------------
 
@@ -566,31 +505,10 @@ class RecordingDriver:
 
     # -- stream capture --------------------------------------------------------------
 
-    def _begin_capture(self, stream, mode):
-        if not stream:
-            return _CAPTURE_UNSUPPORTED  # the legacy stream cannot be captured
-        with self._lock:
-            if stream in self._captures:
-                return _ILLEGAL_STATE
-            self._captures[stream] = _Capture(mode, threading.get_ident())
-        return 0
-
     def _end_capture(self, stream, out):
-        out[0] = None
-        with self._lock:
-            capture = self._captures.get(stream or 0)
-            if capture is None:
-                return _ILLEGAL_STATE
-            if capture.mode != _RELAXED and capture.thread != threading.get_ident():
-                return _CAPTURE_WRONG_THREAD
-            del self._captures[stream]
-            if capture.invalidated:
-                return _CAPTURE_INVALIDATED
-            handle = self._handle(0x60000000)
-            self.graphs[handle] = RecordedGraph(handle, capture.launches, capture.nodes,
-                                                capture.mode)
-        out[0] = handle
-        return 0
+        status, handle = self._graph_state.end_capture(stream or 0)
+        out[0] = handle or None
+        return status
 
     def _exchange_capture_mode(self, mode):
         # The thread's capture mode (global, 0, until exchanged).
@@ -601,46 +519,41 @@ class RecordingDriver:
         return 0
 
     def _unsafe_during_capture(self):
-        """True when this thread may not make a potentially unsafe call (a
-        synchronisation): a stream it captures in a mode other than relaxed,
-        or another thread's global capture, unless the thread exchanged its
-        mode for relaxed."""
+        """True if this thread may not synchronise: it captures in a mode other
+        than relaxed, or any thread captures in global mode, unless this thread
+        exchanged its mode for relaxed."""
         if getattr(self._thread, "capture_mode", 0) == _RELAXED:
             return False
         me = threading.get_ident()
-        with self._lock:
+        with self._graph_state.lock:
             return any((c.thread == me and c.mode != _RELAXED) or c.mode == 0
-                       for c in self._captures.values())
+                       for c in self._graph_state.captures.values())
 
     def _is_capturing(self, stream, out):
         return self._capture_info(stream, out, *[ctypes.pointer(_vp())] * 4)
 
     def _capture_info(self, stream, status, ident, graph, deps, count):
-        capture = self._captures.get(stream or 0)
+        capture = self._graph_state.captures.get(stream or 0)
         status[0] = 0 if capture is None else 2 if capture.invalidated else 1
         ident[0] = id(capture) if capture else 0
         graph[0] = None
-        deps[0] = ctypes.addressof(capture.deps) if capture else None
-        count[0] = 1 if capture and capture.nodes else 0
+        # the capture's dependency, the last node recorded; valid until this
+        # thread's next call, as the driver's
+        self._thread.deps = (_vp * 1)(next(reversed(capture.by_node), 0) if capture else 0)
+        deps[0] = ctypes.addressof(self._thread.deps) if capture else None
+        count[0] = 1 if capture and capture.by_node else 0
         return 0
 
     def _node_type(self, node, out):
-        if self._node_launch(node) is None:
+        if self._graph_state.node_launch(node) is None:
             return _INVALID_VALUE
         out[0] = 0  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
         return 0
 
-    def _node_launch(self, node):
-        """The recorded launch of kernel node *node*, or None."""
-        for owner in list(self.graphs.values()) + list(self._captures.values()):
-            if node in owner.nodes:
-                return owner.launches[owner.nodes.index(node)]
-        return None
-
     def _node_attribute(self, node, attr, out):
         # cuGraphKernelNodeGetAttribute: what the node was recorded with (a
         # cluster of (0, 0, 0) and not cooperative unless the launch set them).
-        launch = self._node_launch(node)
+        launch = self._graph_state.node_launch(node)
         if launch is None:
             return _INVALID_VALUE
         value = (_u32 * 16).from_address(out)
@@ -655,74 +568,49 @@ class RecordingDriver:
     # -- graphs ----------------------------------------------------------------------
 
     def _instantiate(self, out, graph, flags):
-        g = _live(self.graphs, graph)
-        if g is None:
-            return _INVALID_VALUE
-        with self._lock:
-            handle = self._handle(0x68000000)
-            self.execs[handle] = RecordedExec(handle, graph, list(g.nodes), dict(
-                zip(g.nodes, (dataclasses.replace(l) for l in g.launches))))
-        out[0] = handle
-        return 0
+        status, handle = self._graph_state.instantiate(graph)
+        if not status:
+            out[0] = handle
+        return status
 
     def _graph_launch(self, exe, stream):
-        e = _live(self.execs, exe)
-        if e is None:
+        launches = self._graph_state.exec_launches(exe)
+        if launches is None:
             return _INVALID_VALUE
         if not self._current():
             return _INVALID_CONTEXT
         with self._lock:
             self.graph_launches.append((exe, stream or 0))
-            for node in e.nodes:
-                self.launches.append(dataclasses.replace(e.launches[node], stream=stream or 0,
-                                                         graph=exe))
+            self.launches.extend(dataclasses.replace(launch, stream=stream or 0, graph=exe)
+                                 for launch in launches)
         return self.launch_status
 
     def _exec_update(self, exe, graph, info):
-        info = _UpdateInfoC.from_address(info)
-        e, g = _live(self.execs, exe), _live(self.graphs, graph)
-        if e is None or g is None:
-            return _INVALID_VALUE
-        status = 0
-        if len(g.launches) != len(e.nodes):
-            info.result, status = 2, _UPDATE_FAILURE  # TOPOLOGY_CHANGED
-        elif any(l.kernel != e.launches[n].kernel for l, n in zip(g.launches, e.nodes)):
-            info.result, status = 4, _UPDATE_FAILURE  # FUNCTION_CHANGED
-        else:
-            info.result = 0
-            for launch, node in zip(g.launches, e.nodes):
-                e.launches[node] = dataclasses.replace(launch, cluster=e.launches[node].cluster)
+        status, result = self._graph_state.exec_update(exe, graph)
+        if status == _INVALID_VALUE:
+            return status
+        _UpdateInfoC.from_address(info).result = result
         self.exec_updates.append((exe, graph, status))
         return status
 
     def _node_set_params(self, exe, node, params):
-        e = _live(self.execs, exe)
-        if e is None or node not in e.launches:
+        old = self._graph_state.exec_node(exe, node)
+        if old is None:
             return _INVALID_VALUE
         p = _KernelNodeParamsC.from_address(params)
         name = self._names.get(p.func or p.kern)
         if name is None:
             return _INVALID_HANDLE
-        old = e.launches[node]
         launch = Launch(name, tuple(p.grid), tuple(p.block), p.sharedmem, 0,
                         self._params(name, p.params), old.cooperative, old.cluster)
+        self._graph_state.set_node(exe, node, launch)
         with self._lock:
-            e.launches[node] = launch
             self.node_updates.append((exe, node, launch))
-        return 0
-
-    @staticmethod
-    def _destroy(table, handle):
-        value = _live(table, handle)
-        if value is None:
-            return _INVALID_VALUE
-        value.destroyed = True
         return 0
 
     def live_graphs(self):
         """Handles of the graphs and executable graphs not destroyed yet."""
-        return ([h for h, g in self.graphs.items() if not g.destroyed]
-                + [h for h, e in self.execs.items() if not e.destroyed])
+        return self._graph_state.live()
 
     # -- occupancy ---------------------------------------------------------------------
 
@@ -762,39 +650,10 @@ class RecordingDriver:
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 
+    # -- synchronisation and events (docs/events.md) ----------------------------------
 
-    # Synchronisation and events (numba_cuda_launch.cudadrv.events).
-    #
-    # ``calls`` logs them in order as (driver function, handles...);
-    # ``statuses`` maps a driver function name to the CUresult it returns
-    # instead of succeeding (``{"cuStreamQuery": 600}``: a busy stream).
-    # Fake events are handles from a process-wide counter; one recorded on
-    # a stream and not destroyed times ``elapsed_ms`` apart from another, as
-    # the driver refuses (CUDA_ERROR_INVALID_HANDLE) one never recorded, one
-    # made without timing, or one destroyed. An event is destroyed through
-    # the destroy function it was created with (cudadrv/events.py), so
-    # ``events_destroyed`` counts destroys even after this fake has ended.
-
-    _event_counter = [0]
+    _event_counter = [0]  # fake event handles are process-wide
     _event_owners = {}  # fake event handle -> the RecordingDriver that made it
-
-    def _init_events(self):
-        self.calls = []
-        self.statuses = {}
-        self.elapsed_ms = 0.25
-        self.events_created = 0
-        self.events_destroyed = 0
-        self._events = {}  # live handle -> [flags, recorded stream or None]
-        self._fns.update(
-            cuCtxSynchronize=self._ctx_synchronize,
-            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
-            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
-            cuEventCreate=self._event_create,
-            cuEventRecord=self._event_record,
-            cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
-            cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
-            cuEventElapsedTime=self._event_elapsed,
-        )
 
     @property
     def live_events(self):
@@ -811,9 +670,6 @@ class RecordingDriver:
             # for cuEventDestroy, which cudadrv/events.py copes with).
             return _INVALID_CONTEXT
         return status
-
-    def _ctx_synchronize(self):
-        return self._log("cuCtxSynchronize")
 
     def _sync_call(self, name, stream):
         status = self._log(name, stream or 0)
@@ -870,8 +726,6 @@ class RecordingDriver:
 
     def __enter__(self):
         if simulator_enabled():
-            # simulated kernels run in Python on host memory and call no driver:
-            # fake addresses given to a launch are dereferenced there
             warnings.warn("RecordingDriver records the driver calls of compiled launches; "
                           "under numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels "
                           "run in Python on host memory (the addresses given are dereferenced) "

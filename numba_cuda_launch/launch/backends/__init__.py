@@ -1,27 +1,9 @@
 """Launch backends: how a launch lowered from ``kernel[...](args...)`` is
-carried out.
-
-The lowering of a call (:mod:`numba_cuda_launch.launch.call`) converts the
-arguments to the kernel's parameter types and hands them, with the
-configuration's values (:class:`~numba_cuda_launch.launch.launchconfig.ConfigValues`),
-to the backend that claims the kernel. A backend emits two things, each
-returning a ``CUresult`` (``i32``, 0 on success):
-
-* ``emit_launch`` -- the launch itself;
-* ``emit_preload`` -- loading the kernel's code into the current context
-  without launching.
-
-The driver backend also emits ``emit_function`` (the kernel's
-``CUfunction``, for occupancy queries); both emit ``emit_node_update`` (a
-recorded launch in an executable CUDA graph set to new arguments).
-
-The status is turned into an exception (``cfg(...)``) or returned
-(``cfg.launch_status(...)``) by the caller, the same way for every backend.
-:mod:`.driver` launches through the CUDA driver the kernels of every kernel
-compiler (one backend per compiler adapter); :mod:`.simulator` runs the
-kernel in numba-cuda's simulator (and :mod:`.simgraph` keeps the CUDA graphs
-of simulated launches). A new kind of launch (a recording mode) is a new
-module that calls :func:`register`.
+carried out. :mod:`numba_cuda_launch.launch.call` hands the converted
+arguments and the configuration's values to the backend that claims the
+kernel: :mod:`.driver` (through the CUDA driver, one backend per kernel
+compiler) or :mod:`.simulator` (numba-cuda's simulator, its CUDA graphs in
+:mod:`.simgraph`). docs/architecture.md, step 5.
 """
 
 __all__ = ["LaunchBackend", "register", "backend_for", "call_jitted"]

@@ -1,18 +1,10 @@
-"""The CUDA driver backend: a launch is ``cuLaunchKernel`` (or
-``cuLaunchCooperativeKernel``; ``cuLaunchKernelEx`` with launch attributes
-when the configuration has a thread-block cluster) through the driver
-table, on the kernel's image loaded on first use. The same parameter
-packing serves updates of recorded launches in executable CUDA graphs
-(``cuGraphExecKernelNodeSetParams``).
-
-One backend serves each kernel compiler: what differs (the image, its
-entry point, the parameter layout, cooperativeness) is asked of the
-compiler's adapter. A kernel another library loaded (a live handle:
-``CUkernel`` or ``CUfunction``) is a process-local address, emitted as a
-dynamic address (Numba then neither caches the function nor may it go in a
-C library) instead of an image. Arguments are packed in that layout
-(:mod:`numba_cuda_launch.launch.params`) into stack slots; nothing is
-allocated per launch.
+"""The CUDA driver backend: a launch is ``cuLaunchKernel``
+(``cuLaunchCooperativeKernel``, or ``cuLaunchKernelEx`` with a cluster) of the
+kernel's image, loaded on first use, or of another library's live handle,
+with its parameters packed into stack slots; the same packing serves graph
+node updates. One backend per kernel compiler: the image, entry point, layout
+and cooperativeness come from its adapter. docs/architecture.md, steps 5-7;
+docs/kernel-sources.md.
 """
 
 from llvmlite import ir
@@ -63,12 +55,6 @@ class DriverBackend(LaunchBackend):
     def emit_is_device_accessible(self, builder, address, host_allocated):
         return emit_is_device_accessible(builder, address)
 
-    def image(self, kernel):
-        """The :class:`KernelImage` of *kernel* (built for the current device,
-        the configured compute capability with no GPU, or each configured
-        one: ``cudadrv/image.py``)."""
-        return kernel_image(self.compiler, kernel)
-
     def _emit_params(self, context, builder, kernel, formal_types, values):
         """Emit the ``kernelParams`` array (``void**``) of a launch."""
         param_types = self.compiler.param_types(kernel)
@@ -83,7 +69,7 @@ class DriverBackend(LaunchBackend):
         loaded on first use, or the kernel's live handle (status 0)."""
         live = self.compiler.live_handle(kernel)
         if live is None:
-            return emit_get_kernel(builder, self.image(kernel))
+            return emit_get_kernel(builder, kernel_image(self.compiler, kernel))
         address, kind = live
         status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
         info = "%s of kernel %r" % (kind, self.compiler.entry_name(kernel))
@@ -102,7 +88,7 @@ class DriverBackend(LaunchBackend):
         live = self.compiler.live_handle(kernel)
         if live is not None and live[1] != "CUkernel":
             return  # a CUfunction's limit is its owner's to raise (docs/kernel-sources.md)
-        tag = self.image(kernel).digest if live is None else "live_%x" % live[0]
+        tag = kernel_image(self.compiler, kernel).digest if live is None else "live_%x" % live[0]
         result = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
 
         def opt_in():

@@ -1,23 +1,9 @@
-"""Launches from compiled code under numba-cuda's CUDA simulator.
-
-With ``NUMBA_ENABLE_CUDASIM=1`` a ``@cuda.jit`` kernel is a Python object
-(``FakeCUDAKernel``) that runs its threads in the interpreter. Here it gets a
-CPU type, so ``kernel[grid, block, stream, sharedmem](args...)`` still types
-in ``@cfunc``/``@njit`` code, with the same argument checks and errors; the
-launch calls back into Python (taking the GIL) and runs the kernel on host
-memory: arrays as NumPy views of the same memory, pointers as ctypes
-pointers, scalars as they are. The simulator's kernel object is not
-thread-safe (configuring it mutates it, and it runs one kernel at a time), so
-simulated launches are serialised by a lock.
-
-Kernels declared with signatures (``cuda.jit(sig)``) keep them
-(``compat.numba_cuda.signature_recording_jit``) so that overloads are chosen
-and ``voidptr`` arguments typed as on a GPU.
-Kernels may be arguments of ``@njit`` functions, as on a GPU. A launch on a
-stream capturing a CUDA graph is recorded instead of run (:mod:`.simgraph`).
-Occupancy queries answer a fixed model (one multiprocessor running one block
-at a time, as the simulator runs them); clusters are refused when typing.
-See README.md, "Without a GPU: what works where".
+"""Launches from compiled code under numba-cuda's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``): a ``FakeCUDAKernel`` gets a CPU type, so a
+launch types and is checked as on a GPU, then calls back into Python (the
+GIL taken) to run the kernel on host memory, or to record it when its stream
+captures a CUDA graph (:mod:`.simgraph`). README.md, "Without a GPU: the
+CUDA simulator" and "what works where".
 """
 
 import ctypes
@@ -43,6 +29,7 @@ from numba_cuda_launch.launch.guards import block_threads
 __all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
 
 MAX_BLOCK = 1024  # threads per block in the occupancy model
+# A simulator kernel is not thread-safe (configuring it mutates it): one launch at a time.
 _lock = threading.RLock()
 
 
@@ -131,16 +118,14 @@ def _as_launch(kernel, grid, block, sharedmem, args, pointer_types):
 
 
 def _simulate(kernel, stream, _, grid, block, sharedmem, args, pointer_types, catch):
-    """A simulated launch on *stream* (called from compiled code, GIL held):
-    run now, or recorded when the stream is capturing a CUDA graph."""
+    """Run a launch on *stream* now, or record it if the stream captures a graph."""
     launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
-    status = simgraph.STATE.submit(stream, launch)
+    status = simgraph.STATE.record(stream, launch)
     return _run(launch, catch) if status is None else status
 
 
 def _set_node(kernel, exe, node, grid, block, sharedmem, args, pointer_types, catch):
-    """The update of kernel node *node* of executable graph *exe* to this
-    launch (called from compiled code, GIL held)."""
+    """Set kernel node *node* of executable graph *exe* to this launch."""
     launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
     return simgraph.STATE.set_node(exe, node, launch)
 
