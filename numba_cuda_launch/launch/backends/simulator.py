@@ -14,9 +14,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import types
-from numba.core.datamodel import models
-from numba.core.imputils import lower_constant
-from numba.extending import NativeValue, register_model, typeof_impl, unbox
+from numba.extending import NativeValue, typeof_impl, unbox
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel
 
@@ -33,30 +31,16 @@ MAX_BLOCK = 1024  # threads per block in the occupancy model
 _lock = threading.RLock()
 
 
-class SimulatedKernel(types.Type):
-    """The CPU type of a simulator kernel; like numba-cuda's dispatcher type
-    it holds the kernel (``.dispatcher``)."""
+class SimulatedKernel(launchconfig.KernelType):
+    """The CPU type of a simulator kernel."""
 
     def __init__(self, kernel):
-        self.dispatcher = kernel
-        super().__init__(name="SimulatedKernel(%s)" % kernel.fn.__name__)
-
-    @property
-    def key(self):
-        return self.dispatcher
-
-
-register_model(SimulatedKernel)(models.OpaqueModel)
+        super().__init__(kernel, "SimulatedKernel(%s)" % kernel.fn.__name__)
 
 
 @typeof_impl.register(FakeCUDAKernel)
 def _typeof_sim_kernel(val, c):
     return SimulatedKernel(val)
-
-
-@lower_constant(SimulatedKernel)
-def _sim_kernel_constant(context, builder, ty, pyval):
-    return context.get_dummy_value()
 
 
 @unbox(SimulatedKernel)
