@@ -55,20 +55,15 @@ class TypedFields:
         self.entries = {}
         self.owned = []  # (key, serial number) of the entries with owners, oldest first
 
-    def keep(self, obj, fields):
-        remember(self.entries, id(obj), (weakref.ref(obj), threading.get_ident(), fields),
-                 self._LIMIT)
-
     def keep_owned(self, obj, fields):
-        """:meth:`keep` for fields whose last item owns their memory; False
-        when *obj* cannot be referred to weakly (nothing kept)."""
+        """Keep *fields*, whose last item owns their memory, for *obj*'s
+        unboxing; False when *obj* cannot be referred to weakly (nothing
+        kept)."""
         try:
             ref = weakref.ref(obj)
         except TypeError:
             return False
         entries, owned, key = self.entries, self.owned, id(obj)
-        if len(entries) > self._LIMIT:
-            entries.clear()
         if len(owned) >= 2 * self._OWNED:
             for k, serial in owned[:-self._OWNED]:
                 entry = entries.get(k)
@@ -76,7 +71,7 @@ class TypedFields:
                     del entries[k]
             del owned[:-self._OWNED]
         serial = next(self._serials)
-        entries[key] = (ref, threading.get_ident(), fields, serial)
+        remember(entries, key, (ref, threading.get_ident(), fields, serial), self._LIMIT)
         owned.append((key, serial))
         return True
 
