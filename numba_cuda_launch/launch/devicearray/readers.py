@@ -215,14 +215,12 @@ _TYPES_KEPT = set()
 
 
 class on_stream:
-    """``on_stream(obj, stream)``: device array *obj* (of any producer) as an
-    argument of compiled code that will use it on *stream* (a stream object
-    or a raw ``CUstream`` integer): DLPack producers are given that stream
-    (``__dlpack__(stream=...)``; 0, the default stream, is given as 1, its
-    DLPack name) to order their work before it; for
-    ``__cuda_array_interface__`` producers the rule stays the one of
-    :mod:`.producer_wait` (their stream is waited for by launches on other
-    streams). Pass the wrapper where the array would go."""
+    """``on_stream(obj, stream)``, passed where device array *obj* (of any
+    producer) would go: compiled code will use it on *stream* (a stream
+    object or a raw ``CUstream`` integer). A DLPack producer is given that
+    stream (``__dlpack__(stream=...)``; 0, the default stream, as 1) to
+    order its work before it; a ``__cuda_array_interface__`` producer's
+    stream is still waited for by launches on other streams."""
 
     __slots__ = ("obj", "stream", "_given", "_handle", "__weakref__")
 

@@ -265,12 +265,6 @@ def _cached_fields(c, obj):
     return builder.load(result)
 
 
-def _in_call_wrapper(builder):
-    """True in the wrapper Numba builds for calls from Python (its
-    ``cpython`` namespace), whose arguments were typed just before."""
-    return builder.function.name.startswith(("_ZN7cpython", "cpython."))
-
-
 def _typed_fields(c, obj, count):
     """Way 0: the fields read while *obj* was typed for this call (a new
     reference), or NULL. Fields with an owner (*count* + 1 items) are taken
@@ -366,7 +360,9 @@ def _unbox_device_array(typ, obj, c):
                                       cgutils.gep_inbounds(builder, fields, 0, i))
                     builder.store(cgutils.true_bit, read)
 
-    in_call = _in_call_wrapper(builder)
+    # In the wrapper Numba builds for calls from Python (its ``cpython``
+    # namespace) the arguments were typed just before.
+    in_call = builder.function.name.startswith(("_ZN7cpython", "cpython."))
     if in_call:  # way 1 first: its class test is cheaper than way 0's lookup
         from_tuple(_cached_fields(c, obj))
         with builder.if_then(builder.not_(builder.load(read))):
