@@ -471,18 +471,13 @@ def _from_dlpack(obj, consumer):
                       owner=owner)
 
 
-def _unwrap(obj):
-    """*obj*, and the consumer stream :class:`on_stream` names for it (None)."""
-    if isinstance(obj, on_stream):
-        return obj.obj, obj._consumer_stream()
-    return obj, None
-
-
 def read_dlpack(obj):
     """:func:`_read_dlpack` for *obj*, a DLPack producer or one wrapped in
     :class:`on_stream`; None when it is none (or is on another device).
     NumPy arrays are not read: host memory."""
-    obj, consumer = _unwrap(obj)
+    consumer = None  # (not a helper shared with describe: this runs at every call)
+    if isinstance(obj, on_stream):
+        obj, consumer = obj.obj, obj._consumer_stream()
     if isinstance(obj, np.ndarray) or not (hasattr(obj, "__dlpack__") and
                                            hasattr(obj, "__dlpack_device__")):
         return None
@@ -529,7 +524,9 @@ def _from_simulator(obj):
 
 def describe(obj):
     """Read a device array object, checked; None when it is not one."""
-    obj, consumer = _unwrap(obj)
+    consumer = None
+    if isinstance(obj, on_stream):
+        obj, consumer = obj.obj, obj._consumer_stream()
     if isinstance(obj, np.ndarray) and not isinstance(obj, numba_cuda_array_classes()):
         return None
     if _compat.simulator_enabled():

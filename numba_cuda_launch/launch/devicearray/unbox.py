@@ -64,6 +64,8 @@ class TypedFields:
         except TypeError:
             return False
         entries, owned, key = self.entries, self.owned, id(obj)
+        if len(entries) > self._LIMIT:  # (inline: this runs at every call)
+            entries.clear()
         if len(owned) >= 2 * self._OWNED:
             for k, serial in owned[:-self._OWNED]:
                 entry = entries.get(k)
@@ -71,7 +73,7 @@ class TypedFields:
                     del entries[k]
             del owned[:-self._OWNED]
         serial = next(self._serials)
-        remember(entries, key, (ref, threading.get_ident(), fields, serial), self._LIMIT)
+        entries[key] = (ref, threading.get_ident(), fields, serial)
         owned.append((key, serial))
         return True
 
