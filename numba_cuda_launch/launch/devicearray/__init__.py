@@ -1,14 +1,7 @@
-"""Device arrays as arguments of compiled functions: one concept, in the
-order of its pipeline (see ``docs/devicearrays.md``).
-
-* :mod:`.arraytype` -- the ``DeviceArray`` type: model, attributes, views;
-* :mod:`.readers` -- reading numba-cuda arrays, the CUDA Array Interface
-  and DLPack; ``on_stream``;
-* :mod:`.fastpaths` -- cheaper readers for numba-cuda, CuPy and PyTorch;
-* :mod:`.unbox` -- reading an object at each call, checked against its type;
-* :mod:`.typeof` -- typing the objects (Numba's ``typeof`` and the
-  dispatcher's fast typing);
-* :mod:`.producer_wait` -- a launch waiting for its arrays' producer streams.
+"""Device arrays as arguments of compiled functions (``docs/devicearrays.md``),
+in pipeline order: :mod:`.arraytype` (the ``DeviceArray`` type),
+:mod:`.readers` and :mod:`.fastpaths` (reading the objects), :mod:`.typeof`,
+:mod:`.unbox`, and :mod:`.producer_wait` (a launch waiting for producer streams).
 """
 
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, as_array_type, \

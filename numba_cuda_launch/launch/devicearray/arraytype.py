@@ -1,23 +1,8 @@
-"""Device arrays as values of CPU nopython code (see ``docs/devicearrays.md``).
-
-A device array passed into an ``@njit``/``@cfunc`` function (numba-cuda's
-``DeviceNDArray``, anything with ``__cuda_array_interface__`` or DLPack: see
-:mod:`.readers`) becomes a :class:`DeviceArray`: its
-dtype, ndim, layout and writability are part of the type, its data pointer,
-shape and strides are values. On the host it offers what does not touch
-device memory -- ``shape``, ``strides``, ``size``, ``ndim``, ``dtype``,
-``itemsize``, ``nbytes`` and basic slicing (views) -- and passing it to a
-kernel builds exactly the array parameters numba-cuda's Python launch builds.
-Reading or writing an element on the host is a typing error: it would
-dereference device memory.
-
-``DeviceArray`` is not a Numba ``Array`` (so no host array operation applies
-to it). Its value is an ``Array`` struct, which a kernel launch passes as the
-``Array`` the kernel was compiled for, without copying, and the *producer
-stream*: the CUDA Array Interface v3 stream the producer named, which a
-launch on another stream waits for first (0: none; see
-:mod:`.producer_wait`). Its meminfo is NULL: the producer owns the memory,
-and the object passed in keeps it alive for the call.
+"""The ``DeviceArray`` type: a device array in CPU nopython code. Its dtype,
+ndim, layout and writability are in the type; its value is the ``Array``
+struct a kernel launch passes on (meminfo NULL: the producer owns the
+memory) and the producer stream. On the host only what does not touch
+device memory types (attributes, ``len``, views). See ``docs/devicearrays.md``.
 """
 
 import operator
@@ -192,23 +177,20 @@ class DeviceArrayIndexErrors(AbstractTemplate):
         return _view_signature(self.context, args)
 
 
-class _DeviceArraySetItem(AbstractTemplate):
-    metadata = {"target": "cpu"}
-
-    def generic(self, args, kws):
-        if args and isinstance(args[0], DeviceArray):
-            raise NopythonUsageError(_ON_DEVICE % ("assigning to %s" % args[0]))
-        return None
+def _cpu_template(name, key, generic):
+    """A typing template class for *key* in CPU code, typing with *generic*."""
+    return type(name, (AbstractTemplate,), {"key": key, "metadata": {"target": "cpu"},
+                                            "generic": generic})
 
 
-@infer
-class DeviceArraySetItem(_DeviceArraySetItem):
-    key = operator.setitem
+def _refuse_setitem(self, args, kws):
+    if args and isinstance(args[0], DeviceArray):
+        raise NopythonUsageError(_ON_DEVICE % ("assigning to %s" % args[0]))
+    return None
 
 
-@infer
-class DeviceArrayStaticSetItem(_DeviceArraySetItem):
-    key = "static_setitem"
+infer(_cpu_template("DeviceArraySetItem", operator.setitem, _refuse_setitem))
+infer(_cpu_template("DeviceArrayStaticSetItem", "static_setitem", _refuse_setitem))
 
 
 @lower_builtin(operator.getitem, DeviceArray, types.Any)
@@ -267,9 +249,8 @@ def _refuse_on_elements(key):
             raise NopythonUsageError(_ON_DEVICE % what)
         return None
 
-    name = "DeviceArrayElements_%s" % getattr(key, "__name__", key)
-    template = type(name, (AbstractTemplate,), {"key": key, "metadata": {"target": "cpu"},
-                                                "generic": generic})
+    template = _cpu_template("DeviceArrayElements_%s" % getattr(key, "__name__", key), key,
+                             generic)
     if key == "getiter":
         infer(template)
     else:
@@ -321,9 +302,8 @@ def _list_item_change(key):
             _refuse_list_change(args[0], "changing items")
         return None
 
-    infer(type("ReflectedDeviceArrayList_%s" % getattr(key, "__name__", key),
-               (AbstractTemplate,), {"key": key, "metadata": {"target": "cpu"},
-                                     "generic": generic}))
+    infer(_cpu_template("ReflectedDeviceArrayList_%s" % getattr(key, "__name__", key), key,
+                        generic))
 
 
 for _key in (operator.setitem, operator.delitem, "static_setitem"):

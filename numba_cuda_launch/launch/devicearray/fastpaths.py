@@ -1,35 +1,17 @@
-"""Fast paths for the device arrays of numba-cuda, CuPy and PyTorch.
-
-A call of a compiled function from Python types and unboxes each device
-array argument. Through the CUDA Array Interface that means building the
-producer's interface dict twice per argument (about a microsecond each for
-CuPy and PyTorch). For the libraries below, the same facts are read from
-their attributes instead:
-
-* typing: a cheap key (the class, dtype, shape and strides, and what else
-  decides the type) that was typed through the interface once;
-* unboxing: the pointer, shape and strides, and the stream the interface
-  would name (CuPy: its current stream, as its ``__cuda_array_interface__``
-  says; numba-cuda: the array's stream; PyTorch: none, its interface is
-  version 2).
-
-For CuPy and PyTorch one read gives both, when the argument is typed (the
-fields wait in :data:`.unbox.TYPED_FIELDS` for the call's unboxing). Fields
-are what :func:`.unbox.read_fields` returns, or None to let the interface be
-read. ``tests/test_devicearray_gpu.py`` checks every reader against the
-producer's own interface (see ``docs/devicearrays.md``).
+"""Fast readers for the device arrays of CuPy, PyTorch and numba-cuda: the
+type key and the fields a call needs, read from their attributes instead
+of building their ``__cuda_array_interface__`` dict (about a microsecond
+each) at typing and again at unboxing. Fields are what
+:func:`.unbox.read_fields` returns, or None to read the interface. See
+``docs/devicearrays.md``; ``tests/test_devicearray_gpu.py`` checks them.
 """
 
 from numba_cuda_launch.compat.overrides import set_instance_attribute
+from numba_cuda_launch.launch.devicearray.readers import sync_enabled as _sync_enabled
+from numba_cuda_launch.launch.devicearray.unbox import CACHED_FIELDS
 
-__all__ = ["fast_path", "install_numba_cuda_readers"]
+__all__ = ["fast_path", "read_numba_cuda"]
 
-
-def _module(cls):
-    return (getattr(cls, "__module__", "") or "").split(".")[0]
-
-
-# -- CuPy ------------------------------------------------------------------------------
 
 def _cupy_read(sync_enabled):
     """CuPy's ndarray: its key, and its pointer, shape, strides and the
@@ -57,22 +39,15 @@ def _cupy_read(sync_enabled):
     return read
 
 
-# -- PyTorch ---------------------------------------------------------------------------
-
-def _torch_read(sync_enabled):
-    def read(val):
-        shape, stride = tuple(val.shape), val.stride()
-        key = (type(val), val.dtype, shape, stride, val.is_cuda, val.requires_grad, val.layout)
-        if not val.is_cuda:
-            return key, None
-        itemsize = val.element_size()
-        strides = tuple(s * itemsize for s in stride)
-        ptr = val.data_ptr() if val.numel() else 0
-        return key, (ptr, itemsize) + shape + strides + (0,)  # CAI version 2: no stream
-    return read
-
-
-_FAST = {"cupy": _cupy_read, "torch": _torch_read}
+def _torch_read(val):
+    shape, stride = tuple(val.shape), val.stride()
+    key = (type(val), val.dtype, shape, stride, val.is_cuda, val.requires_grad, val.layout)
+    if not val.is_cuda:
+        return key, None
+    itemsize = val.element_size()
+    strides = tuple(s * itemsize for s in stride)
+    ptr = val.data_ptr() if val.numel() else 0
+    return key, (ptr, itemsize) + shape + strides + (0,)  # CAI version 2: no stream
 
 
 def fast_path(cls, sync_enabled):
@@ -80,38 +55,30 @@ def fast_path(cls, sync_enabled):
     ndarray, PyTorch's Tensor), or None: *key* decides the type (the class,
     dtype, shape, strides, ...), *fields* are what :func:`.unbox.read_fields`
     returns (None: read the interface)."""
-    fast = _FAST.get(_module(cls))
-    if fast is None:
+    module, name = (getattr(cls, "__module__", "") or "").split(".")[0], cls.__name__
+    if module == "cupy" and name == "ndarray":
+        return _cupy_read(sync_enabled)
+    if module == "torch" and ("Tensor" in name or "Parameter" in name):
+        return _torch_read
+    return None
+
+
+def read_numba_cuda(val, ndim):
+    """The reader (:data:`.unbox.READERS`) of numba-cuda's device arrays: the
+    CAI stream is the array's stream when it is not 0. An array with no
+    stream keeps its fields in :data:`.unbox.CACHED_FIELDS` (its memory,
+    shape and strides never change), which compiled unboxing reads without
+    calling back."""
+    shape = val.shape
+    if len(shape) != ndim:
         return None
-    name = cls.__name__
-    if (_module(cls) == "cupy" and name != "ndarray") or \
-            (_module(cls) == "torch" and "Tensor" not in name and "Parameter" not in name):
-        return None
-    return fast(sync_enabled)
-
-
-# -- numba-cuda ------------------------------------------------------------------------
-
-def install_numba_cuda_readers(readers, sync_enabled, classes, cache_attribute):
-    """Readers for numba-cuda's device array *classes* (the CAI stream is
-    the array's stream when it is not 0). An array with no stream keeps its
-    fields in *cache_attribute* (its memory, shape and strides never change),
-    which compiled unboxing reads without calling back
-    (:func:`.unbox._cached_fields`)."""
-    def read(val, ndim):
-        shape = val.shape
-        if len(shape) != ndim:
-            return None
-        stream = val.stream
-        handle = int(stream) if stream != 0 else 0
-        ptr = val.device_ctypes_pointer.value or 0
-        fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
-        # With a stream the reader runs at each call (the sync setting may
-        # change); None says so to compiled code without a missing attribute.
-        set_instance_attribute(val, cache_attribute, (stream, None if handle else fields + (0,)))
-        if handle and not sync_enabled():
-            handle = 0
-        return fields + (handle,)
-
-    for cls in classes:
-        readers[cls] = read
+    stream = val.stream
+    handle = int(stream) if stream != 0 else 0
+    ptr = val.device_ctypes_pointer.value or 0
+    fields = (ptr, val.dtype.itemsize) + tuple(shape) + tuple(val.strides)
+    # With a stream the reader runs at each call (the sync setting may
+    # change); None says so to compiled code without a missing attribute.
+    set_instance_attribute(val, CACHED_FIELDS, (stream, None if handle else fields + (0,)))
+    if handle and not _sync_enabled():
+        handle = 0
+    return fields + (handle,)

@@ -1,33 +1,8 @@
-"""Waiting for a device array's producer stream before a launch (see
-``docs/devicearrays.md``).
-
-A device array read through the CUDA Array Interface v3 carries the stream
-its producer named (:class:`~.arraytype.DeviceArray`'s producer stream; 0
-when it named none, or when numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``
-setting is 0). The producer's work on that stream must be done before a
-kernel reads the array. The rule, applied at each launch to each device
-array argument (tuples searched):
-
-* the launch stream *is* the producer stream (the same handle; the default
-  stream ``0`` and the legacy default stream's handle ``1`` are one stream):
-  nothing to do, the stream orders the work;
-* else the producer stream is synchronised (``cuStreamSynchronize``, as
-  numba-cuda's launch does; during a graph capture, in this thread's
-  relaxed capture mode, as the other modes refuse synchronisations),
-  unless the function being run already synchronised it since it last ran
-  Python (the last four streams are remembered per call of the function
-  and forgotten when an ``objmode`` block hands it arrays: a loop of
-  launches waits once);
-* except for a launch recorded into a CUDA graph (its stream capturing)
-  whose producer is the legacy default stream (``1``, CuPy's default):
-  while a blocking stream captures, the legacy stream may not be used at
-  all; the graph's replay on a blocking stream is ordered after the legacy
-  stream's earlier work by the driver (a replay on a non-blocking stream
-  is the program's to order).
-
-So a CuPy user working inside ``with stream:`` (CuPy then names ``stream``)
-who launches on that stream never waits on the host. A failed
-synchronisation refuses the launch with the driver's error.
+"""A launch waits for the producer stream its device arrays carry (CUDA
+Array Interface v3): nothing when it launches on that stream, else a
+``cuStreamSynchronize`` remembered for the rest of the call, except for the
+legacy default stream during a graph capture. The exact rule: "Producer
+streams" in ``docs/devicearrays.md``.
 """
 
 from llvmlite import ir
@@ -83,8 +58,8 @@ def forget_waits(builder):
 
 
 def emit_producer_wait(builder, producer, launch_stream):
-    """Emit the rule above for *producer* (``i64``) before a launch on
-    *launch_stream* (``i8*``); returns the ``CUresult`` (``i32``, 0 when
+    """Emit the producer-stream rule for *producer* (``i64``) before a launch
+    on *launch_stream* (``i8*``); returns the ``CUresult`` (``i32``, 0 when
     nothing had to be done)."""
     status = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(32), 0))
     launch = builder.ptrtoint(launch_stream, _i64)

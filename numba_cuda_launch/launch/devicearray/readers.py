@@ -1,29 +1,12 @@
-"""Reading device array objects: numba-cuda arrays, the CUDA Array
-Interface, DLPack (see ``docs/devicearrays.md``).
-
-An object is read as a device array when it is
-
-* a numba-cuda device array (``cuda.to_device``, ``device_array``,
-  ``mapped_array``, ``managed_array``);
-* any object exposing ``__cuda_array_interface__`` (versions 2 and 3: CuPy
-  arrays, PyTorch CUDA tensors, JAX GPU arrays, numba-cuda arrays);
-* any object with ``__dlpack__``/``__dlpack_device__`` on a CUDA device
-  (CUDA, CUDA host or CUDA managed memory), read through a DLPack capsule,
-  which the reader consumes (renamed ``used_dltensor``; the managed tensor's
-  deleter runs when the :class:`_Described` holding it is freed).
-
-Every entry is checked (TypeError saying which one is wrong), and the memory
-an array addresses (lowest to highest byte) must lie in 64-bit addresses.
-
-Producer streams: a ``__cuda_array_interface__`` v3 ``stream`` entry is the
-stream a launch on another stream waits for (:mod:`.producer_wait`); DLPack
-producers are given the consumer stream, ``__dlpack__(stream=...)``: the one
-named with :class:`on_stream`, else 1, the legacy default stream (DLPack's
-name for the default stream, 0 being disallowed on CUDA).
+"""Reading device array objects -- numba-cuda arrays, the CUDA Array
+Interface (versions 2 and 3), DLPack producers on a CUDA device -- into
+checked descriptions and cached per-layout checks. What is accepted, the
+DLPack ownership and the producer-stream rules: ``docs/devicearrays.md``.
 """
 
 import ctypes
 import datetime
+import functools
 import math
 import operator
 import struct
@@ -40,7 +23,7 @@ from numba_cuda_launch.launch.stream import stream_handle
 from numba_cuda_launch.launch.sync import python_stream
 
 __all__ = ["on_stream", "describe", "device_array_type", "c_strides", "cai_stream",
-           "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "Layouts"]
+           "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember"]
 
 _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY, as both protocols name the legacy default stream
@@ -91,6 +74,15 @@ _DL_DTYPES = {(code, bits): np.dtype("%s%d" % (kind, bits // 8))
 _DL_DTYPES[6, 8] = np.dtype("?")
 
 
+def remember(cache, key, value, limit=4096):
+    """``cache[key] = value``, *cache* (a dict) emptied first when it holds
+    more than *limit* entries; returns *value*."""
+    if len(cache) > limit:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 def c_strides(shape, itemsize):
     """The strides of a C-contiguous array of *shape*."""
     strides, step = [], itemsize
@@ -101,8 +93,8 @@ def c_strides(shape, itemsize):
 
 
 class _ManagedTensor:
-    """A consumed DLPack managed tensor: the consumer owns it, and its
-    deleter runs when this object is freed (never earlier)."""
+    """A consumed DLPack managed tensor: its deleter runs when this object
+    is freed (never earlier)."""
 
     __slots__ = ("address", "deleter")
 
@@ -121,11 +113,7 @@ def _deleter(address):
     if not address:
         return None
     fn = _DELETERS.get(address)
-    if fn is None:
-        if len(_DELETERS) > 64:
-            _DELETERS.clear()
-        fn = _DELETERS[address] = _DELETER(address)
-    return fn
+    return fn if fn is not None else remember(_DELETERS, address, _DELETER(address), 64)
 
 
 class _Described:
@@ -140,13 +128,13 @@ class _Described:
             else tuple(strides)
         self.readonly, self.stream, self.owner = readonly, stream, owner
 
-    @property
-    def layout(self):
-        if 0 in self.shape or len(self.shape) == 0:
-            return "C"
-        return ("C" if _contiguous(self.shape, self.strides, self.dtype.itemsize, False)
-                else "F" if _contiguous(self.shape, self.strides, self.dtype.itemsize, True)
-                else "A")
+
+def _layout_letter(shape, strides, itemsize):
+    if 0 in shape or len(shape) == 0:
+        return "C"
+    return ("C" if _contiguous(shape, strides, itemsize, False)
+            else "F" if _contiguous(shape, strides, itemsize, True)
+            else "A")
 
 
 def _contiguous(shape, strides, itemsize, fortran):
@@ -175,25 +163,10 @@ def _span(shape, strides, itemsize):
             sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + itemsize)
 
 
-_SPANS = {}  # (shape, strides, itemsize) -> _span(...): read at every call
+_SPANS = {}  # (shape, strides, itemsize) -> _span(...)
 
 
-def _extent_error(data, shape, strides, itemsize, align=1):
-    """Why memory of *shape* and *strides* (bytes) from pointer *data*
-    cannot be addressed by compiled code (None: it can): the bytes from the
-    lowest to the highest addressed must lie in 64-bit addresses."""
-    key = (shape, strides, itemsize)
-    span = _SPANS.get(key)
-    if span is None:
-        if len(_SPANS) > 4096:
-            _SPANS.clear()
-        span = _SPANS[key] = _span(shape, strides, itemsize)
-    if type(span) is str:
-        return span
-    return _pointer_error(data, span, shape, strides, align)
-
-
-def _pointer_error(data, span, shape, strides, align=1):
+def _pointer_error(data, span, shape, strides, align):
     """Why pointer *data* cannot address an array whose bytes are *span*
     (what :func:`_span` gives) from it, its items aligned to *align* bytes
     (None: it can)."""
@@ -211,10 +184,9 @@ def _pointer_error(data, span, shape, strides, align=1):
 
 
 class Layout:
-    """What an array's type and the bounds of its memory depend on: all of
-    its description but its data pointer and stream, checked once (by the
-    caller) and then shared by the calls that see it again. *span* is
-    :func:`_span`'s answer (a string: why it cannot be addressed)."""
+    """All of an array's description but its data pointer and stream,
+    checked once (by the caller) and shared by the calls that see it again.
+    *span* is :func:`_span`'s answer (a string: why it cannot be addressed)."""
 
     __slots__ = ("dtype", "itemsize", "shape", "strides", "readonly", "span", "_type")
 
@@ -234,41 +206,21 @@ class Layout:
         no type for), kept alive for the process as types given to the
         dispatcher must be."""
         if self._type is None:
-            ty = device_array_type(_Described(0, self.shape, self.strides, self.dtype,
-                                              self.readonly))
-            _TYPES_KEPT.add(ty)
-            self._type = ty
+            self._type = device_array_type(self)
+            _TYPES_KEPT.add(self._type)
         return self._type
 
 
 _TYPES_KEPT = set()
 
 
-class Layouts:
-    """Layouts by a key of their producer's own form (bounded)."""
-
-    __slots__ = ("entries",)
-    _LIMIT = 4096
-
-    def __init__(self):
-        self.entries = {}
-
-    def add(self, key, layout):
-        if len(self.entries) > self._LIMIT:
-            self.entries.clear()
-        self.entries[key] = layout
-        return layout
-
-
 class on_stream:
-    """``on_stream(obj, stream)``: device array *obj* (of any producer) as an
-    argument of compiled code that will use it on *stream* (a stream object
-    or a raw ``CUstream`` integer): DLPack producers are given that stream
-    (``__dlpack__(stream=...)``; 0, the default stream, is given as 1, its
-    DLPack name) to order their work before it; for
-    ``__cuda_array_interface__`` producers the rule stays the one of
-    :mod:`.producer_wait` (their stream is waited for by launches on other
-    streams). Pass the wrapper where the array would go."""
+    """``on_stream(obj, stream)``, passed where device array *obj* (of any
+    producer) would go: compiled code will use it on *stream* (a stream
+    object or a raw ``CUstream`` integer). A DLPack producer is given that
+    stream (``__dlpack__(stream=...)``; 0, the default stream, as 1) to
+    order its work before it; a ``__cuda_array_interface__`` producer's
+    stream is still waited for by launches on other streams."""
 
     __slots__ = ("obj", "stream", "_given", "_handle", "__weakref__")
 
@@ -375,15 +327,13 @@ def _from_cai(cai):
         raise _cai_error("'data' must be (pointer, read_only), not %r" % (data,))
     pointer = 0 if data[0] is None else _index(data[0], "the 'data' pointer")
     stream = cai_stream(cai.get("stream")) if version >= 3 else 0
-    return _checked(_Described(pointer, shape, strides, dtype, bool(data[1]), stream or None),
-                    _cai_error)
-
-
-def _checked(desc, error):
-    why = _extent_error(desc.data, desc.shape, desc.strides, desc.dtype.itemsize,
-                        desc.dtype.alignment)
+    desc = _Described(pointer, shape, strides, dtype, bool(data[1]), stream or None)
+    key = (desc.shape, desc.strides, dtype.itemsize)
+    span = _SPANS.get(key) or remember(_SPANS, key, _span(*key))
+    why = span if type(span) is str else \
+        _pointer_error(pointer, span, desc.shape, desc.strides, dtype.alignment)
     if why is not None:
-        raise error(why)
+        raise _cai_error(why)
     return desc
 
 
@@ -454,7 +404,7 @@ def _int64s(address, n):
     return found[1].unpack_from(found[0].from_address(address))
 
 
-_DL_LAYOUTS = Layouts()  # (code, bits, lanes, shape, strides, read-only) -> Layout
+_DL_LAYOUTS = {}  # (code, bits, lanes, shape, strides, read-only) -> Layout
 
 
 def _dlpack_layout(key):
@@ -467,7 +417,7 @@ def _dlpack_layout(key):
                     tuple(n * dtype.itemsize for n in strides), readonly)
     if type(layout.span) is str:
         raise _dlpack_error(layout.span)
-    return _DL_LAYOUTS.add(key, layout)
+    return remember(_DL_LAYOUTS, key, layout)
 
 
 def _read_dlpack(obj, consumer):
@@ -501,7 +451,7 @@ def _read_dlpack(obj, consumer):
         raise _dlpack_error("shape is a NULL pointer (ndim %d)" % ndim)
     key = (code, bits, lanes, _int64s(shape_at, ndim),
            _int64s(strides_at, ndim) if strides_at else None, readonly)
-    layout = _DL_LAYOUTS.entries.get(key) or _dlpack_layout(key)
+    layout = _DL_LAYOUTS.get(key) or _dlpack_layout(key)
     data += offset
     why = layout.pointer_error(data)
     if why is not None:
@@ -523,12 +473,11 @@ def _from_dlpack(obj, consumer):
 
 def read_dlpack(obj):
     """:func:`_read_dlpack` for *obj*, a DLPack producer or one wrapped in
-    :class:`on_stream` (given its consumer stream); None when it is none
-    (or is on another device). NumPy arrays are not read: host memory."""
-    consumer = None
+    :class:`on_stream`; None when it is none (or is on another device).
+    NumPy arrays are not read: host memory."""
+    consumer = None  # (not a helper shared with describe: this runs at every call)
     if isinstance(obj, on_stream):
-        consumer = obj._consumer_stream()
-        obj = obj.obj
+        obj, consumer = obj.obj, obj._consumer_stream()
     if isinstance(obj, np.ndarray) or not (hasattr(obj, "__dlpack__") and
                                            hasattr(obj, "__dlpack_device__")):
         return None
@@ -537,33 +486,26 @@ def read_dlpack(obj):
 
 # -- numba-cuda and the simulator ------------------------------------------------------
 
+# Cached: the simulator is chosen when numba.cuda is imported.
+@functools.cache
 def numba_cuda_array_classes():
     """numba-cuda's device array base class (none under the simulator)."""
-    if _CLASSES[0] is None:
-        if _compat.simulator_enabled():
-            _CLASSES[0] = ()
-        else:
-            from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+    if _compat.simulator_enabled():
+        return ()
+    from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
 
-            _CLASSES[0] = (DeviceNDArrayBase,)
-    return _CLASSES[0]
+    return (DeviceNDArrayBase,)
 
 
+@functools.cache
 def declaring_classes():
     """numba-cuda's device array classes (simulated ones under the
     simulator): their objects declare their type with ``_numba_type_``."""
-    if _CLASSES[1] is None:
-        if _compat.simulator_enabled():
-            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    if _compat.simulator_enabled():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-            _CLASSES[1] = (FakeCUDAArray,)
-        else:
-            _CLASSES[1] = numba_cuda_array_classes()
-    return _CLASSES[1]
-
-
-# Asked at every call; the simulator is chosen when numba.cuda is imported.
-_CLASSES = [None, None]
+        return (FakeCUDAArray,)
+    return numba_cuda_array_classes()
 
 
 def _from_simulator(obj):
@@ -581,12 +523,10 @@ def _from_simulator(obj):
 
 
 def describe(obj):
-    """Read a device array object (see the module docstring); None when it
-    is not one."""
+    """Read a device array object, checked; None when it is not one."""
     consumer = None
     if isinstance(obj, on_stream):
-        consumer = obj._consumer_stream()
-        obj = obj.obj
+        obj, consumer = obj.obj, obj._consumer_stream()
     if isinstance(obj, np.ndarray) and not isinstance(obj, numba_cuda_array_classes()):
         return None
     if _compat.simulator_enabled():
@@ -606,7 +546,9 @@ def device_array_type(desc):
         dtype = numba.from_dtype(desc.dtype)
     except (NotImplementedError, NumbaError):
         raise TypeError("dtype %r has no Numba type" % (desc.dtype,)) from None
-    return DeviceArray(dtype, len(desc.shape), desc.layout, desc.readonly)
+    return DeviceArray(dtype, len(desc.shape),
+                       _layout_letter(desc.shape, desc.strides, desc.dtype.itemsize),
+                       desc.readonly)
 
 
 def sync_enabled():

@@ -1,13 +1,8 @@
-"""Typing device array objects passed into compiled functions (see
-``docs/devicearrays.md``).
-
-numba-cuda's arrays are typed from the ``Array`` they declare; other
-producers from what :mod:`.readers` reads (remembered by layout, or by a
-cheap key of the producer's class through :mod:`.fastpaths`). Classes met
-for the first time get a typing function Numba's dispatcher calls directly
-(:func:`..compat.numba_dispatcher.register_typeof`), and the dispatcher's
-routing of numba-cuda's arrays and its explanation of unusable arguments
-consult :data:`ARGUMENT_TYPING`.
+"""Typing device array objects passed into compiled functions: numba-cuda's
+arrays from the ``Array`` they declare, other producers from what
+:mod:`.readers` reads (remembered by layout, or by a cheap key through
+:mod:`.fastpaths`); a class met for the first time gets a typing function
+Numba's dispatcher calls directly. See ``docs/devicearrays.md``.
 """
 
 import threading
@@ -24,9 +19,9 @@ from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arg
 from numba_cuda_launch.launch.devicearray import fastpaths
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
-    device_array_type, numba_cuda_array_classes, on_stream, read_cai, read_dlpack, \
+    device_array_type, numba_cuda_array_classes, on_stream, read_cai, read_dlpack, remember, \
     sync_enabled, why_not_a_device_array, _from_cai
-from numba_cuda_launch.launch.devicearray.unbox import CACHED_FIELDS, READERS, TYPED_FIELDS
+from numba_cuda_launch.launch.devicearray.unbox import READERS, TYPED_FIELDS
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
 
 __all__ = ["ARGUMENT_TYPING"]
@@ -44,10 +39,7 @@ class _TypeCache:
         return ty
 
     def remember(self, key, ty):
-        if len(self.by_key) > 4096:
-            self.by_key.clear()
-        self.by_key[key] = ty
-        return self.keep(ty)
+        return self.keep(remember(self.by_key, key, ty))
 
 
 TYPES = _TypeCache()
@@ -69,21 +61,16 @@ def _typeof_declared(val):
     return ty
 
 
-def _typeof_device_array(val, c=None, cai=None):
+def _typeof_device_array(val, c):
     if isinstance(val, declaring_classes()):
         ty = _typeof_declared(val)
         if ty is not None:
             return ty
-    simulated = _compat.simulator_enabled()
-    if cai is None and not simulated:
-        cai = read_cai(val.obj if isinstance(val, on_stream) else val)
-    if cai is not None:
-        return _typeof_cai(cai)
-    if simulated:
+    if _compat.simulator_enabled():
         desc = describe(val)
         return None if desc is None else TYPES.keep(device_array_type(desc))
-    found = read_dlpack(val)  # its tensor is released on return
-    return None if found is None else found[0].type()
+    cai = read_cai(val.obj if isinstance(val, on_stream) else val)
+    return _typeof_cai(cai) if cai is not None else _typeof_dlpack(val)
 
 
 def _typeof_cai(cai):
@@ -103,19 +90,11 @@ def _typeof_cai(cai):
     return TYPES.keep(ty) if key is None else TYPES.remember(key, ty)
 
 
-def _typeof_producer(val):
-    """The type of *val* if it is a CUDA Array Interface or DLPack producer
-    whose interface can be read, else None."""
-    try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
-        cai = read_cai(val)
-    except Exception:
-        return None  # read again, it would raise again
-    if cai is None and not hasattr(val, "__dlpack__"):
-        return None
-    try:
-        return _typeof_device_array(val, None, cai)
-    except Exception:  # a producer whose interface cannot be read: not ours
-        return None
+def _typeof_dlpack(val):
+    """A DLPack producer's type, its tensor released at once (None under the
+    simulator)."""
+    found = None if _compat.simulator_enabled() else read_dlpack(val)
+    return None if found is None else found[0].type()
 
 
 def _typeof_dlpack_argument(val):
@@ -133,19 +112,28 @@ def _typeof_dlpack_argument(val):
     return ty
 
 
-def _typeof_producer_argument(val):
-    """:func:`_typeof_producer` for the dispatcher's typing of a call's
-    arguments (a DLPack tensor is read once for the call)."""
-    try:
-        cai = read_cai(val)
-    except Exception:
-        return None
-    try:  # (a class learnt: neither numba-cuda's nor under the simulator)
-        if cai is not None:
-            return _typeof_cai(cai)
-        return _typeof_dlpack_argument(val) if hasattr(val, "__dlpack__") else None
-    except Exception:  # a producer whose interface cannot be read: not ours
-        return None
+def _producer_typeof(typeof_dlpack):
+    """The typing of CUDA Array Interface and DLPack producers (the latter
+    by *typeof_dlpack*): None for an object that is not one, or whose
+    interface cannot be read."""
+    def typeof(val):
+        try:  # read once: may be costly; a producer may refuse (a tensor needing grad)
+            cai = read_cai(val)
+        except Exception:
+            return None  # read again, it would raise again
+        try:
+            if cai is not None:
+                return _typeof_cai(cai)
+            return typeof_dlpack(val) if hasattr(val, "__dlpack__") else None
+        except Exception:  # a producer whose interface cannot be read: not ours
+            return None
+    return typeof
+
+
+_typeof_producer = _producer_typeof(_typeof_dlpack)
+# The dispatcher's typing of a call's arguments (of a class learnt: neither
+# numba-cuda's nor under the simulator): a DLPack tensor is read once for the call.
+_typeof_producer_argument = _producer_typeof(_typeof_dlpack_argument)
 
 
 def _typeof_on_stream_argument(val):
@@ -194,7 +182,7 @@ def _keyed_typeof(read):
     strides, say): a key seen before gives its type without the interface
     dict. The fields read with the key wait for this call's unboxing
     (:data:`.unbox.TYPED_FIELDS`)."""
-    keep, forget, by_key = TYPED_FIELDS.keep, TYPED_FIELDS.forget, TYPES.by_key
+    forget, by_key = TYPED_FIELDS.forget, TYPES.by_key
     entries, limit, ref, ident = TYPED_FIELDS.entries, TYPED_FIELDS._LIMIT, weakref.ref, \
         threading.get_ident
 
@@ -209,10 +197,10 @@ def _keyed_typeof(read):
             TYPES.remember(k, ty)
         if fields is None:
             forget(val)  # no stale entry for this object
-        elif len(entries) <= limit:  # TYPED_FIELDS.keep, at every call: inlined
-            entries[id(val)] = (ref(val), ident(), fields)
-        else:
-            keep(val, fields)
+            return ty
+        if len(entries) > limit:  # entries are kept inline here: this runs at every call
+            entries.clear()
+        entries[id(val)] = (ref(val), ident(), fields)
         return ty
     return typeof
 
@@ -253,11 +241,10 @@ def _register():
     if _compat.simulator_enabled():
         typeof_impl.register(declaring_classes()[0])(_typeof_device_array)
     else:
-        classes = _compat.numba_cuda_array_classes()
-        for cls in classes:
+        for cls in _compat.numba_cuda_array_classes():
             register_typeof(cls, _typeof_declared)
+            READERS[cls] = fastpaths.read_numba_cuda
         register_typeof(on_stream, _typeof_on_stream_argument)
-        fastpaths.install_numba_cuda_readers(READERS, sync_enabled, classes, CACHED_FIELDS)
     # Before Numba's generic typeof, which tries the buffer protocol (some
     # device arrays refuse it with an error).
     type_unknown_objects_with(_typeof_unknown)

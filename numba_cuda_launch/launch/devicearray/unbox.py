@@ -1,36 +1,9 @@
 """Unboxing: a device array object from Python becomes a ``DeviceArray``
-(see ``docs/devicearrays.md``).
-
-At every call from Python each device-array argument is read: its data
-pointer, shape, strides, and the producer stream to wait for (CUDA Array
-Interface v3). Three ways:
-
-0. *typed fields*: typing CuPy and PyTorch arrays reads their fields too,
-   and typing a DLPack producer consumes its tensor, into
-   :data:`TYPED_FIELDS`; the call's wrapper, which runs right after the
-   dispatcher typed its arguments, takes them from there (one Python call
-   per argument instead of two; one DLPack export per call), for its
-   positional arguments only. Items of tuple or list arguments and
-   unboxing elsewhere (``objmode``) never do: those objects were not typed
-   just before by the dispatcher;
-1. *cached fields*: numba-cuda's arrays (whose memory, shape and strides
-   never change) may carry :data:`CACHED_FIELDS`, ``(stream,
-   fields)``, valid while their ``stream`` attribute is that very object
-   (fields None: read each time): compiled code reads two attributes;
-2. :func:`read_fields`, in Python (with the fast readers of :mod:`.fastpaths`
-   for CuPy and PyTorch), for everything else and whenever 1 cannot answer.
-   Reading CuPy's attributes from compiled code instead was measured slower
-   than its Python reader: ``PyObject_GetAttr`` has none of the
-   interpreter's attribute caches.
-
-What is read must be what the type says (dtype, ndim, layout, writability):
-an object whose interface changed since it was typed is refused
-(TypeError), never launched; a CUDA Array Interface is read again here for
-that. What depends on an array's layout only is checked once per layout
-(:class:`.readers.Layout`), its pointer at every call. A DLPack tensor read
-for a call is held until the call returns. The producer stream travels
-with the value; a launch on another stream waits for it
-(:mod:`.producer_wait`).
+value. Its fields are read one of three ways, cheapest first: those its
+typing read for this call (:data:`TYPED_FIELDS`), those a numba-cuda array
+keeps on itself (:data:`CACHED_FIELDS`), else :func:`read_fields`, in
+Python; whichever way, they are checked against the type. See "Reading an
+array at each call" in ``docs/devicearrays.md``.
 """
 
 import itertools
@@ -47,8 +20,8 @@ from numba.extending import NativeValue, box, unbox
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
 from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
-from numba_cuda_launch.launch.devicearray.readers import Layout, Layouts, cai_stream, \
-    describe, device_array_type, on_stream, read_cai, read_dlpack, sync_enabled
+from numba_cuda_launch.launch.devicearray.readers import Layout, cai_stream, describe, \
+    device_array_type, on_stream, read_cai, read_dlpack, remember, sync_enabled
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields"]
@@ -66,16 +39,12 @@ READERS = {}
 
 class TypedFields:
     """Fields read while typing a call's arguments, waiting for that call's
-    unboxing. Compiled code looks an object up in :attr:`entries` by its
-    address: ``(weakref.ref(obj), threading.get_ident(), fields, ...)``; an
-    entry is replaced each time its object is typed, and one of another
-    thread or of a dead object is not used.
-
-    Fields with an owner (a consumed DLPack tensor, :meth:`keep_owned`) are
-    taken out by the unboxing that uses them, so that the tensor is
-    released when that call returns. A call failing before it unboxes them
-    leaves them here until the object is typed again, :meth:`release` is
-    given it, or enough newer ones were kept (at most ``2 * _OWNED`` are)."""
+    unboxing: :attr:`entries` maps an object's address to ``(weakref.ref(obj),
+    thread ident, fields[, serial])``; compiled code skips an entry of another
+    thread or of a dead object. Fields with an owner (a consumed DLPack
+    tensor) are taken out by the unboxing that uses them; a call failing
+    before that leaves them until the object is typed again, :meth:`release`
+    is given it, or newer ones push them out (at most ``2 * _OWNED`` stay)."""
 
     __slots__ = ("entries", "owned")
     _LIMIT = 256  # entries of objects since gone are dropped beyond it
@@ -86,20 +55,16 @@ class TypedFields:
         self.entries = {}
         self.owned = []  # (key, serial number) of the entries with owners, oldest first
 
-    def keep(self, obj, fields):
-        if len(self.entries) > self._LIMIT:
-            self.entries.clear()
-        self.entries[id(obj)] = (weakref.ref(obj), threading.get_ident(), fields)
-
     def keep_owned(self, obj, fields):
-        """:meth:`keep` for fields whose last item owns their memory; False
-        when *obj* cannot be referred to weakly (nothing kept)."""
+        """Keep *fields*, whose last item owns their memory, for *obj*'s
+        unboxing; False when *obj* cannot be referred to weakly (nothing
+        kept)."""
         try:
             ref = weakref.ref(obj)
         except TypeError:
             return False
         entries, owned, key = self.entries, self.owned, id(obj)
-        if len(entries) > self._LIMIT:
+        if len(entries) > self._LIMIT:  # (inline: this runs at every call)
             entries.clear()
         if len(owned) >= 2 * self._OWNED:
             for k, serial in owned[:-self._OWNED]:
@@ -132,7 +97,7 @@ def _stream_to_wait(stream):
     return cai_stream(stream) if stream is not None and sync_enabled() else 0
 
 
-_CAI_LAYOUTS = Layouts()  # (typestr, shape, strides, read-only) -> Layout
+_CAI_LAYOUTS = {}  # (typestr, shape, strides, read-only) -> Layout
 _CAI_LAYOUT_ERRORS = (TypeError, ValueError, KeyError, AttributeError, NotImplementedError,
                       numba.core.errors.NumbaError)
 
@@ -142,22 +107,16 @@ def _changed(obj, ty, what):
                      "(typed %s): %s; it is not launched" % (type(obj).__name__, ty, what))
 
 
-def _check_type(obj, ty, dtype, readonly):
-    """Refuse data of another dtype than *ty*'s, or read-only memory under
-    a writable type."""
-    if dtype is not ty.dtype and dtype != ty.dtype:  # Numba's types are mostly interned
-        raise _changed(obj, ty, "its dtype is now %s" % dtype)
-    if readonly and not ty.readonly:
+def _check_type(obj, ty, found):
+    """Refuse what is now of type *found*, read under *ty*, when its dtype
+    differs or its memory became read-only (its layout is checked by
+    compiled code)."""
+    if found is ty:
+        return
+    if found.dtype != ty.dtype:
+        raise _changed(obj, ty, "its dtype is now %s" % found.dtype)
+    if found.readonly and not ty.readonly:
         raise _changed(obj, ty, "its memory is now read-only")
-
-
-def _check_layout_type(obj, ty, layout):
-    """:func:`_check_type` for a :class:`.readers.Layout` (a layout of
-    *ty*'s own type passes at once; its strides are checked by compiled
-    code)."""
-    found = layout.type()
-    if found is not ty:
-        _check_type(obj, ty, found.dtype, found.readonly)
 
 
 def _cai_layout(key):
@@ -173,21 +132,19 @@ def _cai_layout(key):
     if type(layout.span) is str:
         return None
     layout.type()  # a dtype Numba has no type for: described
-    return _CAI_LAYOUTS.add(key, layout)
+    return remember(_CAI_LAYOUTS, key, layout)
 
 
 def _fields_from_cai(obj, cai, ty):
-    """``(data, itemsize, shape..., strides..., stream)`` from a CUDA Array
-    Interface dict, checked against *ty*; None if it is not one of
-    ``ty.ndim`` dimensions or not a plain one (then described, which says
-    what is wrong). Its layout is checked once (:class:`.readers.Layout`),
-    its pointer each time."""
+    """:func:`read_fields` from a CUDA Array Interface dict; None if it is
+    not of ``ty.ndim`` dimensions or not a plain one (then described, which
+    says what is wrong). Its layout is checked once, its pointer each time."""
     try:
         if cai.get("version", 0) < 2 or cai.get("mask") is not None:
             return None
         pointer, readonly = cai["data"]
         key = (cai["typestr"], cai["shape"], cai.get("strides"), readonly)
-        layout = _CAI_LAYOUTS.entries.get(key) or _cai_layout(key)
+        layout = _CAI_LAYOUTS.get(key) or _cai_layout(key)
         if layout is None or len(layout.shape) != ty.ndim:
             return None
         pointer = pointer or 0
@@ -195,29 +152,26 @@ def _fields_from_cai(obj, cai, ty):
             return None  # described: says what is wrong
     except _CAI_LAYOUT_ERRORS:
         return None
-    _check_layout_type(obj, ty, layout)
+    _check_type(obj, ty, layout.type())
     stream = cai.get("stream")
     return (pointer, layout.itemsize) + layout.shape + layout.strides + \
         (0 if stream is None else _stream_to_wait(stream),)
 
 
 def _dlpack_fields(obj, ty, layout, data, owner):
-    """The fields of a consumed DLPack tensor (:func:`.readers.read_dlpack`),
-    checked against *ty*, and their owner."""
+    """:func:`read_fields` from what :func:`.readers.read_dlpack` gives."""
     if len(layout.shape) != ty.ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
-    _check_layout_type(obj, ty, layout)
+    _check_type(obj, ty, layout.type())
     return (data, layout.itemsize) + layout.shape + layout.strides + (0, owner)
 
 
 def read_fields(obj, ty):
-    """Unboxing an object typed *ty*: ``(data, itemsize, shape..., strides...,
-    stream)``, the stream being the producer's, which launches on other
-    streams wait for (0: none), and, for a consumed DLPack tensor, what
-    keeps it alive until the call returns. Read by the producer's own reader
-    when it has one (:data:`READERS`), else from its CUDA Array Interface
-    dict, else from DLPack, else described; TypeError when that is not what
-    *ty* says."""
+    """The fields of *obj*, typed *ty*, for unboxing: ``(data, itemsize,
+    shape..., strides..., producer stream[, owner])`` (stream 0: none; owner:
+    a consumed DLPack tensor, held until the call returns), read by
+    :data:`READERS`, else the CUDA Array Interface, else DLPack, else
+    described; TypeError when that is not what *ty* says."""
     reader = READERS.get(type(obj))
     if reader is not None:
         fields = reader(obj, ty.ndim)
@@ -236,8 +190,7 @@ def read_fields(obj, ty):
     desc = describe(obj)
     if desc is None or len(desc.shape) != ty.ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
-    found = device_array_type(desc)
-    _check_type(obj, ty, found.dtype, found.readonly)
+    _check_type(obj, ty, device_array_type(desc))
     fields = (desc.data, desc.dtype.itemsize) + desc.shape + desc.strides + \
         (_stream_to_wait(desc.stream),)
     return fields if desc.owner is None else fields + (desc.owner,)
@@ -254,12 +207,8 @@ class _Ref:
         return (self.getter, ())
 
 
-def _get_cached_classes():
-    """The classes whose objects may carry :data:`CACHED_FIELDS`."""
-    return _compat.numba_cuda_array_classes()
-
-
-_cached_classes_ref = _Ref(_get_cached_classes)
+# The classes whose objects may carry CACHED_FIELDS.
+_cached_classes_ref = _Ref(_compat.numba_cuda_array_classes)
 
 
 def _get_typed_fields():
@@ -318,20 +267,6 @@ def _cached_fields(c, obj):
     return builder.load(result)
 
 
-def _in_call_wrapper(builder):
-    """True in the wrapper Numba builds for calls from Python (its
-    ``cpython`` namespace), whose arguments were typed just before."""
-    return builder.function.name.startswith(("_ZN7cpython", "cpython."))
-
-
-def _is_call_argument(c, obj):
-    """An ``i1``: *obj* is one of the positional arguments of the call the
-    wrapper is making (its ``args`` tuple), which the dispatcher has just
-    typed -- not an item of a tuple or list argument (typed by Numba's
-    ``typeof``, or not at all)."""
-    return _in_tuple(c, c.builder.function.args[1], obj)
-
-
 def _typed_fields(c, obj, count):
     """Way 0: the fields read while *obj* was typed for this call (a new
     reference), or NULL. Fields with an owner (*count* + 1 items) are taken
@@ -339,7 +274,10 @@ def _typed_fields(c, obj, count):
     builder, pyapi = c.builder, c.pyapi
     result = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     stash = python_object(c, _typed_fields_ref, "numba_cuda_launch.typed_fields")
-    usable = builder.and_(cgutils.is_not_null(builder, stash), _is_call_argument(c, obj))
+    # Only a positional argument (the wrapper's ``args`` tuple) was typed by
+    # the dispatcher just before; an item of a tuple or list argument was not.
+    call_argument = _in_tuple(c, builder.function.args[1], obj)
+    usable = builder.and_(cgutils.is_not_null(builder, stash), call_argument)
     with builder.if_then(usable, likely=True):
         from_ptr = _c_function(pyapi, "PyLong_FromVoidPtr", pyapi.pyobj, [pyapi.voidptr])
         key = builder.call(from_ptr, [builder.bitcast(obj, pyapi.voidptr)])
@@ -424,7 +362,9 @@ def _unbox_device_array(typ, obj, c):
                                       cgutils.gep_inbounds(builder, fields, 0, i))
                     builder.store(cgutils.true_bit, read)
 
-    in_call = _in_call_wrapper(builder)
+    # In the wrapper Numba builds for calls from Python (its ``cpython``
+    # namespace) the arguments were typed just before.
+    in_call = builder.function.name.startswith(("_ZN7cpython", "cpython."))
     if in_call:  # way 1 first: its class test is cheaper than way 0's lookup
         from_tuple(_cached_fields(c, obj))
         with builder.if_then(builder.not_(builder.load(read))):
