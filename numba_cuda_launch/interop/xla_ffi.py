@@ -112,18 +112,19 @@ def api_version():
 
 # -- raw memory access ----------------------------------------------------------
 
-def _address(builder, val):
-    return builder.inttoptr(val, ir.IntType(8).as_pointer()) \
-        if isinstance(val.type, ir.IntType) else val
+def _field(context, builder, base, offset, fe_type):
+    """Pointer to the *fe_type* at byte *offset* of *base* (an address or a pointer)."""
+    if isinstance(base.type, ir.IntType):
+        base = builder.inttoptr(base, ir.IntType(8).as_pointer())
+    ptr = builder.gep(base, [offset])
+    return builder.bitcast(ptr, context.get_value_type(fe_type).as_pointer())
 
 
 def _make_load(fe_type):
     @intrinsic
     def load(typingctx, base, offset):
         def codegen(context, builder, sig, args):
-            ptr = builder.gep(_address(builder, args[0]), [args[1]])
-            lty = context.get_value_type(fe_type)
-            return builder.load(builder.bitcast(ptr, lty.as_pointer()))
+            return builder.load(_field(context, builder, args[0], args[1], fe_type))
         return fe_type(base, offset), codegen
     return load
 
@@ -132,10 +133,8 @@ def _make_store(fe_type):
     @intrinsic
     def store(typingctx, base, offset, value):
         def codegen(context, builder, sig, args):
-            ptr = builder.gep(_address(builder, args[0]), [args[1]])
-            lty = context.get_value_type(fe_type)
             val = context.cast(builder, args[2], sig.args[2], fe_type)
-            builder.store(val, builder.bitcast(ptr, lty.as_pointer()))
+            builder.store(val, _field(context, builder, args[0], args[1], fe_type))
         return types.void(base, offset, value), codegen
     return store
 
@@ -153,17 +152,12 @@ _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
 
-def _make_bitcast(from_type, to_type):
-    @intrinsic
-    def bitcast(typingctx, value):
-        def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], sig.args[0], from_type)
-            return builder.bitcast(v, context.get_value_type(to_type))
-        return to_type(value), codegen
-    return bitcast
-
-
-_f32_from_bits = _make_bitcast(types.int32, types.float32)
+@intrinsic
+def _f32_from_bits(typingctx, bits):
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], types.int32)
+        return builder.bitcast(v, context.get_value_type(types.float32))
+    return types.float32(bits), codegen
 
 
 @register_jitable
