@@ -315,9 +315,9 @@ def _buffer_as_array(buf, ndim, dtype):
     if not isinstance(ndim, types.IntegerLiteral):
         raise NopythonUsageError("buffer_as_array: ndim must be a constant integer")
     _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
-    n = ndim.literal_value
-    src = "def impl(buf, ndim, dtype):\n    return numba.carray(buffer_data(buf), (%s), dtype)\n" % (
-        "".join("buffer_dim(buf, %d), " % d for d in range(n)))
+    dims = "".join("buffer_dim(buf, %d), " % d for d in range(ndim.literal_value))
+    src = ("def impl(buf, ndim, dtype):\n"
+           "    return numba.carray(buffer_data(buf), (%s), dtype)\n" % dims)
     ns = {"numba": numba, "buffer_data": buffer_data, "buffer_dim": buffer_dim}
     exec(src, ns)
     return ns["impl"]
