@@ -69,10 +69,6 @@ def _spec(x, refusal):
     raise TypeError(refusal())
 
 
-def _sanitize(text):
-    return re.sub(r"[^A-Za-z0-9_.]", "_", text)
-
-
 def _number(value):
     """(kind 'b', 'i', 'f' or 'c', value) of a number or 0-d array; None for anything else."""
     if isinstance(value, (bool, np.bool_)):
@@ -179,8 +175,8 @@ def _launch_dims(config, kname, source):
 
 
 def _signature_key(in_specs, out_specs):
-    return (tuple((len(s.shape), np.dtype(s.dtype)) for s in in_specs),
-            tuple((len(s.shape), np.dtype(s.dtype)) for s in out_specs))
+    return tuple(tuple((len(s.shape), np.dtype(s.dtype)) for s in specs)
+                 for specs in (in_specs, out_specs))
 
 
 def _signature_text(key, scalar_dtypes):
@@ -260,7 +256,8 @@ class JaxKernel:
         if name is not None and not isinstance(name, str):
             raise TypeError("kernel %r: name must be a string, got %s" % (kname, _describe(name)))
         self.name = name
-        self._base = _PREFIX + _sanitize(name or compiler.qualified_name(kernel))
+        base = name or compiler.qualified_name(kernel)
+        self._base = _PREFIX + re.sub(r"[^A-Za-z0-9_.]", "_", base)
         self._rule = launch if _is_jitted(launch) else None
         self.batch_aware = vmap_method in ("expand_dims", "broadcast_all")
         if self.batch_aware and self._rule is None:
@@ -504,8 +501,9 @@ class JaxKernel:
                     "then the scalars%s)" % (exc, ", with a leading batch dimension"
                                              if argtypes is not variants[0] else "")
                 ) from None
-        handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs), variants,
-                                list(self.scalars.items()), self.command_buffer, self._rule)
+        handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs),
+                                           variants, list(self.scalars.items()),
+                                           self.command_buffer, self._rule)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
