@@ -330,9 +330,7 @@ class JaxKernel:
     # -- trace time -----------------------------------------------------------
 
     def _scalar_attrs(self, scalar_values):
-        unknown = set(scalar_values) - set(self.scalars)
-        missing = set(self.scalars) - set(scalar_values)
-        if unknown or missing:
+        if set(scalar_values) != set(self.scalars):
             raise TypeError("kernel %r: scalars %s were declared; got %s"
                             % (self.kernel_name, sorted(self.scalars), sorted(scalar_values)))
         return {name: _scalar_attribute(self.kernel_name, name, dtype, scalar_values[name])
