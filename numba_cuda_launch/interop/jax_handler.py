@@ -9,7 +9,6 @@ import functools
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
 from numba.core.imputils import lower_constant
@@ -21,13 +20,8 @@ from numba_cuda_launch.launch.halffloat import float_to_half_bits
 __all__ = ["make_handler", "refusal", "kind"]
 
 
-@intrinsic
-def _half_from_bits(typingctx, bits):
-    """The float16 of IEEE binary16 *bits*: a bitcast, which needs no runtime helper."""
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], nt.uint16)
-        return builder.bitcast(v, ir.HalfType())
-    return nt.float16(bits), codegen
+# float16 from IEEE binary16 bits: a bitcast, which needs no runtime helper
+_half_from_bits = xla_ffi._make_bitcast(nt.uint16, nt.float16)
 
 
 @register_jitable

@@ -152,12 +152,18 @@ _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
 
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], types.int32)
-        return builder.bitcast(v, context.get_value_type(types.float32))
-    return types.float32(bits), codegen
+def _make_bitcast(from_type, to_type):
+    """An intrinsic reinterpreting the bits of a *from_type* as a *to_type*."""
+    @intrinsic
+    def bitcast(typingctx, value):
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], from_type)
+            return builder.bitcast(v, context.get_value_type(to_type))
+        return to_type(value), codegen
+    return bitcast
+
+
+_f32_from_bits = _make_bitcast(types.int32, types.float32)
 
 
 @register_jitable
