@@ -1,18 +1,10 @@
 """Compiled launchers as a C library that runs with no Python (docs/aot.md).
 
-A status-only ``@cfunc`` launcher (``kernel[...].launch_status(...)``) is
-native code with its kernel images inside it; only the driver table and the
-checked-mode flag tie it to this package's Python process. :func:`build`
-re-emits the launchers' LLVM modules as position-independent code, links
-them with a small C runtime (``clib/ncl_runtime.c``: the table bound from
-``libcuda.so.1`` through ``dlopen``, error names, a way to bind another
-driver) into one shared library with the system C compiler, and writes a C
-header. What would need Python at run time -- the Python C API, Numba's
-runtime (NRT) or helper library -- is refused when building, naming the
-function; the linked library's undefined symbols are checked last
-(:func:`check_library`). ``jax_kernel`` FFI handlers go in the same way.
-
-Command line: ``python -m numba_cuda_launch.aot`` (``numba-cuda-launch-aot``).
+:func:`build` re-emits status-only ``@cfunc`` launchers (and ``jax_kernel`` FFI
+handlers) as position-independent code and links them with a small C runtime
+(``clib/ncl_runtime.c``) into one shared library and a C header; what would need
+Python at run time is refused, naming the function. Command line: ``python -m
+numba_cuda_launch.aot`` (``numba-cuda-launch-aot``).
 """
 
 import argparse
@@ -188,8 +180,7 @@ _DYNAMIC_PREFIX = "numba.dynamic.globals."  # Numba's name of a process address
 
 def _refuse_process_addresses(exp, module):
     """Refuse a function whose code holds addresses of this process (Numba's
-    dynamic globals): the live handle of a kernel another library loaded,
-    or any other."""
+    dynamic globals), such as a kernel handle another library loaded."""
     # one global per use: LLVM suffixes repeats of a name (".1", ".2", ...)
     addresses = {int(g.name[len(_DYNAMIC_PREFIX):].split(".")[0], 16)
                  for g in module.global_variables if g.name.startswith(_DYNAMIC_PREFIX)}
@@ -219,37 +210,30 @@ def _optimized_module(exp, tm):
     return module
 
 
-def _undefined(module):
-    return sorted(g.name for g in itertools.chain(module.functions, module.global_variables)
-                  if g.is_declaration and not g.name.startswith("llvm."))
-
-
 def _refuse_python(exp, module):
-    """Refuse a function whose code references what only a Python process
-    has, naming the reason and the symbols."""
-    names = [n for n in _undefined(module) if n not in _RUNTIME_SYMBOLS]
+    """Refuse a function whose code references what only a Python process has."""
+    names = sorted(g.name for g in itertools.chain(module.functions, module.global_variables)
+                   if g.is_declaration and not g.name.startswith("llvm.")
+                   and g.name not in _RUNTIME_SYMBOLS)
     python = [n for n in names if n.startswith(("Py", "_Py"))]
     arrays = [n for n in names if n.startswith(("NRT_MemInfo_alloc", "NRT_MemInfo_new"))]
     helpers = [n for n in names if n.startswith(("NRT_", "numba_"))]
     other = [n for n in names if n not in python + helpers
              and n not in _LIBC_OK and not _LIBM_OK.match(n)]
-
-    def listed(syms):
-        return ", ".join(syms[:6]) + (", ..." if len(syms) > 6 else "")
-    # An allocation can fail (MemoryError), so these reference Python too:
-    # the allocation is the cause to name.
-    if arrays:
-        _refuse(exp.what, "it allocates arrays with Numba's runtime (NRT: %s), as np.empty "
-                "and friends do in nopython code; pass memory in as pointers" % listed(arrays))
-    if python:
-        _refuse(exp.what, "it calls the Python C API (%s): it raises exceptions or uses Python "
-                "objects; a launch written kernel[...](...) raises when it fails, so use "
-                "kernel[...].launch_status(...) and return the CUresult" % listed(python))
-    if helpers:
-        _refuse(exp.what, "it calls Numba's runtime or helper library (%s), which live in "
-                "Numba's Python extensions" % listed(helpers))
-    if other:
-        _refuse(exp.what, "it references %s, in neither libc, libdl nor libm" % listed(other))
+    # An allocation can fail (MemoryError), so it references Python too: the
+    # allocation is the cause to name.
+    for symbols, why in (
+            (arrays, "it allocates arrays with Numba's runtime (NRT: %s), as np.empty and "
+                     "friends do in nopython code; pass memory in as pointers"),
+            (python, "it calls the Python C API (%s): it raises exceptions or uses Python "
+                     "objects; a launch written kernel[...](...) raises when it fails, so use "
+                     "kernel[...].launch_status(...) and return the CUresult"),
+            (helpers, "it calls Numba's runtime or helper library (%s), which live in "
+                      "Numba's Python extensions"),
+            (other, "it references %s, in neither libc, libdl nor libm")):
+        if symbols:
+            listed = ", ".join(symbols[:6]) + (", ..." if len(symbols) > 6 else "")
+            _refuse(exp.what, why % listed)
 
 
 # -- the C side -----------------------------------------------------------------
@@ -458,7 +442,7 @@ def _build_info(prefix, cpu):
 
 
 def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu=None):
-    """Build shared library *path* from compiled ``@cfunc`` launchers.
+    """Build shared library *path* from compiled ``@cfunc`` launchers (docs/aot.md).
 
     *functions* maps each exported C name to a ``@cfunc`` (status-only:
     ``kernel[...].launch_status(...)``; arguments C scalars and pointers).

@@ -1,28 +1,9 @@
-"""Numba CUDA kernels inside ``jax.jit``, through XLA's typed FFI.
+"""Numba CUDA kernels inside ``jax.jit``, through XLA's typed FFI (docs/jax.md).
 
-:func:`jax_kernel` turns a kernel -- a ``@cuda.jit`` kernel of numba-cuda or
-numba-cuda-mlir, or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`),
-each launched through its compiler's adapter -- into a function on
-``jax.Array`` values. Each call is an XLA custom call whose handler is a
-nopython ``@cfunc`` (:mod:`.jax_handler`; no C++, no GIL): it reads the buffers,
-attributes and stream from the call frame (:mod:`numba_cuda_launch.xla_ffi`)
-and launches the kernel with ``kernel[grid, block, stream, sharedmem]``.
-Handlers are registered for XLA's CUDA platform; for a kernel of numba-cuda's
-CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), for XLA:CPU, where the kernel
-runs in the simulator on the host buffers. The other platform gets a handler
-that fails the call saying so (see docs/jax.md, "On XLA:CPU").
-
-The kernel is called as ``kernel(*inputs, *outputs, *scalars)``: input and
-output arrays (C-ordered views of XLA's buffers) followed by the static
-scalars, which are the kernel's trailing parameters, bound by name.
-
-FFI target names are derived from what defines the handler -- the kernel's
-module and qualified name, the dtypes and ranks of the call, the options --
-never from a counter, so a function exported with ``jax.export`` finds its
-targets again in another process that imports the kernel's module and
-registers the same signatures (:meth:`JaxKernel.register`, ``signatures=``).
-JAX is an optional dependency (``pip install numba-cuda-launch[jax]``),
-imported when this module is.
+:func:`jax_kernel` makes a kernel of any compiler adapter a function on ``jax.Array``
+values; each call is an XLA custom call whose handler (:mod:`.jax_handler`) launches it.
+Target names derive from the kernel's definition, never a counter, so a ``jax.export``
+finds them again in another process (docs/jax.md, "Exporting").
 """
 
 import hashlib
@@ -30,6 +11,7 @@ import inspect
 import math
 import re
 import threading
+from collections import namedtuple
 from collections.abc import Mapping
 
 import jax
@@ -54,17 +36,7 @@ _lock = threading.RLock()
 # Target name -> _Target, for the life of the process: XLA keeps the handler
 # pointers of every executable, and one name maps to one handler.
 _REGISTRY = {}
-
-
-class _Target:
-    __slots__ = ("name", "kernel", "rule", "config", "handler")
-
-    def __init__(self, name, kernel, rule, config, handler):
-        self.name, self.kernel, self.rule, self.config, self.handler = \
-            name, kernel, rule, config, handler
-
-    def same_handler(self, kernel, rule, config):
-        return self.kernel is kernel and self.rule is rule and self.config == config
+_Target = namedtuple("_Target", "kernel rule config handler")
 
 
 def _is_jitted(fn):
@@ -85,21 +57,20 @@ _VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_
                  "legacy_vectorized", None)
 
 
-def _spec(x):
-    shape, dtype = x.shape, np.dtype(x.dtype)
-    if not isinstance(shape, (tuple, list)):
-        raise TypeError("shape %r is not a tuple" % (shape,))
-    return jax.ShapeDtypeStruct(tuple(shape), dtype)
-
-
-def _sanitize(text):
-    return re.sub(r"[^A-Za-z0-9_.]", "_", text)
+def _spec(x, refusal):
+    """*x* (anything with a tuple ``shape`` and a ``dtype``) as a ``jax.ShapeDtypeStruct``;
+    else ``TypeError(refusal())``."""
+    try:
+        shape, dtype = x.shape, np.dtype(x.dtype)
+        if isinstance(shape, (tuple, list)):
+            return jax.ShapeDtypeStruct(tuple(shape), dtype)
+    except Exception:
+        pass
+    raise TypeError(refusal())
 
 
 def _number(value):
-    """(kind, value) of a static scalar: 'b' bool, 'i' int, 'f' float, 'c'
-    complex; None for anything else. 0-d arrays (NumPy, concrete JAX) count
-    as their element."""
+    """(kind 'b', 'i', 'f' or 'c', value) of a number or 0-d array; None for anything else."""
     if isinstance(value, (bool, np.bool_)):
         return "b", bool(value)
     if isinstance(value, (int, np.integer)):
@@ -114,9 +85,9 @@ def _number(value):
 
 
 def _scalar_attribute(kname, pname, dtype, value):
-    """The XLA attribute for scalar *pname* of *dtype* given *value*: refused
-    when the conversion would lose information (float -> integer, complex ->
-    real, a number -> bool, out of range)."""
+    """The XLA attribute for scalar *pname* of *dtype*: refused when the
+    conversion would lose information (float -> integer, complex -> real, a
+    number -> bool, out of range)."""
     what = "kernel %r scalar %r (%s)" % (kname, pname, dtype)
     if isinstance(value, jax.core.Tracer):
         raise TypeError(
@@ -204,8 +175,8 @@ def _launch_dims(config, kname, source):
 
 
 def _signature_key(in_specs, out_specs):
-    return (tuple((len(s.shape), np.dtype(s.dtype)) for s in in_specs),
-            tuple((len(s.shape), np.dtype(s.dtype)) for s in out_specs))
+    return tuple(tuple((len(s.shape), np.dtype(s.dtype)) for s in specs)
+                 for specs in (in_specs, out_specs))
 
 
 def _signature_text(key, scalar_dtypes):
@@ -216,8 +187,7 @@ def _signature_text(key, scalar_dtypes):
 
 
 def _kernel_compiler(kernel):
-    """The adapter of *kernel*'s compiler (launch/selection.py), refusing
-    anything that is not a kernel of one, and device functions."""
+    """The adapter of *kernel*'s compiler; a TypeError for anything but a kernel."""
     try:
         compiler = compiler_for(kernel)
     except TypeError:
@@ -232,15 +202,15 @@ def _kernel_compiler(kernel):
 
 
 def _refuse_unsimulated(compiler, kernel, kname):
-    """Under numba-cuda's CUDA simulator the handlers are XLA:CPU's and run
-    the kernel in the simulator: a kernel it cannot run is refused now."""
+    """Under the CUDA simulator, refuse a kernel the simulator cannot run."""
     if _compat.simulator_enabled() and not compiler.is_simulated(kernel):
         raise TypeError(
             "jax_kernel(): %s %r cannot run under numba-cuda's CUDA simulator "
             "(NUMBA_ENABLE_CUDASIM=1), where jax_kernel runs kernels on XLA:CPU in the "
             "simulator: the simulator runs numba-cuda @cuda.jit kernels (their Python code) "
             "only, and this kernel is %s. Run it on a GPU, without NUMBA_ENABLE_CUDASIM"
-            % (jax_handler.kind(compiler.name), kname, "machine code" if compiler.name == "foreign kernel"
+            % (jax_handler.kind(compiler.name), kname,
+               "machine code" if compiler.name == "foreign kernel"
                else "compiled by %s" % compiler.name))
 
 
@@ -286,7 +256,8 @@ class JaxKernel:
         if name is not None and not isinstance(name, str):
             raise TypeError("kernel %r: name must be a string, got %s" % (kname, _describe(name)))
         self.name = name
-        self._base = _PREFIX + _sanitize(name or compiler.qualified_name(kernel))
+        base = name or compiler.qualified_name(kernel)
+        self._base = _PREFIX + re.sub(r"[^A-Za-z0-9_.]", "_", base)
         self._rule = launch if _is_jitted(launch) else None
         self.batch_aware = vmap_method in ("expand_dims", "broadcast_all")
         if self.batch_aware and self._rule is None:
@@ -315,8 +286,7 @@ class JaxKernel:
                 self.register(*sig, **values)
 
     def _bind_scalars(self, scalars):
-        """{name: dtype} in the kernel's parameter order; the names must be the
-        kernel's trailing parameters."""
+        """{name: dtype} of the kernel's trailing parameters, in their order."""
         kname = self.kernel_name
         if scalars is None:
             scalars = {}
@@ -360,33 +330,22 @@ class JaxKernel:
     # -- trace time -----------------------------------------------------------
 
     def _scalar_attrs(self, scalar_values):
-        unknown = set(scalar_values) - set(self.scalars)
-        missing = set(self.scalars) - set(scalar_values)
-        if unknown or missing:
+        if set(scalar_values) != set(self.scalars):
             raise TypeError("kernel %r: scalars %s were declared; got %s"
                             % (self.kernel_name, sorted(self.scalars), sorted(scalar_values)))
         return {name: _scalar_attribute(self.kernel_name, name, dtype, scalar_values[name])
                 for name, dtype in self.scalars.items()}
 
     def _inputs(self, arrays):
-        specs = []
-        for i, a in enumerate(arrays):
-            try:
-                specs.append(_spec(a))
-            except Exception:
-                raise TypeError(
-                    "kernel %r input %d: expected an array (anything with .shape and .dtype), "
-                    "got %s; scalars are passed by keyword (%s)"
-                    % (self.kernel_name, i, _describe(a),
-                       ", ".join("%s=..." % n for n in self.scalars) or "this kernel has none")
-                ) from None
-        return specs
+        return [_spec(a, lambda: (
+            "kernel %r input %d: expected an array (anything with .shape and .dtype), got %s; "
+            "scalars are passed by keyword (%s)"
+            % (self.kernel_name, i, _describe(a),
+               ", ".join("%s=..." % n for n in self.scalars) or "this kernel has none")))
+            for i, a in enumerate(arrays)]
 
     def _check_arity(self, fn, setting, n_in):
-        """Refuse a function given as *setting* (``"launch="``,
-        ``"out_shapes="``) that cannot be called as it will be: with *n_in*
-        input structs and the scalars by keyword, or, for an @njit launch
-        rule, with the input shapes and the scalars positionally."""
+        """Refuse a *setting* (``"launch="``) function that cannot be called as it will be."""
         jitted = _is_jitted(fn)
         try:
             sig = inspect.signature(fn.py_func if jitted else fn)
@@ -422,22 +381,20 @@ class JaxKernel:
         outs = [outs] if single else list(outs)
         specs = []
         for i, o in enumerate(outs):
-            try:
-                specs.append(_spec(o))
-            except Exception:
-                raise TypeError(
-                    "kernel %r: out_shapes gave %s for output %d; expected a "
-                    "jax.ShapeDtypeStruct (anything with .shape and .dtype) or a list of them"
-                    % (self.kernel_name, _describe(o), i)) from None
-            shape = specs[-1].shape
-            # XLA aborts the process on a byte size beyond int64 (other
-            # extents than integers are jax's to judge)
+            spec = _spec(o, lambda: (
+                "kernel %r: out_shapes gave %s for output %d; expected a jax.ShapeDtypeStruct "
+                "(anything with .shape and .dtype) or a list of them"
+                % (self.kernel_name, _describe(o), i)))
+            shape = spec.shape
+            # XLA aborts the process on a byte size beyond int64 (extents other
+            # than integers are jax's to judge)
             if all(_is_int(n) for n in shape) and (any(n < 0 for n in shape) or math.prod(
-                    int(n) for n in shape) * specs[-1].dtype.itemsize >= 1 << 63):
+                    int(n) for n in shape) * spec.dtype.itemsize >= 1 << 63):
                 raise ValueError(
                     "kernel %r: out_shapes gave shape %r for output %d; extents are integers "
                     ">= 0 and an output holds less than 2**63 bytes"
                     % (self.kernel_name, tuple(shape), i))
+            specs.append(spec)
         return specs, single
 
     def _check(self, in_specs, out_specs):
@@ -471,8 +428,7 @@ class JaxKernel:
         return tuple(arrays) + tuple(numba.from_dtype(t) for t in self.scalars.values())
 
     def _prepare(self, arrays, scalar_values):
-        """Everything a call needs, computed at trace time: the target name
-        (registered), the output structs and the attributes."""
+        """The target name (registered), output structs and attributes of a call."""
         in_specs = self._inputs(arrays)
         scalar_attrs = self._scalar_attrs(scalar_values)
         out_specs, single = self._outputs(in_specs, scalar_values)
@@ -492,8 +448,7 @@ class JaxKernel:
 
     def handler(self, in_specs, out_specs):
         """The compiled FFI handler (a ``@cfunc``) for these input and output
-        shape/dtype structs; compiled and registered once per dtype-and-rank
-        signature."""
+        shape/dtype structs, registered once per dtype-and-rank signature."""
         return _REGISTRY[self._target(in_specs, out_specs)].handler
 
     def target_name(self, in_specs, out_specs):
@@ -503,9 +458,7 @@ class JaxKernel:
     def register(self, *inputs, **scalar_values):
         """Compile and register the handler for calls with these inputs
         (arrays or shape/dtype structs; only dtypes and ranks matter) and
-        scalars, as a call would, without tracing any function; returns the
-        FFI target name. A process that deserializes an exported function
-        must register every signature the function calls before calling it."""
+        scalars, as a call would, without tracing; returns the target name."""
         return self._prepare(inputs, scalar_values)[0]
 
     @property
@@ -527,7 +480,9 @@ class JaxKernel:
         base = "%s.%s.%s" % (self._base, _signature_text(key, self.scalars.values()), self._tag)
         name, n = base, 1
         while name in _REGISTRY:
-            if _REGISTRY[name].same_handler(self.kernel, self._rule, self._config):
+            other = _REGISTRY[name]
+            if other.kernel is self.kernel and other.rule is self._rule \
+                    and other.config == self._config:
                 return name  # another JaxKernel over the same kernel and options
             n += 1  # a different kernel of the same name (e.g. defined in a function)
             name = "%s.%d" % (base, n)
@@ -544,8 +499,9 @@ class JaxKernel:
                     "then the scalars%s)" % (exc, ", with a leading batch dimension"
                                              if argtypes is not variants[0] else "")
                 ) from None
-        handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs), variants,
-                                list(self.scalars.items()), self.command_buffer, self._rule)
+        handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs),
+                                           variants, list(self.scalars.items()),
+                                           self.command_buffer, self._rule)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
@@ -557,7 +513,7 @@ class JaxKernel:
         refusal = jax_handler.refusal(self.kernel_name, simulated, self._compiler.name)
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(refusal.ctypes),
                                     platform=refused_on, api_version=1)
-        _REGISTRY[name] = _Target(name, self.kernel, self._rule, self._config, handler)
+        _REGISTRY[name] = _Target(self.kernel, self._rule, self._config, handler)
         return name
 
     def __call__(self, *arrays, **scalar_values):
@@ -577,60 +533,39 @@ class JaxKernel:
 def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
                input_output_aliases=None, vmap_method="sequential",
                command_buffer=True, name=None, signatures=None):
-    """Wrap a kernel as a function on ``jax.Array`` values.
+    """Wrap a kernel as a function on ``jax.Array`` values (docs/jax.md).
 
     Parameters
     ----------
     kernel:
-        the kernel: a ``@cuda.jit`` kernel of numba-cuda or numba-cuda-mlir,
-        or a foreign kernel (:func:`numba_cuda_launch.foreign_kernel`, whose
-        pointer parameters take the buffers' data pointers). It is called
-        as ``kernel(*inputs, *outputs, *scalars)`` with C-ordered arrays over
-        XLA's buffers, and needs at least one array parameter. Kernels that
-        numba-cuda's CUDA simulator cannot run (all but numba-cuda's) are
-        refused under it.
+        a ``@cuda.jit`` kernel of numba-cuda or numba-cuda-mlir, or a foreign kernel;
+        called as ``kernel(*inputs, *outputs, *scalars)`` on C-ordered views of XLA's
+        buffers, with at least one array parameter.
     out_shapes:
-        a ``jax.ShapeDtypeStruct`` (or anything with ``shape`` and ``dtype``),
-        a list of them, or a function of the inputs' shape/dtype structs and
-        the scalars returning one of those.
+        a ``jax.ShapeDtypeStruct``, a list of them, or a function of the inputs'
+        structs and the scalars returning one of those.
     launch:
-        ``(grid, block)``, or a function of the inputs' structs and the
-        scalars returning it (integers or 1-3 integer tuples), evaluated at
-        trace time; or an ``@njit`` function of the input shapes (tuples)
-        and the scalars (positionally), evaluated by the handler at run time
-        with the shapes XLA passes (needed for batch-aware ``vmap``).
+        ``(grid, block)``; a function of the inputs' structs and the scalars
+        returning it, at trace time; or an ``@njit`` function of the input shapes
+        and the scalars (positionally), in the handler at run time.
     scalars:
-        ``{name: dtype}`` of static scalar parameters: the kernel's last
-        parameters, named as in the kernel (a foreign kernel's
-        ``param_names``, else ``arg0``, ``arg1``, ...; any order here). Passed by
-        keyword at call time, as XLA attributes; a value the dtype cannot
-        hold exactly in kind (a float for an integer, a complex for a real,
-        a number for a bool, out of range) is refused.
+        ``{name: dtype}`` of the kernel's last parameters, passed by keyword at
+        call time as XLA attributes; a value the dtype cannot hold exactly in kind
+        is refused.
     sharedmem:
-        dynamic shared memory in bytes (above 48 KiB the kernel's limit is
-        raised on the device, up to what the device allows).
+        dynamic shared memory in bytes.
     input_output_aliases:
-        ``{input index: output index}``: the output is written in place of
-        the input (as in ``jax.ffi.ffi_call``).
+        ``{input index: output index}``, as in ``jax.ffi.ffi_call``.
     vmap_method:
-        how ``jax.vmap`` handles the call (``jax.ffi.ffi_call``'s argument):
-        ``"sequential"`` loops; ``"expand_dims"`` / ``"broadcast_all"`` give
-        the kernel the batch as a leading dimension (a batch-aware kernel,
-        compiled for both ranks; needs an ``@njit`` launch rule).
+        ``jax.ffi.ffi_call``'s; ``"expand_dims"``/``"broadcast_all"`` give the
+        kernel the batch as a leading dimension (needs an ``@njit`` launch rule).
     command_buffer:
-        declare the handler safe for XLA command buffers (CUDA graphs): the
-        kernel image is loaded in the handler's initialize stage, before any
-        capture.
+        declare the handler safe for XLA command buffers (CUDA graphs).
     name:
-        the base of the FFI target names, instead of the kernel's
-        ``module.qualname``.
+        the base of the FFI target names instead of the kernel's ``module.qualname``.
     signatures:
-        calls to register the handler for now (at import, for a kernel
-        defined at module level): a list of input tuples (arrays or
-        ``jax.ShapeDtypeStruct``; only dtypes and ranks matter), each
-        optionally ending with a dict of scalar values. A process that
-        deserializes an exported function needs its signatures registered
-        before calling it; see :meth:`JaxKernel.register`.
+        calls to register now: input tuples (arrays or structs), each optionally
+        ending with a dict of scalar values (see :meth:`JaxKernel.register`).
     """
     return JaxKernel(kernel, out_shapes, launch, scalars, sharedmem,
                      input_output_aliases, vmap_method, command_buffer, name, signatures)

@@ -1,25 +1,14 @@
-"""The XLA FFI handler of one :func:`~numba_cuda_launch.jax.jax_kernel`
-signature: a nopython ``@cfunc`` that reads the call frame
-(:mod:`numba_cuda_launch.xla_ffi`) and launches the kernel with
-``kernel[grid, block, stream, sharedmem]`` on C-ordered views of XLA's
-buffers, or preloads it in XLA's initialize stage.
-
-Every handler is one function body, the same for all signatures; what
-differs between signatures (the kernel, the buffers' types, the scalars'
-names and dtypes) are its constants. The array types and scalars of a rank
-variant are a :class:`_Variant`, typed as a :class:`VariantType` that
-carries them, and the intrinsics here emit the tuple of views and the tuple
-of scalars from that type directly, calling the accessors that are compiled
-once per process (per dtype and rank, per attribute name). A handler is so
-compiled as one function, with no generated source (docs/jax.md, "How the
-handler is built").
+"""The XLA FFI handler of one :func:`~numba_cuda_launch.jax.jax_kernel` signature: a
+nopython ``@cfunc`` that reads the call frame (:mod:`.xla_ffi`) and launches the kernel
+on C-ordered views of XLA's buffers, or preloads it in XLA's initialize stage. Every
+handler is one function body whose constants carry what differs between signatures
+(docs/jax.md, "How the handler is built").
 """
 
 import functools
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
 from numba.core.imputils import lower_constant
@@ -31,14 +20,8 @@ from numba_cuda_launch.launch.halffloat import float_to_half_bits
 __all__ = ["make_handler", "refusal", "kind"]
 
 
-@intrinsic
-def _half_from_bits(typingctx, bits):
-    """A float16 value (LLVM ``half``) with IEEE binary16 *bits*: a bitcast,
-    not a conversion, so no runtime helper is needed."""
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], nt.uint16)
-        return builder.bitcast(v, ir.HalfType())
-    return nt.float16(bits), codegen
+# float16 from IEEE binary16 bits: a bitcast, which needs no runtime helper
+_half_from_bits = xla_ffi._make_bitcast(nt.uint16, nt.float16)
 
 
 @register_jitable
@@ -49,9 +32,8 @@ def _as_half(x):
 # -- a rank variant's constants, as a type --------------------------------------
 
 class VariantType(nt.Dummy):
-    """The type of a :class:`_Variant`: the kernel's array types (inputs
-    first, then outputs), how many are inputs, and the scalars
-    ``((attribute name, NumPy dtype), ...)``."""
+    """A rank variant's array types (inputs, then outputs), how many are inputs,
+    and its scalars ``((attribute name, NumPy dtype), ...)``."""
 
     def __init__(self, arrays, n_in, scalars):
         self.arrays, self.n_in, self.scalars = arrays, n_in, scalars
@@ -63,18 +45,12 @@ class VariantType(nt.Dummy):
     def key(self):
         return self.arrays, self.n_in, self.scalars
 
-    @property
-    def rank(self):
-        """The rank of the first buffer (XLA's first argument, or its first
-        result when the call has no inputs), which selects the variant."""
-        return self.arrays[0].ndim
-
 
 register_model(VariantType)(models.OpaqueModel)
 
 
 class _Variant:
-    """A rank variant of a handler, a constant of its body."""
+    """A rank variant of a handler, a constant of its body (typed as a VariantType)."""
 
     __slots__ = ("numba_type",)
 
@@ -95,10 +71,8 @@ def _variant_constant(context, builder, ty, pyval):
 # -- lowering calls of the accessors ----------------------------------------------
 
 def _lower_call(context, builder, fn, argtys, args):
-    """``fn(*args)`` for a jitable *fn* (a ``register_jitable`` or
-    ``overload`` function) with arguments of *argtys*, its defaults for the
-    rest: the value and its type. A literal argument (an attribute name, a
-    rank) is typed by its literal type, its value is a placeholder."""
+    """``fn(*args)`` of a jitable *fn*, its defaults for the rest: the value and its type.
+    A literal argument is typed by its literal type and passed as a placeholder."""
     typingctx = context.typing_context
     fnty = typingctx.resolve_value_type(fn)
     sig = typingctx.resolve_function_type(fnty, tuple(argtys), {})
@@ -107,16 +81,14 @@ def _lower_call(context, builder, fn, argtys, args):
 
 
 def _placeholder(context, ty):
-    """The value passed for an argument whose type carries it (a literal, a
-    class, an omitted default)."""
+    """The value of an argument whose type carries it (a literal, a class, a default)."""
     if isinstance(ty, nt.IntegerLiteral):
         return context.get_constant(ty, ty.literal_value)
     return cgutils.get_null_value(context.get_value_type(ty))
 
 
 def _view(context, builder, frame, index, n_in, ty):
-    """The C-ordered view of type *ty* of buffer *index* (an argument below
-    *n_in*, else a result)."""
+    """The view of type *ty* of buffer *index* (an argument below *n_in*, else a result)."""
     get, i = (xla_ffi.arg_buffer, index) if index < n_in else (xla_ffi.ret_buffer, index - n_in)
     buf, _ = _lower_call(context, builder, get, (nt.voidptr, nt.intp),
                          (frame, context.get_constant(nt.intp, i)))
@@ -128,8 +100,7 @@ def _view(context, builder, frame, index, n_in, ty):
 
 @intrinsic
 def _buffer_views(typingctx, frame, variant):
-    """``(inputs, outputs)``: tuples of the views of XLA's buffers as the
-    *variant*'s array types."""
+    """``(inputs, outputs)``: tuples of views of XLA's buffers as the *variant*'s types."""
     arrays, n_in = variant.arrays, variant.n_in
     ins, outs = nt.Tuple(arrays[:n_in]), nt.Tuple(arrays[n_in:])
 
@@ -142,10 +113,8 @@ def _buffer_views(typingctx, frame, variant):
 
 
 def _scalar(context, builder, frame, name, dtype):
-    """Scalar attribute *name* as *dtype*: the float or integer XLA
-    attribute converted as ``dtype.type(value)`` converts in nopython code;
-    float16 travels as an F32 attribute, made half bits without LLVM's
-    helpers."""
+    """Scalar attribute *name* converted to *dtype* as nopython code converts
+    (float16 arrives as F32 and is made half bits without LLVM's helpers)."""
     getter = xla_ffi.attr_float if dtype.kind == "f" else xla_ffi.attr_int
     name = nt.StringLiteral(name)
     value, ty = _lower_call(context, builder, getter, (nt.voidptr, name),
@@ -158,8 +127,7 @@ def _scalar(context, builder, frame, name, dtype):
 
 @intrinsic
 def _scalar_values(typingctx, frame, variant):
-    """The tuple of the *variant*'s scalars, read from the attributes the
-    call site sets."""
+    """The tuple of the *variant*'s scalars, read from the call's attributes."""
     scalars = variant.scalars
     ty = nt.Tuple([numba.from_dtype(d) for _, d in scalars])
 
@@ -199,8 +167,7 @@ def _first_result(frame):
 
 @numba.njit(inline="always")
 def _attribute_config(frame):
-    """Grid and block from the attributes the call site sets (all six; y and
-    z default to 1)."""
+    """Grid and block from the call's attributes (y and z default to 1)."""
     grid = (xla_ffi.attr_int(frame, "ncl_grid_x"), xla_ffi.attr_int(frame, "ncl_grid_y", 1),
             xla_ffi.attr_int(frame, "ncl_grid_z", 1))
     block = (xla_ffi.attr_int(frame, "ncl_block_x"), xla_ffi.attr_int(frame, "ncl_block_y", 1),
@@ -228,9 +195,8 @@ def kind(source):
 
 @functools.lru_cache(maxsize=None)
 def refusal(kernel_name, simulated, source="numba-cuda"):
-    """The handler (a cfunc, kept) that the platform a kernel cannot run on
-    gets: it answers XLA's metadata query and fails every call, saying why
-    and what to do. *source* names the kernel's compiler."""
+    """The handler (a cfunc) of the platform a kernel cannot run on: it fails every
+    call saying why. *source* names the kernel's compiler."""
     major, minor = xla_ffi.api_version()
     if simulated:
         message = _ON_CUDA % kernel_name
@@ -248,10 +214,8 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
 
 @numba.njit(inline="always")
 def _launch(frame, kernel, variant, rule):
-    """Preload or launch *kernel* on the views of the buffers as *variant*
-    (initialize stage, or execute); the driver's status. *rule* is a
-    constant of the handler (None: grid and block from the attributes), so
-    Numba prunes the other branch."""
+    """Preload (initialize stage) or launch *kernel* on the buffers as *variant*;
+    the driver's status. *rule* (None: the attributes' grid and block) is a constant."""
     inputs, outputs = _buffer_views(frame, variant)
     scalars = _scalar_values(frame, variant)
     args = inputs + outputs + scalars
@@ -266,24 +230,23 @@ def _launch(frame, kernel, variant, rule):
 
 
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
-    """Compile the FFI handler cfunc for one signature: one launch per rank
-    variant (a batch-aware kernel also takes a leading batch dimension),
-    chosen by the rank of the first buffer. *variants* are the kernel's
-    argument types per variant (one, or two for a batch-aware kernel),
-    *scalars* ``[(name, dtype)]``; grid and block come from the call's
-    attributes, or from the ``@njit`` *launch_rule* of the input shapes and
-    the scalars."""
+    """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
+    argument types per rank variant (a batch-aware kernel's second has a leading batch
+    dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
+    and block come from the call's attributes, or the ``@njit`` *launch_rule*."""
     major, minor = xla_ffi.api_version()
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     msg_rank = "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank" \
         % kernel_name
     msg_launch = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
-    unbatched, batched = (_Variant([t for t in argtypes if isinstance(t, nt.Array)], n_in,
-                                   attributes) for argtypes in (variants[0], variants[-1]))
+    arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
+              for argtypes in (variants[0], variants[-1])]
+    unbatched, batched = (_Variant(a, n_in, attributes) for a in arrays)
     batch_aware = len(variants) > 1
+    # the first buffer (XLA's first argument, else its first result) selects the variant
     first = _first_argument if n_in else _first_result
-    rank0, rank1 = unbatched.numba_type.rank, batched.numba_type.rank
+    rank0, rank1 = (a[0].ndim for a in arrays)
 
     # batch_aware, the ranks and launch_rule are constants: Numba prunes the
     # branches they rule out before typing.

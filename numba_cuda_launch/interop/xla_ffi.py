@@ -1,25 +1,10 @@
-"""XLA's typed FFI from nopython code: read a call frame, answer XLA.
+"""XLA's typed FFI from nopython code: read a call frame, answer XLA (docs/jax.md,
+"Writing a handler by hand").
 
-An XLA FFI handler is ``XLA_FFI_Error* handler(XLA_FFI_CallFrame* frame)``:
-in Numba, ``@cfunc(voidptr(voidptr))``. The functions here, callable from
-such a cfunc (and any nopython code), give access to what XLA passes:
-
-* :func:`is_metadata_query` / :func:`answer_metadata_query` -- XLA first
-  calls every handler with a metadata query (API version and traits); a
-  handler must answer it and do nothing else;
-* :func:`execution_stage`, :func:`num_args`, :func:`num_rets`,
-  :func:`arg_buffer`, :func:`ret_buffer` and, on a buffer,
-  :func:`buffer_dtype`, :func:`buffer_data`, :func:`buffer_rank`,
-  :func:`buffer_dim`, :func:`buffer_as_array`;
-* attributes by name (a string constant): :func:`attr_index`,
-  :func:`attr_int`, :func:`attr_float`, :func:`attr_string_data`,
-  :func:`attr_string_len`, :func:`attr_array_size`, :func:`attr_array_data`;
-* :func:`stream` (``XLA_FFI_Stream_Get``: the ``CUstream`` to launch on);
-* :func:`error` and :func:`launch_error` (``XLA_FFI_Error_Create``).
-
-Layouts are those of ``xla/ffi/api/c_api.h`` (API major version 0) on 64-bit
-platforms, checked against jaxlib 0.10 and 0.11; :func:`api_version` reads the
-version from the running jaxlib's own copy of that header.
+An XLA FFI handler is ``@cfunc(voidptr(voidptr))``; the functions here read its
+buffers, attributes and stream and create its errors. Offsets are those of
+``xla/ffi/api/c_api.h`` (API major version 0, 64-bit), checked against jaxlib 0.10
+and 0.11.
 """
 
 import functools
@@ -80,10 +65,7 @@ DTYPES = {
     np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12,
     np.dtype(np.complex64): 15, np.dtype(np.complex128): 18,
 }
-# XLA_FFI_DataType codes of the scalar attributes the readers decode: PRED,
-# S8-S64, U8-U64, F16, F32, F64 and BF16. (XLA itself passes only PRED,
-# integers, F32 and F64 as scalar attributes; the rest come from other
-# producers of call frames.)
+# Scalar attribute codes the readers decode: PRED, S8-S64, U8-U64, F16, F32, F64, BF16.
 _F16, _F32, _F64, _BF16 = 10, 11, 12, 16
 _SCALAR_CODES = (1, 2, 3, 4, 5, 6, 7, 8, 9, _F16, _F32, _F64, _BF16)
 # Element types XLA gives array attributes (DenseArray/DenseElements attrs).
@@ -112,9 +94,8 @@ def dtype_code(dtype):
 
 @functools.lru_cache(maxsize=None)
 def api_version():
-    """``(major, minor)`` of the XLA FFI API of the installed jaxlib, read
-    from the ``c_api.h`` it ships; ``(0, 1)`` (the oldest typed FFI) if it
-    cannot be found."""
+    """``(major, minor)`` of the installed jaxlib's XLA FFI API, read from the
+    ``c_api.h`` it ships; ``(0, 1)`` (the oldest typed FFI) if not found."""
     try:
         import jaxlib
 
@@ -131,18 +112,19 @@ def api_version():
 
 # -- raw memory access ----------------------------------------------------------
 
-def _address(builder, val):
-    return builder.inttoptr(val, ir.IntType(8).as_pointer()) \
-        if isinstance(val.type, ir.IntType) else val
+def _field(context, builder, base, offset, fe_type):
+    """Pointer to the *fe_type* at byte *offset* of *base* (an address or a pointer)."""
+    if isinstance(base.type, ir.IntType):
+        base = builder.inttoptr(base, ir.IntType(8).as_pointer())
+    ptr = builder.gep(base, [offset])
+    return builder.bitcast(ptr, context.get_value_type(fe_type).as_pointer())
 
 
 def _make_load(fe_type):
     @intrinsic
     def load(typingctx, base, offset):
         def codegen(context, builder, sig, args):
-            ptr = builder.gep(_address(builder, args[0]), [args[1]])
-            lty = context.get_value_type(fe_type)
-            return builder.load(builder.bitcast(ptr, lty.as_pointer()))
+            return builder.load(_field(context, builder, args[0], args[1], fe_type))
         return fe_type(base, offset), codegen
     return load
 
@@ -151,10 +133,8 @@ def _make_store(fe_type):
     @intrinsic
     def store(typingctx, base, offset, value):
         def codegen(context, builder, sig, args):
-            ptr = builder.gep(_address(builder, args[0]), [args[1]])
-            lty = context.get_value_type(fe_type)
             val = context.cast(builder, args[2], sig.args[2], fe_type)
-            builder.store(val, builder.bitcast(ptr, lty.as_pointer()))
+            builder.store(val, _field(context, builder, args[0], args[1], fe_type))
         return types.void(base, offset, value), codegen
     return store
 
@@ -173,6 +153,7 @@ _store_u8 = _make_store(types.uint8)
 
 
 def _make_bitcast(from_type, to_type):
+    """An intrinsic reinterpreting the bits of a *from_type* as a *to_type*."""
     @intrinsic
     def bitcast(typingctx, value):
         def codegen(context, builder, sig, args):
@@ -257,8 +238,8 @@ def c_string(typingctx, text):
 
 @register_jitable
 def is_metadata_query(frame):
-    """True when XLA is asking the handler for its metadata (a handler must
-    then only call :func:`answer_metadata_query` and return its result)."""
+    """True when XLA asks for the handler's metadata: the handler must then
+    only return :func:`answer_metadata_query`."""
     ext = _load_ptr(frame, _FRAME_EXT)
     if _is_null(ext):
         return False
@@ -267,9 +248,9 @@ def is_metadata_query(frame):
 
 @register_jitable
 def answer_metadata_query(frame, traits, major, minor):
-    """Write the handler's API version and traits into the metadata query;
-    returns NULL (success). The version is the running XLA's when the frame
-    carries its API table, else (*major*, *minor*)."""
+    """Answer the metadata query with the handler's API version (the running
+    XLA's when the frame carries its API table, else *major*, *minor*) and
+    *traits*; returns NULL (success)."""
     meta = _load_ptr(_load_ptr(frame, _FRAME_EXT), _EXT_METADATA)
     api = _load_ptr(frame, _FRAME_API)
     if not _is_null(api):
@@ -340,9 +321,9 @@ def _buffer_as_array(buf, ndim, dtype):
     if not isinstance(ndim, types.IntegerLiteral):
         raise NopythonUsageError("buffer_as_array: ndim must be a constant integer")
     _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
-    n = ndim.literal_value
-    src = "def impl(buf, ndim, dtype):\n    return numba.carray(buffer_data(buf), (%s), dtype)\n" % (
-        "".join("buffer_dim(buf, %d), " % d for d in range(n)))
+    dims = "".join("buffer_dim(buf, %d), " % d for d in range(ndim.literal_value))
+    src = ("def impl(buf, ndim, dtype):\n"
+           "    return numba.carray(buffer_data(buf), (%s), dtype)\n" % dims)
     ns = {"numba": numba, "buffer_data": buffer_data, "buffer_dim": buffer_dim}
     exec(src, ns)
     return ns["impl"]
@@ -384,22 +365,11 @@ def _attr_index(frame, name):
 
 
 @register_jitable
-def _attr_value(frame, i):
-    return _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
-
-
-@register_jitable
-def _attr_type(frame, i):
-    return _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i)
-
-
-@register_jitable
 def _typed_attr(frame, i, kind):
-    """The value of attribute *i* if it exists and is of *kind* (a scalar
-    also of a data type the readers decode), else NULL."""
-    if i < 0 or _attr_type(frame, i) != kind:
+    """The value of attribute *i* if it is of *kind* (a scalar: of a decoded type), else NULL."""
+    if i < 0 or _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i) != kind:
         return _null()
-    v = _attr_value(frame, i)
+    v = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
     if kind == _ATTR_SCALAR:
         code = _load_i32(v, 0)
         known = False
@@ -418,7 +388,6 @@ def _is_float_code(code):
 
 @register_jitable
 def _float_value(code, value):
-    """The value of a floating-point scalar of XLA type *code* at *value*."""
     if code == _F32:
         return np.float64(_load_f32(value, 0))
     if code == _F64:
@@ -430,8 +399,7 @@ def _float_value(code, value):
 
 @register_jitable
 def _int_value(code, value):
-    """The value of a boolean or integer scalar of XLA type *code* at
-    *value*, read at its own width (U64 above 2**63 wraps)."""
+    """A boolean or integer scalar at its own width (U64 above 2**63 wraps)."""
     if code == 1 or code == 6:
         return np.int64(_load_u8(value, 0))
     if code == 2:
@@ -451,7 +419,6 @@ def _int_value(code, value):
 
 @register_jitable
 def _scalar_as_float(scalar):
-    """A scalar attribute of any decoded type as float64."""
     code = _load_i32(scalar, 0)
     value = _load_ptr(scalar, 8)
     if _is_float_code(code):
@@ -461,8 +428,7 @@ def _scalar_as_float(scalar):
 
 @register_jitable
 def _scalar_as_int(scalar):
-    """A scalar attribute of any decoded type as int64 (a float one truncated
-    toward zero)."""
+    """As int64, a float truncated toward zero."""
     code = _load_i32(scalar, 0)
     value = _load_ptr(scalar, 8)
     if _is_float_code(code):
@@ -471,27 +437,15 @@ def _scalar_as_int(scalar):
 
 
 def _attribute_getter(pyname, kind, read, default, doc):
-    """Define *pyname*, a nopython-only getter of attributes of *kind*:
-    ``getter(frame, name[, default])`` returns ``read(value)`` for attribute
-    *name* (a string constant), or *default* when the frame has no attribute
-    of that name and kind. With *default* a constant, the getter takes no
-    ``default`` argument; with a type conversion function (``np.int64``), it
-    takes one, converted by it."""
-    takes_default = callable(default)
+    """The nopython getter *pyname*: ``read(value)`` of attribute *name* of *kind*,
+    else *default*; a converter as *default* (``np.int64``) makes it a parameter."""
+    if callable(default):
+        convert = default
 
-    if takes_default:
         def stub(frame, name, default=0):
             raise NotImplementedError("%s() is only callable from nopython code" % pyname)
-    else:
-        def stub(frame, name):
-            raise NotImplementedError("%s() is only callable from nopython code" % pyname)
-    stub.__name__ = stub.__qualname__ = pyname
-    stub.__doc__ = doc
-    convert, missing = (default, None) if takes_default else (None, default)
 
-    if takes_default:
-        @overload(stub, prefer_literal=True)
-        def _typed(frame, name, default=0):
+        def typer(frame, name, default=0):
             _name_key(name, pyname)
 
             def impl(frame, name, default=0):
@@ -499,21 +453,24 @@ def _attribute_getter(pyname, kind, read, default, doc):
                 return convert(default) if _is_null(v) else read(v)
             return impl
     else:
-        @overload(stub, prefer_literal=True)
-        def _typed(frame, name):
+        def stub(frame, name):
+            raise NotImplementedError("%s() is only callable from nopython code" % pyname)
+
+        def typer(frame, name):
             _name_key(name, pyname)
 
             def impl(frame, name):
                 v = _typed_attr(frame, attr_index(frame, name), kind)
-                return missing if _is_null(v) else read(v)
+                return default if _is_null(v) else read(v)
             return impl
+    stub.__name__ = stub.__qualname__ = pyname
+    stub.__doc__ = doc
+    overload(stub, prefer_literal=True)(typer)
     return stub
 
 
-_string_data = register_jitable(lambda v: _load_ptr(v, 0))
 _count = register_jitable(lambda v: _load_i64(v, 8))
 
-# name: (attribute kind, read the value, missing: constant or converter, doc)
 _ATTRIBUTE_GETTERS = {
     "attr_int": (_ATTR_SCALAR, _scalar_as_int, np.int64,
                  "Scalar attribute *name* (a constant) as int64 (a float one truncated), "
@@ -542,7 +499,7 @@ def _attr_string_data(frame, name):
 
     def impl(frame, name):
         v = _typed_attr(frame, attr_index(frame, name), _ATTR_STRING)
-        return v if _is_null(v) else _string_data(v)
+        return v if _is_null(v) else _load_ptr(v, 0)
     return impl
 
 
@@ -554,8 +511,7 @@ def attr_array_data(frame, name, dtype):
 
 
 def _constant_dtype(dtype, fn, allowed):
-    """The NumPy dtype a nopython ``dtype`` argument (``np.float32``) names,
-    if it is one of *allowed*; else a NopythonUsageError naming *fn*."""
+    """The NumPy dtype a nopython ``dtype`` argument names, if one of *allowed*."""
     from numba.np.numpy_support import as_dtype
 
     try:
