@@ -25,7 +25,6 @@ from numba_cuda_launch.compat import foreign_kernels as _foreign
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import overrides as _overrides
-from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 from numba_cuda_launch.launch.params import param_layout
@@ -230,22 +229,16 @@ def _compile_for(compiler, dispatcher, args, name, names):
     try:
         return compiler.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
-        # No GPU and no architecture: what to do goes first, numba-cuda's
-        # driver-init text after it.
-        cause, text = "", str(exc)
-        if get_compute_capability() is None and "driver" in text.lower():
-            text = text.replace(_compat.NO_GPU_HINT, "")  # said on the first line instead
-            cause = (" no usable GPU and no architecture configured: set "
-                     "NUMBA_CUDA_LAUNCH_CC=9.0 or call numba_cuda_launch.set_compute_capability"
-                     "((9, 0)) to compile without one, or run under NUMBA_ENABLE_CUDASIM=1")
+        cause, text = _compat.no_gpu_cause(exc)  # what to do goes first
         hint = ""
         size = _parameter_bytes(names, argtypes)
         if size is not None and size > _PARAMETER_LIMIT:
-            hint += ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
-                     "large data in device memory)" % (size, _PARAMETER_LIMIT))
+            hint = ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
+                    "large data in device memory)" % (size, _PARAMETER_LIMIT))
         raise KernelTypingError(
             "compiling kernel %r for %s failed:%s\n%s%s"
-            % (name, _describe(names, argtypes), cause, text, hint)) from exc
+            % (name, _describe(names, argtypes), " " + cause if cause else "", text, hint)
+        ) from exc
 
 
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
