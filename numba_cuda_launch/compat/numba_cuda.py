@@ -301,18 +301,22 @@ def _image_problem(kernel):
     return None
 
 
-def flat_param_names(name, ty):
-    """Names of the kernel parameters one argument of type *ty* becomes in
-    numba-cuda's ABI (``_Kernel._prepare_args``)."""
+def flat_param_names(name, ty, array_fields=("meminfo", "parent", "nitems", "itemsize", "data"),
+                     complex_parts=("real", "imag")):
+    """Names of the kernel parameters one argument of type *ty* becomes: an
+    array's *array_fields*, shape[ndim] and strides[ndim]; a complex number
+    its *complex_parts* (none: one parameter); a tuple its items. The
+    defaults are numba-cuda's ABI (``_Kernel._prepare_args``)."""
     if isinstance(ty, types.Array):
-        fields = ["meminfo", "parent", "nitems", "itemsize", "data"]
+        fields = list(array_fields)
         fields += ["shape[%d]" % i for i in range(ty.ndim)]
         fields += ["strides[%d]" % i for i in range(ty.ndim)]
         return ["%s.%s" % (name, f) for f in fields]
-    if isinstance(ty, types.Complex):
-        return [name + ".real", name + ".imag"]
+    if isinstance(ty, types.Complex) and complex_parts:
+        return ["%s.%s" % (name, part) for part in complex_parts]
     if isinstance(ty, types.BaseTuple):
-        return [n for i, t in enumerate(ty) for n in flat_param_names("%s[%d]" % (name, i), t)]
+        return [n for i, t in enumerate(ty)
+                for n in flat_param_names("%s[%d]" % (name, i), t, array_fields, complex_parts)]
     return [name]
 
 

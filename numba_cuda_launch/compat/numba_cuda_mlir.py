@@ -13,8 +13,8 @@ import sys
 from llvmlite import ir
 from numba.core import cgutils, types
 
-from numba_cuda_launch.compat.numba_cuda import (DispatcherKernels, dispatcher_name,
-                                                 simulator_enabled)
+from numba_cuda_launch.compat import numba_cuda as _nc
+from numba_cuda_launch.compat.numba_cuda import dispatcher_name  # noqa: F401 (launch.mlirkernel)
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
@@ -266,7 +266,7 @@ def unavailable_reason(dispatcher):
     """Why no numba-cuda-mlir kernel can be launched in this process, or
     None: under numba-cuda's simulator a launch would put its host memory in
     a real GPU launch."""
-    if simulator_enabled():
+    if _nc.simulator_enabled():
         return ("this process runs numba-cuda's CUDA simulator "
                 "(NUMBA_ENABLE_CUDASIM=1), which simulates numba-cuda kernels only, and "
                 "numba-cuda-mlir has no simulator; run without NUMBA_ENABLE_CUDASIM to "
@@ -282,14 +282,7 @@ def unavailable_reason(dispatcher):
 
 def flat_param_names(name, ty):
     """Names of the parameters one argument of CPU type *ty* becomes."""
-    if isinstance(ty, types.Array):
-        fields = ["allocated", "aligned", "offset"]
-        fields += ["shape[%d]" % i for i in range(ty.ndim)]
-        fields += ["strides[%d]" % i for i in range(ty.ndim)]
-        return ["%s.%s" % (name, f) for f in fields]
-    if isinstance(ty, types.BaseTuple):
-        return [n for i, t in enumerate(ty) for n in flat_param_names("%s[%d]" % (name, i), t)]
-    return [name]
+    return _nc.flat_param_names(name, ty, ("allocated", "aligned", "offset"), complex_parts=())
 
 
 def flatten_value(context, builder, ty, value):
@@ -377,7 +370,7 @@ def _argument_problem(ty):
     return None
 
 
-class NumbaCudaMLIRKernels(DispatcherKernels):
+class NumbaCudaMLIRKernels(_nc.DispatcherKernels):
     """The adapter of numba-cuda-mlir's ``@cuda.jit`` kernels: overloads keyed
     by CPU types translated from numba-cuda-mlir's, launched with its
     launcher's parameter layout."""

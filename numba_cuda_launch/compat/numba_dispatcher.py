@@ -1,38 +1,10 @@
-"""Numba's CPU dispatcher: the internals its fast call path depends on.
-
-Two things, both about how ``numba.core.dispatcher.Dispatcher`` types the
-arguments of a call from Python (numba 0.62 to 0.68):
-
-**Fast typing of registered classes.** Numba types an object of a class it
-does not know in C by calling back ``Dispatcher.typeof_pyval``, which goes
-through ``typeof()`` and its single-dispatch table. :func:`register_typeof`
-gives a class a direct typing function, looked up by exact class before
-that (device arrays and streams are typed here at every call).
-
-**Calls whose C typecodes disagree with typeof.** Numba's C code types an
-object that has a ``_numba_type_`` attribute by that attribute, never
-calling ``typeof``. numba-cuda's device arrays say ``Array`` (what kernels
-receive), while CPU code types them as something else (a device array type
-registered with ``typeof_impl``). The C lookup then never finds the
-overload compiled for them: every such call went through
-``_compile_for_args`` (a full Python typing pass, tens of microseconds), and
-a function already compiled for host arrays of the same dtype, ndim and
-layout handed the device array to the host array's unboxer (a TypeError).
-
-For such calls a *router* is installed in the C dispatch table under the
-typecodes C computes: a small compiled function that looks at the classes of
-the arguments C types as arrays and calls the overload learnt for them,
-else, when all of them are NumPy arrays, the overload registered under the
-same typecodes, else the dispatcher's own slow path (which learns the new
-case). Routers are learnt from the calls that take the slow path, so the C
-typecodes they are keyed on are the ones C really computes; a mistake can
-only make a call take the slow path, never call the wrong overload.
-
-The internals used are checked by name when this module is imported
-(:data:`AVAILABLE`); a Numba without them keeps its own behaviour (fast
-typing and routers are then not installed). The replacements of
-``Dispatcher`` and ``_FunctionCompiler`` methods defined here are installed
-by :mod:`.overrides` (docs/overrides.md).
+"""Numba's CPU dispatcher (numba 0.62 to 0.68): fast typing of registered
+classes (:func:`register_typeof`); *routers* for calls whose C typecodes
+disagree with ``typeof`` (device arrays whose ``_numba_type_`` says
+``Array``), so they stay in C instead of reaching a host array's unboxer (a
+wrong guess only takes the slow path; docs/devicearrays.md); and typing
+errors that start with what is wrong. A Numba without the internals used
+(:data:`AVAILABLE`) keeps its own behaviour.
 """
 
 import inspect
