@@ -39,9 +39,7 @@ def target_checking_load_overload(original):
         if cres is not None:
             ours = {c for c in (getattr(cres, "reload_init", None) or ()) if _is_ours(c)}
             if ours:
-                getattr(cres.library, CHECKS, set()).update(ours)
-                if not hasattr(cres.library, CHECKS):
-                    setattr(cres.library, CHECKS, ours)
+                _checks_of(cres.library).update(ours)
         return cres
     return load_overload
 
@@ -83,12 +81,15 @@ def _library_checks(library, seen):
 def add_reload_check(context, check):
     """Register *check* (a picklable, hashable callable) to run when the
     function being lowered in *context* is loaded from Numba's cache."""
-    library = context.active_code_library
+    _checks_of(context.active_code_library).add(check)
+
+
+def _checks_of(library):
     checks = getattr(library, CHECKS, None)
     if checks is None:
         checks = set()
         setattr(library, CHECKS, checks)
-    checks.add(check)
+    return checks
 
 
 def _is_ours(check):

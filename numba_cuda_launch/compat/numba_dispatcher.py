@@ -244,19 +244,14 @@ _arguments = None  # the device-array collaborator (route_arguments_with)
 
 
 def route_arguments_with(arguments):
-    """Make the dispatcher methods below (installed by
-    :mod:`~numba_cuda_launch.compat.overrides` when :data:`AVAILABLE`)
-    consult *arguments*: ``should_route(value, type)``, route calls with
-    such arguments whose ``_numba_type_`` is not *type* (see the module
-    docstring); ``guard(cres)``, the positions of a new overload where such
-    arguments may arrive although C hands them to it (host arrays): routed
-    at once, so they reach the slow path, not its unboxer;
-    ``explain(value)``, why an argument cannot be what it claims to be (a
-    device array), leading a typing error instead of ``non-precise type
-    pyobject``; ``release(args)``, forget what typing read for a call
-    whose compilation failed. A router is only built for a dispatcher that
-    saw such a call; for the others this adds a dictionary lookup at
-    compile time."""
+    """Make the dispatcher replacements below consult *arguments*:
+    ``should_route(value, type)``, route calls with such an argument whose
+    ``_numba_type_`` is not *type*; ``guard(cres)``, the positions of a new
+    overload where such arguments may arrive although C hands them to it
+    (routed at once, so they reach the slow path, not its unboxer);
+    ``explain(value)``, why an argument cannot be the device array it claims
+    to be (leading the typing error); ``release(args)``, forget what typing
+    read for a call whose compilation failed."""
     global _arguments
     _arguments = arguments
 
@@ -311,13 +306,10 @@ _function_compile = getattr(_FunctionCompiler, "compile", None)
 
 
 def lead_typing_errors_with(fn):
-    """Make ``fn(lines) -> (index, text)`` choose the line a typing error's
-    message starts with: *text*, line *index* being dropped (none if None).
-    Numba puts ``Failed in nopython mode pipeline`` first, and one such
-    line per enclosing compiled function; the line that says what is wrong
-    is moved before them, in every error leaving a compilation (``@njit``
-    called or given signatures, ``@cfunc``, a function compiled for another
-    that calls it)."""
+    """Make ``fn(lines) -> (index, text)`` choose the line every typing error
+    leaving a compilation starts with: *text*, line *index* being dropped
+    (none if None), before Numba's ``Failed in nopython mode pipeline``
+    lines."""
     global _leading_line
     _leading_line = fn
 

@@ -1,17 +1,10 @@
 """Which kernel overload a launch calls, and the typing errors that say why not.
 
-Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's conversion
-rules (a ``voidptr`` converts to any ``CPointer``); lazy kernels compile for
-the argument types through their compiler's dispatcher, sharing its caches
-with Python launches. Every refusal is a :class:`KernelTypingError` naming
-the kernel and the parameter. What depends on the compiler of a kernel
-object (numba-cuda, numba-cuda-mlir) is asked of its adapter in compat
-(:data:`COMPILERS`; docs/architecture.md says what an adapter provides).
-
-A selection is made once, when the call is typed, and looked up again by
-the lowering and by anything else given the same kernel and argument types
-(:func:`select_kernel`): a function of those alone, so a fresh process
-(a ``cache=True`` miss) makes the same one.
+What depends on a kernel's compiler is asked of its adapter in compat
+(:data:`COMPILERS`; docs/architecture.md). A selection is made once, when the
+call is typed, and looked up again by the lowering and anything else given
+the same kernel and argument types: a function of those alone, so a fresh
+process (a ``cache=True`` miss) makes the same one.
 """
 
 import weakref
@@ -245,9 +238,8 @@ _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and ne
 
 
 def _parameter_bytes(names, argtypes):
-    """About how many bytes of parameters *argtypes* take (laid out as
-    :func:`.params.param_layout` lays out a numba-cuda kernel's), or None if
-    unknown."""
+    """About how many bytes of parameters *argtypes* take (laid out as a
+    numba-cuda kernel's), or None if unknown."""
     from numba.core.registry import cpu_target
 
     context = cpu_target.target_context
@@ -316,16 +308,12 @@ _selections = weakref.WeakKeyDictionary()
 
 def select_kernel(dispatcher, args):
     """The :class:`KernelSelection` of the overload of *dispatcher* a launch
-    with argument types *args* calls, chosen (compiling if the kernel is
-    lazy) the first time these types are seen for the architecture images
-    are built for, and looked up afterwards.
-
-    Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's
-    conversion rules, a ``voidptr`` converting to any ``CPointer``; lazy
-    kernels compile through their compiler's dispatcher (sharing its caches
-    with Python launches). Raises :class:`KernelTypingError` naming the
-    kernel and the parameter.
-    """
+    with argument types *args* calls, chosen the first time these types are
+    seen for the architecture images are built for. Eagerly compiled kernels
+    (``cuda.jit(sig)``) match under Numba's conversion rules (a ``voidptr``
+    converts to any ``CPointer``); lazy kernels compile through their
+    compiler's dispatcher, sharing its caches with Python launches. Raises
+    :class:`KernelTypingError` naming the kernel and the parameter."""
     key = (tuple(args), _compat.image_target())
     try:
         known = _selections.setdefault(dispatcher, {})
