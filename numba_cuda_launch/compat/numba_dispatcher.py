@@ -202,7 +202,8 @@ def _build_router(disp, route):
     for pattern, entry in route.patterns.items():
         match = ir.Constant(ir.IntType(1), 1)
         for have, cls in zip(seen, pattern):
-            match = builder.and_(match, builder.icmp_unsigned("==", have, ir.Constant(intp, id(cls))))
+            same = builder.icmp_unsigned("==", have, ir.Constant(intp, id(cls)))
+            match = builder.and_(match, same)
         with builder.if_then(match):
             builder.ret(pyapi.call(const(entry), args, kws))
     if route.host is not None:
