@@ -1,16 +1,10 @@
 """Kernels from other compilers: machine code, cuda.core, CuPy and Triton.
 
-A foreign kernel is an image (a cubin, a fatbin or PTX text, which the
-driver compiles when it loads it) or a live driver handle (a cuda.core
-``Kernel``'s ``CUkernel``, a CuPy kernel's ``CUfunction``: the binary that
-library loaded, launched as it is) with an entry point whose C parameters
-are declared, as Numba types, by the user or by the compiler that made it.
-:class:`ForeignKernel` holds that; the readers below take it from each
-source's public attributes (duck-typed: nothing here imports cuda.core,
-CuPy or Triton), and :data:`KERNELS` is the adapter selection and the
-driver backend ask (docs/architecture.md, docs/kernel-sources.md).
-
-Checked against cuda-core 1.2, CuPy 14 and Triton 3.6 (``SUPPORTED``).
+A :class:`ForeignKernel` is an image (cubin, fatbin or PTX) or a live driver
+handle another library loaded, with an entry point whose C parameters are
+declared as Numba types. The readers below take it from each source's public
+attributes, duck-typed (nothing here imports cuda.core, CuPy or Triton), and
+:data:`KERNELS` is its adapter (docs/kernel-sources.md).
 """
 
 import inspect
@@ -150,9 +144,10 @@ def cubin_functions(data):
     return names
 
 
-def _type_of(obj):
+def _class_name(obj, package):
+    """The name of *obj*'s class when *package* defines it, else None."""
     cls = type(obj)
-    return cls.__module__.split(".")[0], cls.__name__
+    return cls.__name__ if cls.__module__.split(".")[0] == package else None
 
 
 @dataclass(frozen=True)
@@ -199,17 +194,18 @@ def _address(obj, attr, source):
     return int(value)
 
 
+def _live_handle(obj, attr, kind, source):
+    return LiveHandle(_address(obj, attr, source), kind, None, obj, source)
+
+
 def from_cuda_core(obj):
     """The image of a cuda.core ``ObjectCode`` (its ``code``: bytes or a
     path), a :class:`LiveHandle` of a cuda.core ``Kernel`` (its
     ``handle``, a ``CUkernel``; cuda.core keeps no name for it), or None if
     *obj* is neither."""
-    module, cls = _type_of(obj)
-    if module != "cuda":
-        return None
+    cls = _class_name(obj, "cuda")
     if cls == "Kernel":
-        return LiveHandle(_address(obj, "handle", "cuda.core Kernel"), "CUkernel", None, obj,
-                          "cuda.core Kernel")
+        return _live_handle(obj, "handle", "CUkernel", "cuda.core Kernel")
     if cls != "ObjectCode":
         return None
     if obj.code_type not in ("cubin", "ptx", "fatbin"):
@@ -225,12 +221,11 @@ def from_cupy(obj):
     kernel``); None if *obj* is neither. Both are ``CUfunction`` handles
     of the context current when CuPy loaded them (the device's primary
     context). Cooperative kernels are refused."""
-    module, cls = _type_of(obj)
-    if module != "cupy":
+    cls = _class_name(obj, "cupy")
+    if cls is None:
         return None
     if cls == "Function":
-        return LiveHandle(_address(obj, "ptr", "CuPy Function"), "CUfunction", None, obj,
-                          "CuPy Function")
+        return _live_handle(obj, "ptr", "CUfunction", "CuPy Function")
     if cls != "RawKernel":
         raise TypeError(
             "a CuPy %s is not a kernel: pass a cupy.RawKernel (RawModule.get_function("
@@ -275,8 +270,7 @@ def from_triton(obj):
     parameters are compiled in; the trailing scratch pointers Triton 3.x
     adds are *extras* (passed NULL). Kernels that need more than a plain
     launch are refused with the reason."""
-    module, cls = _type_of(obj)
-    if module != "triton" or cls != "CompiledKernel":
+    if _class_name(obj, "triton") != "CompiledKernel":
         return None
     meta = obj.metadata
     name = meta.name
@@ -411,10 +405,8 @@ class ForeignKernels:
 
     @staticmethod
     def unavailable(kernel):
-        """Why *kernel* cannot be launched in this process, or None: under
-        numba-cuda's CUDA simulator, arguments are host memory a real
-        launch cannot take, and the simulator has no Python body of it to
-        run."""
+        # under the simulator, arguments are host memory a real launch cannot
+        # take, and there is no Python body to simulate
         if not simulator_enabled():
             return None
         if kernel.image is None:
@@ -442,8 +434,6 @@ class ForeignKernels:
 
     @staticmethod
     def live_handle(kernel):
-        """``(address, "CUkernel" or "CUfunction")`` of a kernel another
-        library loaded, or None for one launched from its image."""
         return (kernel.handle, kernel.handle_kind) if kernel.handle else None
 
     @staticmethod

@@ -1,23 +1,12 @@
 """Numba's on-disk cache (``cache=True``) and code that launches kernels.
 
-Numba keys cached code on the function's source, its signature and the CPU;
-code that launches kernels also depends on the launch target it was built
-for (the simulator, or the GPU architecture of the images it carries), which
-is not in that key. Compiled launch code therefore registers a check that
-Numba runs when it loads the code from the cache: a ``reload_init`` entry
-of the cached compile result, the mechanism Numba uses itself for parfors.
-Lowering marks the code library (and Numba >= 0.65 propagates its own
-``_reload_init``); ``CompileResult._reduce`` is wrapped to add the marks of
-the library and of the libraries it links to the pickled ``reload_init``.
-A check that finds another target raises :class:`LaunchTargetChanged`,
-which the ``load_overload`` replacement below (installed by
-:mod:`.overrides`) turns into a cache miss: the function is compiled
-again for this target and the cache entry replaced. Under the simulator
-the index key (``Cache._index_key``, also replaced) has one item more, so
-simulated code is an entry of its own and never replaces the driver's (for
-any function: whether it launches is known only once loaded). Checked with
-numba 0.62, 0.65 and 0.68 (the ``_reduce`` tuple and ``_index_key`` are the
-same in all three).
+Such code depends on the launch target it was built for (the simulator, the
+architecture of its images), which Numba's cache key lacks: lowering adds a
+check to the code library, pickled into the compile result's
+``reload_init`` (as Numba does for parfors); a check that finds another
+target raises :class:`LaunchTargetChanged`, a cache miss. Under the
+simulator the index key has one item more, so its entries never replace the
+driver's.
 """
 
 from numba_cuda_launch.compat.numba_cuda import simulator_enabled
@@ -50,9 +39,7 @@ def target_checking_load_overload(original):
         if cres is not None:
             ours = {c for c in (getattr(cres, "reload_init", None) or ()) if _is_ours(c)}
             if ours:
-                getattr(cres.library, CHECKS, set()).update(ours)
-                if not hasattr(cres.library, CHECKS):
-                    setattr(cres.library, CHECKS, ours)
+                _checks_of(cres.library).update(ours)
         return cres
     return load_overload
 
@@ -94,12 +81,15 @@ def _library_checks(library, seen):
 def add_reload_check(context, check):
     """Register *check* (a picklable, hashable callable) to run when the
     function being lowered in *context* is loaded from Numba's cache."""
-    library = context.active_code_library
+    _checks_of(context.active_code_library).add(check)
+
+
+def _checks_of(library):
     checks = getattr(library, CHECKS, None)
     if checks is None:
         checks = set()
         setattr(library, CHECKS, checks)
-    checks.add(check)
+    return checks
 
 
 def _is_ours(check):

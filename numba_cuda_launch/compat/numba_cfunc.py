@@ -1,15 +1,12 @@
 """Numba's ``@cfunc`` objects and toolchain versions, read for building C
-libraries (:mod:`numba_cuda_launch.interop.aot`, docs/aot.md).
-
-A ``CFunc`` keeps its compiled code library (``_library``) and signature
-(``_sig``); the library's final LLVM module is public through
-``inspect_llvm()`` and its codegen's ``magic_tuple()`` gives the triple, CPU
-and features the JIT compiled for. Code loaded from Numba's cache has no
-inspectable module (Numba then returns a placeholder and warns). Checked
-with numba 0.68.
+libraries (:mod:`numba_cuda_launch.interop.aot`, docs/aot.md): a ``CFunc``'s
+code library (``_library``), signature (``_sig``), final LLVM module
+(``inspect_llvm()``) and the triple, CPU and features its JIT compiled for.
 """
 
 from dataclasses import dataclass
+
+from numba_cuda_launch.compat.versions import installed_version
 
 __all__ = ["CFuncCode", "is_cfunc", "cfunc_code", "toolchain_versions"]
 
@@ -47,15 +44,6 @@ def cfunc_code(cf):
                      cf._sig.return_type, triple, cpu, features, cf.__wrapped__)
 
 
-def _version(dist):
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def toolchain_versions():
     """``{"numba", "numba-cuda", "llvmlite", "cuda"}``: the versions a build
     is made with; ``cuda`` is the NVRTC (CUDA toolkit) release that compiles
@@ -67,5 +55,5 @@ def toolchain_versions():
         cuda = "%d.%d" % (major, minor)
     except Exception:  # no NVRTC: images come from another toolkit or none
         cuda = "unknown"
-    return {"numba": _version("numba"), "numba-cuda": _version("numba-cuda"),
-            "llvmlite": _version("llvmlite"), "cuda": cuda}
+    versions = {d: installed_version(d) or "unknown" for d in ("numba", "numba-cuda", "llvmlite")}
+    return dict(versions, cuda=cuda)

@@ -1,17 +1,9 @@
-"""Every use of numba-cuda internals, in one place.
-
-Each function below names what it reaches into. Checked against numba-cuda
-0.26.0 (with numba 0.62.1), 0.28.2 (numba 0.65.1) and 0.30.4 (numba 0.68.0
-and 0.68.1); the supported range is :data:`.versions.SUPPORTED` and
-ci/matrix.json. A new numba-cuda release that moves one of these is fixed
-here and nowhere else. The functions replacing numba-cuda's own
-(``deviceless_*``, ``refusing_get_call_type``, ``signature_recording_jit``)
-are installed by :mod:`.overrides` (docs/overrides.md).
-
-Version notes: numba-cuda 0.23 moved the dispatcher type to
-``numba.cuda.types.ext_types``; releases pinning cuda-core 0.3 (before 0.22)
-cannot link a cubin without a driver, and their test-suite reference hooks
-differ, so they are not supported.
+"""Every use of numba-cuda internals, in one place: the adapter of its kernels
+(:data:`KERNELS`), compiling with no GPU, and the signatures of the CUDA
+simulator's kernels. A numba-cuda release that moves one of these is fixed
+here and nowhere else (the releases: :data:`.versions.SUPPORTED`,
+docs/matrix.md); the replacements of numba-cuda's own functions are installed
+by :mod:`.overrides` (docs/overrides.md).
 """
 
 import contextlib
@@ -27,13 +19,13 @@ from numba_cuda_launch.config import get_compute_capabilities, get_compute_capab
 
 __all__ = [
     "CUDADispatcherType",
+    "DispatcherKernels",
     "is_kernel_dispatcher",
     "dispatcher_name",
     "dispatcher_param_names",
     "compiled_kernels",
     "can_compile",
     "compile_kernel",
-    "kernel_image",
     "kernel_cubin",
     "kernel_ptx",
     "unsupported_architectures",
@@ -47,6 +39,7 @@ __all__ = [
     "flat_param_names",
     "flatten_value",
     "KERNELS",
+    "no_gpu_cause",
     "deviceless_get_current_device",
     "deviceless_ensure_cc",
     "deviceless_bind",
@@ -60,12 +53,6 @@ try:
     from numba.cuda.types.ext_types import CUDADispatcher as CUDADispatcherType
 except ImportError:  # numba-cuda < 0.23
     from numba.cuda.types import CUDADispatcher as CUDADispatcherType
-
-
-def _dispatcher_class():
-    from numba.cuda.dispatcher import CUDADispatcher
-
-    return CUDADispatcher
 
 
 def simulator_enabled():
@@ -84,7 +71,9 @@ def is_simulated(obj):
 
 def is_kernel_dispatcher(obj):
     """True for a ``@cuda.jit`` dispatcher (kernel or device function)."""
-    return is_simulated(obj) or isinstance(obj, _dispatcher_class())
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    return is_simulated(obj) or isinstance(obj, CUDADispatcher)
 
 
 def _py_func(dispatcher):
@@ -102,13 +91,12 @@ def dispatcher_name(dispatcher):
 
 
 def dispatcher_qualified_name(dispatcher):
-    """``module.qualname`` of the kernel's Python function (what defines it)."""
+    """``module.qualname`` of the kernel's Python function."""
     fn = _py_func(dispatcher)
     return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
 
 
 def dispatcher_parameters(dispatcher):
-    """The kernel function's ``inspect.Parameter`` objects, in order."""
     import inspect
 
     return list(inspect.signature(_py_func(dispatcher)).parameters.values())
@@ -119,9 +107,8 @@ def dispatcher_param_names(dispatcher):
 
 
 def compiled_kernels(dispatcher):
-    """The kernels compiled so far: {argument types: kernel}. A simulated
-    kernel has the signatures it was declared with
-    (:func:`signature_recording_jit`)."""
+    """{argument types: kernel} compiled so far; a simulated kernel has the
+    signatures it was declared with (:func:`signature_recording_jit`)."""
     if is_simulated(dispatcher):
         return {sig: dispatcher for sig in _simulated_signatures(dispatcher)}
     return dict(dispatcher.overloads)
@@ -135,31 +122,20 @@ def can_compile(dispatcher):
 
 
 def compile_kernel(dispatcher, argtypes):
-    """Compile (or fetch from the dispatcher's caches) the kernel for
-    *argtypes*, exactly as a Python launch with those types would. The
-    simulator compiles nothing: its kernel runs as Python."""
+    """The kernel for *argtypes*, compiled or taken from the dispatcher's
+    caches as a Python launch would; the simulator compiles nothing."""
     if is_simulated(dispatcher):
         return dispatcher
     return dispatcher.compile(tuple(argtypes))
 
 
-def kernel_image(kernel):
-    """The linked cubin of *kernel* for the current device (or, with no GPU,
-    the configured compute capability), as bytes. numba-cuda caches it, so a
-    Python launch of the same kernel does not link it again. A failed link
-    (an architecture the toolkit cannot build for) raises."""
-    obj = kernel._codelibrary.get_cubin()
+def kernel_cubin(kernel, cc=None):
+    """The linked cubin of *kernel* (bytes) for compute capability *cc*
+    (``sm_XY``, never ``sm_XYa``), or by default for the current device (with
+    no GPU the configured architecture). numba-cuda caches it, so a Python
+    launch does not link it again; a failed link raises."""
+    obj = kernel._codelibrary.get_cubin(cc=None if cc is None else tuple(cc))
     return bytes(getattr(obj, "code", obj))
-
-
-def kernel_cubin(kernel, cc):
-    """The linked cubin of *kernel* for compute capability *cc* (``(major,
-    minor)``: ``sm_XY``, never an architecture-specific ``sm_XYa``), as
-    bytes; numba-cuda caches it per architecture."""
-    obj = kernel._codelibrary.get_cubin(cc=tuple(cc))
-    return bytes(getattr(obj, "code", obj))
-
-
 def kernel_ptx(kernel, cc):
     """The PTX of *kernel* for *cc*, complete (the driver compiles it with
     nothing to link): NVVM's output for a kernel that links no files, the
@@ -193,10 +169,10 @@ _PTX_SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
 
 
 def unsupported_architectures(ccs):
-    """The compute capabilities of *ccs* that the installed CUDA toolkit
-    (NVRTC, through numba-cuda) cannot build for, with the supported ones:
-    ``(unsupported, supported)``; ``((), None)`` when NVRTC cannot be
-    asked (the failure is reported when an image is built)."""
+    """``(unsupported, supported)``: the compute capabilities of *ccs* that
+    the installed CUDA toolkit (NVRTC) cannot build for, and those it can;
+    ``((), None)`` when NVRTC cannot be asked (the failure is reported when
+    an image is built)."""
     try:
         from numba.cuda.cudadrv import nvrtc
 
@@ -207,17 +183,15 @@ def unsupported_architectures(ccs):
 
 
 def image_target():
-    """What the images built now are for: the sorted tuple of the
-    configured architectures (portable images), else the single
-    architecture of :func:`target_compute_capability` (or None)."""
+    """What the images built now are for: the configured architectures (a
+    sorted tuple), else :func:`target_compute_capability`."""
     ccs = get_compute_capabilities()
     return ccs if ccs is not None else target_compute_capability()
 
 
 def target_compute_capability():
-    """The architecture images are built for now: the configured compute
-    capability with no GPU, else the current device's; None when neither
-    is known."""
+    """The architecture images are built for now: the configured one with no
+    GPU, else the current device's; None when neither is known."""
     if _deviceless():
         return get_compute_capability()
     try:
@@ -231,7 +205,6 @@ def kernel_entry_name(kernel):
 
 
 def kernel_param_llvm_types(kernel):
-    """The LLVM types of the kernel entry point's parameters, in order."""
     fn = kernel._codelibrary.get_function(kernel.entry_name)
     return list(fn.function_type.args)
 
@@ -241,19 +214,17 @@ def kernel_is_cooperative(kernel):
 
 
 def is_signature(obj):
-    """True for what ``cuda.jit`` takes as a signature: a string, a tuple of
-    types, or a signature object (numba-cuda's or Numba's)."""
+    """True for what ``cuda.jit`` takes as a signature."""
     from numba.cuda.core import sigutils
 
     return sigutils.is_signature(obj)
 
 
 def parse_signature(sig):
-    """``(argument types, return type or None)`` of *sig* as ``cuda.jit``
-    reads it: with numba-cuda's parser, whose strings also name numba-cuda's
-    own types (``bfloat16``, ``dim3``, ``grid_group``, ...), which Numba's
-    ``numba.core.sigutils`` does not know. Raises what ``cuda.jit`` raises
-    for a signature it refuses."""
+    """``(argument types, return type or None)`` of *sig*, read by
+    numba-cuda's parser, which knows numba-cuda's own types (``bfloat16``,
+    ``dim3``, ...); raises what ``cuda.jit`` raises for a signature it
+    refuses."""
     from numba.cuda.core import sigutils
 
     return sigutils.normalize_signature(sig)
@@ -266,7 +237,7 @@ def unsupported_kernel_features(kernel):
         problem = _SIMULATED_SIGNATURES.get(kernel)
         if isinstance(problem, tuple):
             # The simulator accepts any signature; on a GPU cuda.jit would
-            # have refused this one (see .simulator).
+            # have refused this one.
             reasons.append("cuda.jit refuses its signature %s on a GPU (%s)" % problem)
         return reasons
     if kernel.debug:
@@ -293,9 +264,15 @@ def unsupported_kernel_features(kernel):
     return reasons
 
 
+def _harmless_setup(fn):
+    # numba-cuda's float16 setup callback only warns when nvJitLink is
+    # missing; it does not touch the module.
+    return (getattr(fn, "__name__", "") == "lto_warning_callback"
+            and getattr(fn, "__module__", "").startswith("numba.cuda"))
+
+
 def _image_problem(kernel):
-    """Why *kernel*'s image cannot be built (the link error), or None;
-    numba-cuda caches the image, so a launch's lowering reuses it. With a
+    """Why *kernel*'s image cannot be built (the link error), or None. With a
     list of architectures configured: each one's cubin, and the PTX of the
     lowest."""
     ccs = get_compute_capabilities()
@@ -311,12 +288,12 @@ def _image_problem(kernel):
         try:
             kernel_ptx(kernel, ccs[0])
         except Exception as exc:
+            why = exc if isinstance(exc, ValueError) else "building it failed:\n%s" % exc
             return ("its image for several architectures needs the PTX of compute "
-                    "capability %d.%d, for newer GPUs, and %s" % (ccs[0] + (
-                        exc if isinstance(exc, ValueError) else "building it failed:\n%s" % exc,)))
+                    "capability %d.%d, for newer GPUs, and %s" % (*ccs[0], why))
     for cc in ccs or (None,):
         try:
-            kernel_image(kernel) if cc is None else kernel_cubin(kernel, cc)
+            kernel_cubin(kernel, cc)
         except Exception as exc:
             return ("building its cubin for compute capability %s failed (is that "
                     "architecture supported by the installed CUDA toolkit?):\n%s"
@@ -324,79 +301,82 @@ def _image_problem(kernel):
     return None
 
 
-def _kernel_class():
-    from numba.cuda.dispatcher import _Kernel
-
-    return _Kernel
-
-
-def flat_param_names(name, ty):
-    """Names of the kernel parameters one argument of type *ty* becomes in
-    numba-cuda's ABI (``_Kernel._prepare_args``): an array is meminfo,
-    parent, nitems, itemsize, data, shape[ndim], strides[ndim]; a complex
-    its two parts; a tuple its items."""
+def flat_param_names(name, ty, array_fields=("meminfo", "parent", "nitems", "itemsize", "data"),
+                     complex_parts=("real", "imag")):
+    """Names of the kernel parameters one argument of type *ty* becomes: an
+    array's *array_fields*, shape[ndim] and strides[ndim]; a complex number
+    its *complex_parts* (none: one parameter); a tuple its items. The
+    defaults are numba-cuda's ABI (``_Kernel._prepare_args``)."""
     if isinstance(ty, types.Array):
-        fields = ["meminfo", "parent", "nitems", "itemsize", "data"]
+        fields = list(array_fields)
         fields += ["shape[%d]" % i for i in range(ty.ndim)]
         fields += ["strides[%d]" % i for i in range(ty.ndim)]
         return ["%s.%s" % (name, f) for f in fields]
-    if isinstance(ty, types.Complex):
-        return [name + ".real", name + ".imag"]
+    if isinstance(ty, types.Complex) and complex_parts:
+        return ["%s.%s" % (name, part) for part in complex_parts]
     if isinstance(ty, types.BaseTuple):
-        return [n for i, t in enumerate(ty) for n in flat_param_names("%s[%d]" % (name, i), t)]
+        return [n for i, t in enumerate(ty)
+                for n in flat_param_names("%s[%d]" % (name, i), t, array_fields, complex_parts)]
     return [name]
 
 
 def flatten_value(context, builder, ty, value):
-    """The LLVM values of the kernel parameters one argument becomes. CPU
-    data models flatten as numba-cuda's ABI does; a float16 arrives as its
-    16 bits (converted from a CPU number) or as a ``half`` (read from float16
-    memory), both its two bytes."""
+    """The LLVM values of the kernel parameters one argument becomes: CPU
+    data models flatten as numba-cuda's ABI does; a float16 is its two bytes
+    (its bits converted from a CPU number, or a ``half`` read from memory)."""
     if ty == types.float16:
         return [value]
     return context.get_arg_packer([ty]).as_arguments(builder, [value])
 
 
-class NumbaCudaKernels:
-    """The kernel-compiler adapter of numba-cuda's ``@cuda.jit`` kernels (its
-    simulator's included): what selection and lowering ask of a kernel
-    object and of its compiled overloads (see docs/architecture.md)."""
+class DispatcherKernels:
+    """What the adapters of ``@cuda.jit`` dispatchers (numba-cuda's and
+    numba-cuda-mlir's, which keep the Python function, options and laziness
+    alike) share; docs/architecture.md lists what an adapter provides."""
+
+    kernel_name = staticmethod(dispatcher_name)
+    parameters = staticmethod(dispatcher_parameters)
+    param_names = staticmethod(dispatcher_param_names)
+    qualified_name = staticmethod(dispatcher_qualified_name)
+    is_device_function = staticmethod(is_device_function)
+    is_simulated = staticmethod(is_simulated)
+    can_compile = staticmethod(can_compile)
+
+    @staticmethod
+    def argument_problem(ty):
+        return None
+
+    @staticmethod
+    def unavailable(dispatcher):
+        return None
+
+    @staticmethod
+    def live_handle(kernel):
+        return None  # launched from its image
+
+
+class NumbaCudaKernels(DispatcherKernels):
+    """The adapter of numba-cuda's ``@cuda.jit`` kernels (its simulator's
+    included)."""
 
     name = "numba-cuda"
     claims = staticmethod(is_kernel_dispatcher)
-    kernel_name = staticmethod(dispatcher_name)
-    parameters = staticmethod(dispatcher_parameters)
-    is_device_function = staticmethod(is_device_function)
     compiled_kernels = staticmethod(compiled_kernels)
-    can_compile = staticmethod(can_compile)
     compile = staticmethod(compile_kernel)
     entry_name = staticmethod(kernel_entry_name)
-    image = staticmethod(kernel_image)
+    image = staticmethod(kernel_cubin)
     cubin_for = staticmethod(kernel_cubin)
     ptx_for = staticmethod(kernel_ptx)
     cooperative = staticmethod(kernel_is_cooperative)
     param_types = staticmethod(kernel_param_llvm_types)
     flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
-    param_names = staticmethod(dispatcher_param_names)
-    qualified_name = staticmethod(dispatcher_qualified_name)
-    is_simulated = staticmethod(is_simulated)
 
     @staticmethod
     def owns(kernel):
-        return not is_simulated(kernel) and isinstance(kernel, _kernel_class())
+        from numba.cuda.dispatcher import _Kernel
 
-    @staticmethod
-    def argument_problem(ty):
-        return None  # selection's own rules are numba-cuda's (LAUNCHABLE_SCALARS)
-
-    @staticmethod
-    def unavailable(dispatcher):
-        return None  # under the simulator its kernels are simulated
-
-    @staticmethod
-    def live_handle(kernel):
-        return None  # launched from its image
+        return not is_simulated(kernel) and isinstance(kernel, _Kernel)
 
     @staticmethod
     def launch_problems(dispatcher, kernel):
@@ -409,32 +389,59 @@ class NumbaCudaKernels:
 KERNELS = NumbaCudaKernels()
 
 
-def _harmless_setup(fn):
-    """numba-cuda's own float16 setup callback only warns when nvJitLink is
-    missing; it does not touch the module."""
-    return (getattr(fn, "__name__", "") == "lto_warning_callback"
-            and getattr(fn, "__module__", "").startswith("numba.cuda"))
-
-
 def _deviceless():
     """True when no GPU can be used and a compute capability is configured,
     the one case where the replacements below change anything."""
     # The GPU first: with one, a malformed NUMBA_CUDA_LAUNCH_CC is never read
     # and numba-cuda works exactly as without this package. is_available()
     # loads NVVM too: its failure names the extra that installs it.
-    try:
+    with _hinted(with_toolkit_hint):
         available = cuda.is_available()
-    except Exception as exc:
-        hinted = with_toolkit_hint(exc)
-        if hinted is None:
-            raise
-        raise hinted from exc
     return not available and get_compute_capability() is not None
 
 
-NO_GPU_HINT = (
-    "\n(no usable GPU: to compile kernels without one, set NUMBA_CUDA_LAUNCH_CC=9.0 "
-    "or call numba_cuda_launch.set_compute_capability((9, 0)))")
+@contextlib.contextmanager
+def _hinted(extend):
+    """An exception raised inside is raised again as ``extend(exc)``, unless
+    that is None."""
+    try:
+        yield
+    except Exception as exc:
+        hinted = extend(exc)
+        if hinted is None:
+            raise
+        raise hinted from exc
+
+
+def _extended(exc, hint):
+    try:
+        return type(exc)(str(exc) + hint)
+    except Exception:  # an exception class that takes other arguments
+        return None
+
+
+# What to do with no usable GPU and no compute capability configured: the end
+# of numba-cuda's error for an eager kernel, the first line of a launch's.
+_SET_CC = "set NUMBA_CUDA_LAUNCH_CC=9.0 or call numba_cuda_launch.set_compute_capability((9, 0))"
+_NO_GPU_HINT = "\n(no usable GPU: to compile kernels without one, %s)" % _SET_CC
+
+
+def _with_no_gpu_hint(exc):
+    text = str(exc)
+    if "driver" not in text.lower() or _NO_GPU_HINT in text:
+        return None
+    return _extended(exc, _NO_GPU_HINT)
+
+
+def no_gpu_cause(exc):
+    """``(what to do, text)`` of compilation error *exc*: what to do when it
+    says no GPU can be used and no compute capability is configured (else
+    None), and its text without the hint an eager kernel's error ends with."""
+    text = str(exc)
+    if get_compute_capability() is not None or "driver" not in text.lower():
+        return None, text
+    return ("no usable GPU and no architecture configured: %s to compile without one, or run "
+            "under NUMBA_ENABLE_CUDASIM=1" % _SET_CC, text.replace(_NO_GPU_HINT, ""))
 
 
 TOOLKIT_HINT = (
@@ -454,10 +461,7 @@ def with_toolkit_hint(exc):
     if TOOLKIT_HINT in text or not any(lib in low for lib in _TOOLKIT_LIBS) \
             or not any(words in low for words in _NOT_FOUND):
         return None
-    try:
-        return type(exc)(text + TOOLKIT_HINT)
-    except Exception:  # an exception class that takes other arguments
-        return None
+    return _extended(exc, TOOLKIT_HINT)
 
 
 class _ConfiguredDevice:
@@ -474,22 +478,13 @@ def deviceless_get_current_device(original):
     """``numba.cuda.dispatcher.get_current_device`` (read by
     ``_Kernel.__init__`` for the target architecture): the configured
     device when compiling with no GPU; otherwise *original*, whose "no
-    driver" error says how to compile without a GPU."""
+    driver" error (an eager kernel defined with no GPU) says how to compile
+    without one."""
     def get_current_device():
         if _deviceless():
             return _ConfiguredDevice()
-        try:
+        with _hinted(_with_no_gpu_hint):
             return original()
-        except Exception as exc:
-            # An eager @cuda.jit(sig) kernel defined with no GPU: say how to
-            # compile without one (the message is numba-cuda's, extended).
-            if "driver" not in str(exc).lower() or NO_GPU_HINT in str(exc):
-                raise
-            try:
-                hinted = type(exc)(str(exc) + NO_GPU_HINT)
-            except Exception:
-                raise exc from None
-            raise hinted from exc
     return get_current_device
 
 
@@ -514,18 +509,12 @@ def deviceless_bind(original):
 
 
 def toolkit_hinting_kernel_init(original):
-    """``numba.cuda.dispatcher._Kernel.__init__`` (where a kernel compiles):
-    numba-cuda's error for missing compiler libraries names the extra that
-    installs them, with or without a GPU."""
+    """``_Kernel.__init__`` (where a kernel compiles): numba-cuda's error for
+    missing compiler libraries names the extra that installs them."""
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
-        try:
+        with _hinted(with_toolkit_hint):
             original(self, *args, **kwargs)
-        except Exception as exc:
-            hinted = with_toolkit_hint(exc)
-            if hinted is None:
-                raise
-            raise hinted from exc
     return __init__
 
 
@@ -542,14 +531,10 @@ LAUNCHABLE_SCALARS = (
 
 @contextlib.contextmanager
 def simulator_numba_spelling(kernel):
-    """While a simulated launch of *kernel* runs, let it spell the CUDA
-    module ``numba.cuda`` (``numba.cuda.grid(1)``, as the README's first
-    kernel does). numba-cuda's simulator only swaps globals that *are* the
-    ``numba.cuda`` module for its per-launch fake module; a global ``numba``
-    still reaches the host module, which has no ``grid``. Here globals that
-    are the ``numba`` package are swapped for a stand-in whose ``cuda`` is
-    the running kernel's fake module (everything else is numba's own) and
-    restored afterwards. Only launches from compiled code do this."""
+    """While a simulated launch of *kernel* from compiled code runs, its
+    globals that are the ``numba`` package are a stand-in whose ``cuda`` is
+    the launch's fake module, so ``numba.cuda.grid(1)`` works: the simulator
+    itself swaps only globals that are the ``numba.cuda`` module."""
     import numba
     from numba.cuda.simulator import kernel as simkernel
 
@@ -574,12 +559,9 @@ def simulator_numba_spelling(kernel):
 
 def refusing_get_call_type(original):
     """``CUDADispatcher.get_call_type`` (numba-cuda's dispatcher type):
-    calling a ``@cuda.jit`` object without a launch configuration in CPU
-    nopython code (``kernel(x)``, ``device_fn(x)``) is a typing error that
-    says what to write. numba-cuda types such a call in any context (the CPU
-    one included) and the failure only came at lowering, as "No definition
-    for lowering". The CUDA target's own contexts (a device function called
-    from a kernel) are untouched."""
+    calling a ``@cuda.jit`` object without a launch configuration in CPU code
+    is a typing error saying what to write, not numba-cuda's "No definition
+    for lowering"; the CUDA target's own contexts are untouched."""
     from numba.cuda.target import CUDATypingContext
 
     from numba_cuda_launch.errors import KernelTypingError
@@ -612,10 +594,9 @@ _DECLARED = weakref.WeakSet()
 
 
 def _record_signatures(kernel, sigs):
-    """Keep the argument types of the signatures *kernel* was declared with.
-    A signature numba-cuda would refuse on a GPU is kept as the reason its
-    launches from compiled code fail: the simulator accepts it, so the
-    decorator must too."""
+    """Keep the argument types of the signatures *kernel* was declared with,
+    or why numba-cuda would refuse them on a GPU (the simulator accepts them,
+    so the decorator must too; its launches from compiled code fail)."""
     try:
         parsed = [parse_signature(sig) for sig in sigs]
         for _, restype in parsed:
@@ -673,8 +654,8 @@ def lazy_argument_problem(dispatcher, problem):
 
 
 def stream_classes():
-    """The classes of numba-cuda's stream objects in this mode (the
-    simulator's stream class under the simulator)."""
+    """The classes of numba-cuda's stream objects (the simulator's under the
+    simulator)."""
     if simulator_enabled():
         from numba.cuda.simulator.api import stream
 
@@ -685,8 +666,7 @@ def stream_classes():
 
 
 def numba_cuda_array_classes():
-    """numba-cuda's device array classes (none under the simulator):
-    ``DeviceNDArray``, ``MappedNDArray``, ``ManagedNDArray``, those present."""
+    """numba-cuda's device array classes present (none under the simulator)."""
     if simulator_enabled():
         return ()
     from numba.cuda.cudadrv import devicearray

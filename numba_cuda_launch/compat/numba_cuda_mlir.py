@@ -1,19 +1,9 @@
-"""Every use of numba-cuda-mlir internals, in one place.
-
-numba-cuda-mlir (``from numba_cuda_mlir import cuda``) carries its own copy
-of Numba's typing front end: its types are classes of
-``numba_cuda_mlir.numba_cuda.types``, not ``numba.core.types``, so a CPU
-type is translated by kind and name (:func:`to_mlir_type`,
-:func:`from_mlir_type`). It compiles through MLIR to a cubin and launches
-from Python through a C++ launcher (``cext/launcher/kernel.cpp`` upstream)
-whose parameter layout differs from numba-cuda's: an array is an MLIR
-memref descriptor (allocated pointer, aligned pointer, offset, shape[ndim],
-strides[ndim] in elements), a complex one 8- or 16-byte parameter.
-
-Nothing here imports numba_cuda_mlir: a kernel of it exists only once the
-user imported it, so its modules are taken from ``sys.modules``. Checked
-against numba-cuda-mlir 0.6.0 (:data:`.versions.SUPPORTED`); the value it
-writes into numba-cuda-mlir is installed by :mod:`.overrides`.
+"""Every use of numba-cuda-mlir internals, in one place: the adapter of its
+kernels (:data:`KERNELS`), whose types are numba-cuda-mlir's own copy of
+Numba's (translated by kind and name) and whose parameters follow its C++
+launcher's layout (docs/numba-cuda-mlir.md). Nothing here imports
+numba_cuda_mlir: its modules are taken from ``sys.modules`` once the user
+imported it.
 """
 
 import functools
@@ -23,9 +13,8 @@ import sys
 from llvmlite import ir
 from numba.core import cgutils, types
 
-# a numba-cuda-mlir dispatcher's py_func is read as numba-cuda's is
-from numba_cuda_launch.compat.numba_cuda import (dispatcher_param_names,
-                                                 dispatcher_qualified_name, simulator_enabled)
+from numba_cuda_launch.compat import numba_cuda as _nc
+from numba_cuda_launch.compat.numba_cuda import dispatcher_name  # noqa: F401 (launch.mlirkernel)
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
@@ -37,13 +26,9 @@ __all__ = [
     "deviceless_cc_wanted",
     "configured_cc",
     "dispatcher_name",
-    "dispatcher_param_names",
-    "dispatcher_qualified_name",
-    "is_device_function",
     "to_mlir_type",
     "from_mlir_type",
     "compiled_kernels",
-    "can_compile",
     "compile_kernel",
     "kernel_image",
     "kernel_entry_name",
@@ -57,6 +42,7 @@ __all__ = [
     "emit_argument_checks",
     "KERNELS",
 ]
+
 
 class UntranslatableType(TypeError):
     """A CPU type with no numba-cuda-mlir kernel parameter counterpart."""
@@ -100,31 +86,13 @@ def deviceless_cc_wanted():
 
 
 def configured_cc(original):
-    """The value for ``numba_cuda_mlir.tools._cached_cc`` with no GPU.
-    numba-cuda-mlir asks the current device for the host architecture on
-    every compilation, even with ``chip=`` set (``tools.resolve_gpu_target``),
-    through ``tools.get_gpu_compute_capability``, which returns
-    ``tools._cached_cc`` once set (and is imported by name in several of its
-    modules, so it cannot be replaced itself): that cache is filled with the
-    configured value, unless something filled it already."""
+    """The value for ``numba_cuda_mlir.tools._cached_cc`` with no GPU: the
+    configured compute capability, unless something filled that cache
+    already (numba-cuda-mlir asks it for the device's on every compilation;
+    docs/numba-cuda-mlir.md)."""
     if original is not None:
         return original
     return tuple(get_compute_capability())
-
-
-def dispatcher_name(dispatcher):
-    return dispatcher.py_func.__name__
-
-
-def dispatcher_parameters(dispatcher):
-    """The kernel function's ``inspect.Parameter`` objects."""
-    import inspect
-
-    return list(inspect.signature(dispatcher.py_func).parameters.values())
-
-
-def is_device_function(dispatcher):
-    return bool(dispatcher.targetoptions.get("device"))
 
 
 # -- types -------------------------------------------------------------------
@@ -132,15 +100,11 @@ def is_device_function(dispatcher):
 _SCALARS = (types.Boolean, types.Integer, types.Float, types.Complex)
 
 
-def _mt():
-    return _module("types")
-
-
 def to_mlir_type(ty):
     """numba-cuda-mlir's type for a CPU kernel argument type *ty*: scalars,
     pointers, arrays of scalars and tuples of these. Raises
     :class:`UntranslatableType` saying why for anything else."""
-    mt = _mt()
+    mt = _module("types")
     if isinstance(ty, types.Boolean):
         return mt.boolean
     if isinstance(ty, _SCALARS):
@@ -169,7 +133,7 @@ def to_mlir_type(ty):
 
 def from_mlir_type(mty):
     """The CPU type of a numba-cuda-mlir parameter type, or None."""
-    mt = _mt()
+    mt = _module("types")
     if isinstance(mty, mt.Boolean):
         return types.boolean
     if isinstance(mty, (mt.Integer, mt.Float, mt.Complex)):
@@ -204,16 +168,11 @@ def compiled_kernels(dispatcher):
     return out
 
 
-def can_compile(dispatcher):
-    """False for kernels compiled eagerly (``cuda.jit(signature)``)."""
-    return bool(dispatcher._can_compile)
-
-
 def compile_kernel(dispatcher, argtypes):
     """Compile (or fetch from the dispatcher's overloads) the kernel for CPU
     *argtypes*, as ``kernel.compile(sig)`` does: a later Python launch with
     the same types reuses it."""
-    mt = _mt()
+    mt = _module("types")
     return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
 
 
@@ -227,7 +186,7 @@ def kernel_entry_name(kernel):
 
 
 def kernel_is_cooperative(kernel):
-    # What the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile).
+    # what the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile)
     return bool(kernel.metadata.get("use_cooperative", False))
 
 
@@ -263,14 +222,6 @@ def ptx_param_sizes(ptx, name):
     return None
 
 
-def _link_callbacks(dispatcher):
-    # Filled from link= items and from what lowering discovers
-    # (MLIRDispatcher._propagate_compile_callbacks).
-    callbacks = list(getattr(dispatcher, "_module_setup_callbacks", ()))
-    callbacks += list(getattr(dispatcher, "_module_teardown_callbacks", ()))
-    return callbacks
-
-
 def unsupported_kernel_features(dispatcher, kernel):
     """Reasons this numba-cuda-mlir kernel cannot be launched from compiled
     code, if any: what its Python launch does besides ``cuLaunchKernel``."""
@@ -289,7 +240,10 @@ def unsupported_kernel_features(dispatcher, kernel):
         reasons.append(
             "it sets shared_memory_carveout, a function attribute only "
             "numba-cuda-mlir's own module load applies")
-    if _link_callbacks(dispatcher):
+    # filled from link= items and from what lowering discovers
+    # (MLIRDispatcher._propagate_compile_callbacks)
+    if getattr(dispatcher, "_module_setup_callbacks", None) \
+            or getattr(dispatcher, "_module_teardown_callbacks", None):
         reasons.append(
             "it links code with module setup/teardown callbacks, which only "
             "numba-cuda-mlir's launcher runs")
@@ -298,7 +252,7 @@ def unsupported_kernel_features(dispatcher, kernel):
         reasons.append(
             "it is specialised per launch (on the launch configuration or on "
             "argument values), which compiled code only knows at run time")
-    if any(_constant_args(dispatcher)):
+    if any(_module("descriptor").get_constant_args(dispatcher.py_func)):
         reasons.append(
             "it has compile-time constant parameters, compiled per value")
     if kernel.metadata.get("needs_nrt"):
@@ -310,20 +264,14 @@ def unsupported_kernel_features(dispatcher, kernel):
 
 def unavailable_reason(dispatcher):
     """Why no numba-cuda-mlir kernel can be launched in this process, or
-    None: numba-cuda-mlir has no counterpart of numba-cuda's CUDA simulator,
-    so under it (``NUMBA_ENABLE_CUDASIM=1``) a launch would put the
-    simulator's host memory in a real GPU launch."""
-    if simulator_enabled():
+    None: under numba-cuda's simulator a launch would put its host memory in
+    a real GPU launch."""
+    if _nc.simulator_enabled():
         return ("this process runs numba-cuda's CUDA simulator "
                 "(NUMBA_ENABLE_CUDASIM=1), which simulates numba-cuda kernels only, and "
                 "numba-cuda-mlir has no simulator; run without NUMBA_ENABLE_CUDASIM to "
                 "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)")
     return None
-
-
-def _constant_args(dispatcher):
-    descriptor = _module("descriptor")
-    return descriptor.get_constant_args(dispatcher.py_func)
 
 
 # -- parameters --------------------------------------------------------------
@@ -334,14 +282,7 @@ def _constant_args(dispatcher):
 
 def flat_param_names(name, ty):
     """Names of the parameters one argument of CPU type *ty* becomes."""
-    if isinstance(ty, types.Array):
-        fields = ["allocated", "aligned", "offset"]
-        fields += ["shape[%d]" % i for i in range(ty.ndim)]
-        fields += ["strides[%d]" % i for i in range(ty.ndim)]
-        return ["%s.%s" % (name, f) for f in fields]
-    if isinstance(ty, types.BaseTuple):
-        return [n for i, t in enumerate(ty) for n in flat_param_names("%s[%d]" % (name, i), t)]
-    return [name]
+    return _nc.flat_param_names(name, ty, ("allocated", "aligned", "offset"), complex_parts=())
 
 
 def flatten_value(context, builder, ty, value):
@@ -429,20 +370,15 @@ def _argument_problem(ty):
     return None
 
 
-class NumbaCudaMLIRKernels:
-    """The kernel-compiler adapter of numba-cuda-mlir's ``@cuda.jit``
-    kernels: overloads keyed by CPU types translated from numba-cuda-mlir's,
-    compiled through its dispatcher, launched with its launcher's parameter
-    layout (see docs/architecture.md)."""
+class NumbaCudaMLIRKernels(_nc.DispatcherKernels):
+    """The adapter of numba-cuda-mlir's ``@cuda.jit`` kernels: overloads keyed
+    by CPU types translated from numba-cuda-mlir's, launched with its
+    launcher's parameter layout."""
 
     name = "numba-cuda-mlir"
     claims = staticmethod(is_mlir_dispatcher)
     owns = staticmethod(is_mlir_kernel)
-    kernel_name = staticmethod(dispatcher_name)
-    parameters = staticmethod(dispatcher_parameters)
-    is_device_function = staticmethod(is_device_function)
     compiled_kernels = staticmethod(compiled_kernels)
-    can_compile = staticmethod(can_compile)
     compile = staticmethod(compile_kernel)
     argument_problem = staticmethod(_argument_problem)
     unavailable = staticmethod(unavailable_reason)
@@ -452,16 +388,6 @@ class NumbaCudaMLIRKernels:
     flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
     emit_argument_checks = staticmethod(emit_argument_checks)
-    param_names = staticmethod(dispatcher_param_names)
-    qualified_name = staticmethod(dispatcher_qualified_name)
-
-    @staticmethod
-    def is_simulated(dispatcher):
-        return False  # numba-cuda's simulator runs numba-cuda kernels only
-
-    @staticmethod
-    def live_handle(kernel):
-        return None  # launched from its image
 
     @staticmethod
     def param_types(kernel):

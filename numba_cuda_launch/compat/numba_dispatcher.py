@@ -1,38 +1,10 @@
-"""Numba's CPU dispatcher: the internals its fast call path depends on.
-
-Two things, both about how ``numba.core.dispatcher.Dispatcher`` types the
-arguments of a call from Python (numba 0.62 to 0.68):
-
-**Fast typing of registered classes.** Numba types an object of a class it
-does not know in C by calling back ``Dispatcher.typeof_pyval``, which goes
-through ``typeof()`` and its single-dispatch table. :func:`register_typeof`
-gives a class a direct typing function, looked up by exact class before
-that (device arrays and streams are typed here at every call).
-
-**Calls whose C typecodes disagree with typeof.** Numba's C code types an
-object that has a ``_numba_type_`` attribute by that attribute, never
-calling ``typeof``. numba-cuda's device arrays say ``Array`` (what kernels
-receive), while CPU code types them as something else (a device array type
-registered with ``typeof_impl``). The C lookup then never finds the
-overload compiled for them: every such call went through
-``_compile_for_args`` (a full Python typing pass, tens of microseconds), and
-a function already compiled for host arrays of the same dtype, ndim and
-layout handed the device array to the host array's unboxer (a TypeError).
-
-For such calls a *router* is installed in the C dispatch table under the
-typecodes C computes: a small compiled function that looks at the classes of
-the arguments C types as arrays and calls the overload learnt for them,
-else, when all of them are NumPy arrays, the overload registered under the
-same typecodes, else the dispatcher's own slow path (which learns the new
-case). Routers are learnt from the calls that take the slow path, so the C
-typecodes they are keyed on are the ones C really computes; a mistake can
-only make a call take the slow path, never call the wrong overload.
-
-The internals used are checked by name when this module is imported
-(:data:`AVAILABLE`); a Numba without them keeps its own behaviour (fast
-typing and routers are then not installed). The replacements of
-``Dispatcher`` and ``_FunctionCompiler`` methods defined here are installed
-by :mod:`.overrides` (docs/overrides.md).
+"""Numba's CPU dispatcher (numba 0.62 to 0.68): fast typing of registered
+classes (:func:`register_typeof`); *routers* for calls whose C typecodes
+disagree with ``typeof`` (device arrays whose ``_numba_type_`` says
+``Array``), so they stay in C instead of reaching a host array's unboxer (a
+wrong guess only takes the slow path; docs/devicearrays.md); and typing
+errors that start with what is wrong. A Numba without the internals used
+(:data:`AVAILABLE`) keeps its own behaviour.
 """
 
 import inspect
@@ -230,7 +202,8 @@ def _build_router(disp, route):
     for pattern, entry in route.patterns.items():
         match = ir.Constant(ir.IntType(1), 1)
         for have, cls in zip(seen, pattern):
-            match = builder.and_(match, builder.icmp_unsigned("==", have, ir.Constant(intp, id(cls))))
+            same = builder.icmp_unsigned("==", have, ir.Constant(intp, id(cls)))
+            match = builder.and_(match, same)
         with builder.if_then(match):
             builder.ret(pyapi.call(const(entry), args, kws))
     if route.host is not None:
@@ -272,19 +245,14 @@ _arguments = None  # the device-array collaborator (route_arguments_with)
 
 
 def route_arguments_with(arguments):
-    """Make the dispatcher methods below (installed by
-    :mod:`~numba_cuda_launch.compat.overrides` when :data:`AVAILABLE`)
-    consult *arguments*: ``should_route(value, type)``, route calls with
-    such arguments whose ``_numba_type_`` is not *type* (see the module
-    docstring); ``guard(cres)``, the positions of a new overload where such
-    arguments may arrive although C hands them to it (host arrays): routed
-    at once, so they reach the slow path, not its unboxer;
-    ``explain(value)``, why an argument cannot be what it claims to be (a
-    device array), leading a typing error instead of ``non-precise type
-    pyobject``; ``release(args)``, forget what typing read for a call
-    whose compilation failed. A router is only built for a dispatcher that
-    saw such a call; for the others this adds a dictionary lookup at
-    compile time."""
+    """Make the dispatcher replacements below consult *arguments*:
+    ``should_route(value, type)``, route calls with such an argument whose
+    ``_numba_type_`` is not *type*; ``guard(cres)``, the positions of a new
+    overload where such arguments may arrive although C hands them to it
+    (routed at once, so they reach the slow path, not its unboxer);
+    ``explain(value)``, why an argument cannot be the device array it claims
+    to be (leading the typing error); ``release(args)``, forget what typing
+    read for a call whose compilation failed."""
     global _arguments
     _arguments = arguments
 
@@ -339,13 +307,10 @@ _function_compile = getattr(_FunctionCompiler, "compile", None)
 
 
 def lead_typing_errors_with(fn):
-    """Make ``fn(lines) -> (index, text)`` choose the line a typing error's
-    message starts with: *text*, line *index* being dropped (none if None).
-    Numba puts ``Failed in nopython mode pipeline`` first, and one such
-    line per enclosing compiled function; the line that says what is wrong
-    is moved before them, in every error leaving a compilation (``@njit``
-    called or given signatures, ``@cfunc``, a function compiled for another
-    that calls it)."""
+    """Make ``fn(lines) -> (index, text)`` choose the line every typing error
+    leaving a compilation starts with: *text*, line *index* being dropped
+    (none if None), before Numba's ``Failed in nopython mode pipeline``
+    lines."""
     global _leading_line
     _leading_line = fn
 

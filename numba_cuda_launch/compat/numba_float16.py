@@ -1,13 +1,8 @@
-"""float16 storage in Numba's CPU target: the data model and the boxers.
-
-Numba's CPU data model refuses ``float16``, so a CPU function could not even
-hold a pointer to, or an array of, half-precision device data (JAX's f16
-buffers, say). :func:`float_or_half_model` gives it a storage-only model
-(LLVM ``half``); arithmetic on float16 values in CPU code stays unsupported,
-and :func:`half_refusing_lookup` makes a float16 value passed into or out of
-a CPU function a sentence instead of Numba's bare AssertionError. Both are
-installed by :mod:`.overrides`; :mod:`..launch.halffloat` has the bit
-conversions. Checked with numba 0.62 to 0.68.
+"""float16 storage in Numba's CPU target: a storage-only data model (LLVM
+``half``), so CPU code can hold pointers to and arrays of half-precision
+device data, and boxers that refuse float16 values with a sentence instead of
+an AssertionError (installed by :mod:`.overrides`; the bit conversions are in
+:mod:`numba_cuda_launch.launch.halffloat`).
 """
 
 from llvmlite import ir

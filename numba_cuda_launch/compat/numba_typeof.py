@@ -1,11 +1,7 @@
-"""``typeof`` of objects whose class Numba has no typing for.
-
-Numba's ``typeof_impl`` (a ``functools.singledispatch``) ends at its entry
-for ``object``, which tries the buffer protocol, and some device arrays
-refuse that with an error. :func:`typing_unknown_objects` replaces that
-entry (installed by :mod:`.overrides`): the function given to
-:func:`type_unknown_objects_with` (the interop layer's: device arrays,
-stream objects) is asked first, then Numba's own entry.
+"""``typeof`` of objects whose class Numba has no typing for: the function
+given to :func:`type_unknown_objects_with` (device arrays, stream objects) is
+asked before Numba's entry for ``object``, whose buffer-protocol attempt some
+device arrays refuse with an error (installed by :mod:`.overrides`).
 """
 
 __all__ = ["type_unknown_objects_with", "typing_unknown_objects"]

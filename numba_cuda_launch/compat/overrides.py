@@ -1,15 +1,7 @@
-"""Every replacement of a Numba, numba-cuda or numba-cuda-mlir attribute.
-
-Each :class:`Override` declares one: its owner (a module, a class, or a
-mapping or single-dispatch function holding an entry), the attribute (or
-entry), the replacement, the releases it was checked on and why it exists.
-:func:`install` installs them; ``import numba_cuda_launch`` calls it once,
-and it is called again where a condition may have become true since
-(numba-cuda-mlir imported later, a compute capability configured later).
-Each :class:`InstanceAttribute` declares an attribute this package stores
-on objects of another library's class. Nothing else in the package assigns
-to another library's modules or classes (tests/test_overrides.py checks
-that, and that docs/overrides.md lists every declaration).
+"""Every replacement of a Numba, numba-cuda or numba-cuda-mlir attribute, and
+every attribute stored on another library's objects, declared in one place
+and installed by :func:`install` (docs/overrides.md, generated from these
+declarations by :func:`markdown_table`; tests/test_overrides.py checks both).
 """
 
 import importlib

@@ -1,12 +1,7 @@
 """The releases of Numba, numba-cuda and numba-cuda-mlir this package was
-checked against, and the check ``import numba_cuda_launch`` makes.
-
-One rule for all three: a release older than the oldest supported is
-refused (``ImportError`` naming the installed and supported versions); a
-release line newer than the newest checked one is accepted with a
-``RuntimeWarning`` (the internals in :mod:`.overrides` may have moved).
-numba-cuda-mlir is optional: it is checked only when installed. See
-docs/overrides.md and ci/matrix.json.
+checked against, and the check ``import numba_cuda_launch`` makes: older than
+supported is an ImportError, a newer release line a RuntimeWarning
+(docs/overrides.md, ci/matrix.json).
 """
 
 import warnings

@@ -1,17 +1,10 @@
 """Which kernel overload a launch calls, and the typing errors that say why not.
 
-Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's conversion
-rules (a ``voidptr`` converts to any ``CPointer``); lazy kernels compile for
-the argument types through their compiler's dispatcher, sharing its caches
-with Python launches. Every refusal is a :class:`KernelTypingError` naming
-the kernel and the parameter. What depends on the compiler of a kernel
-object (numba-cuda, numba-cuda-mlir) is asked of its adapter in compat
-(:data:`COMPILERS`; docs/architecture.md says what an adapter provides).
-
-A selection is made once, when the call is typed, and looked up again by
-the lowering and by anything else given the same kernel and argument types
-(:func:`select_kernel`): a function of those alone, so a fresh process
-(a ``cache=True`` miss) makes the same one.
+What depends on a kernel's compiler is asked of its adapter in compat
+(:data:`COMPILERS`; docs/architecture.md). A selection is made once, when the
+call is typed, and looked up again by the lowering and anything else given
+the same kernel and argument types: a function of those alone, so a fresh
+process (a ``cache=True`` miss) makes the same one.
 """
 
 import weakref
@@ -25,7 +18,6 @@ from numba_cuda_launch.compat import foreign_kernels as _foreign
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import overrides as _overrides
-from numba_cuda_launch.config import get_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 from numba_cuda_launch.launch.params import param_layout
@@ -230,31 +222,24 @@ def _compile_for(compiler, dispatcher, args, name, names):
     try:
         return compiler.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
-        # No GPU and no architecture: what to do goes first, numba-cuda's
-        # driver-init text after it.
-        cause, text = "", str(exc)
-        if get_compute_capability() is None and "driver" in text.lower():
-            text = text.replace(_compat.NO_GPU_HINT, "")  # said on the first line instead
-            cause = (" no usable GPU and no architecture configured: set "
-                     "NUMBA_CUDA_LAUNCH_CC=9.0 or call numba_cuda_launch.set_compute_capability"
-                     "((9, 0)) to compile without one, or run under NUMBA_ENABLE_CUDASIM=1")
+        cause, text = _compat.no_gpu_cause(exc)  # what to do goes first
         hint = ""
         size = _parameter_bytes(names, argtypes)
         if size is not None and size > _PARAMETER_LIMIT:
-            hint += ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
-                     "large data in device memory)" % (size, _PARAMETER_LIMIT))
+            hint = ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
+                    "large data in device memory)" % (size, _PARAMETER_LIMIT))
         raise KernelTypingError(
             "compiling kernel %r for %s failed:%s\n%s%s"
-            % (name, _describe(names, argtypes), cause, text, hint)) from exc
+            % (name, _describe(names, argtypes), " " + cause if cause else "", text, hint)
+        ) from exc
 
 
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
 
 
 def _parameter_bytes(names, argtypes):
-    """About how many bytes of parameters *argtypes* take (laid out as
-    :func:`.params.param_layout` lays out a numba-cuda kernel's), or None if
-    unknown."""
+    """About how many bytes of parameters *argtypes* take (laid out as a
+    numba-cuda kernel's), or None if unknown."""
     from numba.core.registry import cpu_target
 
     context = cpu_target.target_context
@@ -323,16 +308,12 @@ _selections = weakref.WeakKeyDictionary()
 
 def select_kernel(dispatcher, args):
     """The :class:`KernelSelection` of the overload of *dispatcher* a launch
-    with argument types *args* calls, chosen (compiling if the kernel is
-    lazy) the first time these types are seen for the architecture images
-    are built for, and looked up afterwards.
-
-    Eagerly compiled kernels (``cuda.jit(sig)``) match under Numba's
-    conversion rules, a ``voidptr`` converting to any ``CPointer``; lazy
-    kernels compile through their compiler's dispatcher (sharing its caches
-    with Python launches). Raises :class:`KernelTypingError` naming the
-    kernel and the parameter.
-    """
+    with argument types *args* calls, chosen the first time these types are
+    seen for the architecture images are built for. Eagerly compiled kernels
+    (``cuda.jit(sig)``) match under Numba's conversion rules (a ``voidptr``
+    converts to any ``CPointer``); lazy kernels compile through their
+    compiler's dispatcher, sharing its caches with Python launches. Raises
+    :class:`KernelTypingError` naming the kernel and the parameter."""
     key = (tuple(args), _compat.image_target())
     try:
         known = _selections.setdefault(dispatcher, {})
