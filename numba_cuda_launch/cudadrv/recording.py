@@ -30,6 +30,9 @@ from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED as _RELAXED
 from numba_cuda_launch.cudadrv.graphstate import GraphState, RecordedExec, RecordedGraph
 from numba_cuda_launch.cudadrv.image import param_sizes
 
+__all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
+           "CodeChoice", "occupancy_model"]
+
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint
 _c_int = ctypes.c_int
@@ -64,10 +67,6 @@ def _launch_config(address):
     cfg = _LaunchConfigC.from_address(address)
     attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
     return cfg, {a.id: tuple(a.value[:3]) for a in attrs}
-
-
-__all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
-           "CodeChoice", "occupancy_model"]
 
 
 @dataclass
@@ -307,17 +306,15 @@ class RecordingDriver:
         ``cuCtxSetCurrent`` does (launches then run on that device)."""
         self._thread.ctx = _PRIMARY_CONTEXT + ordinal
 
-    def _device_cc(self, ordinal):
-        cc = self.compute_capability
-        return cc.get(ordinal) if isinstance(cc, dict) else cc
-
     def _runs(self, kernel, entries, record=True):
         """0 when the current device can run fatbin *entries* of *kernel*
         (recording the choice if *record*), else ``CUDA_ERROR_NO_BINARY_FOR_GPU``
         (recorded)."""
-        ctx = self._current() or _PRIMARY_CONTEXT
-        ordinal = ctx - _PRIMARY_CONTEXT if 0 <= ctx - _PRIMARY_CONTEXT < 0x40 else 0
-        cc = self._device_cc(ordinal)
+        # any primary context's device: compute_capability may name more than device_count
+        ordinal = self._device(limit=0x40)
+        cc = self.compute_capability
+        if isinstance(cc, dict):
+            cc = cc.get(ordinal)
         if cc is None or entries is None:
             return 0
         chosen = driver_choice(entries, cc)
@@ -421,10 +418,11 @@ class RecordingDriver:
 
     # -- kernel and device attributes (dynamic shared memory above 48 KiB) ------------
 
-    def _device(self):
-        """The device of the current context: a primary context's, else 0."""
+    def _device(self, limit=None):
+        """The device of the current context: a primary context's (below
+        *limit*, by default :attr:`device_count`), else 0."""
         dev = (self._current() or 0) - _PRIMARY_CONTEXT
-        return dev if 0 <= dev < self.device_count else 0
+        return dev if 0 <= dev < (limit or self.device_count) else 0
 
     def _ctx_device(self, out):
         if not self._current():
@@ -436,37 +434,37 @@ class RecordingDriver:
         out[0] = self.device_count
         return 0
 
-    def _device_attribute(self, out, attr, dev):
-        values = {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
-                  _ATTR_SHARED_PER_BLOCK_OPTIN: self.shared_per_block_optin,
-                  _ATTR_MULTIPROCESSORS: self.multiprocessors}
+    def _attribute(self, out, values, attr, dev):
+        """Answer attribute *attr* of *values* on device *dev*."""
         if attr not in values or not 0 <= dev < self.device_count:
             return _INVALID_VALUE
         out[0] = values[attr]
         return 0
 
+    def _device_attribute(self, out, attr, dev):
+        return self._attribute(out, {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
+                                     _ATTR_SHARED_PER_BLOCK_OPTIN: self.shared_per_block_optin,
+                                     _ATTR_MULTIPROCESSORS: self.multiprocessors}, attr, dev)
+
+    def _static(self, kernel):
+        return self.static_shared.get(self._names[kernel], 0)
+
     def _shared_limit(self, kernel, dev):
-        static = self.static_shared.get(self._names[kernel], 0)
-        return self._shared_limits.get((kernel, dev), self.shared_per_block - static)
+        return self._shared_limits.get((kernel, dev), self.shared_per_block - self._static(kernel))
 
     def _kernel_attribute(self, out, attr, kernel, dev):
-        if kernel not in self._names or not 0 <= dev < self.device_count:
-            return _INVALID_HANDLE if kernel not in self._names else _INVALID_VALUE
-        if attr == _FUNC_SHARED_SIZE:
-            out[0] = self.static_shared.get(self._names[kernel], 0)
-        elif attr == _FUNC_MAX_DYNAMIC_SHARED:
-            out[0] = self._shared_limit(kernel, dev)
-        else:
-            return _INVALID_VALUE
-        return 0
+        if kernel not in self._names:
+            return _INVALID_HANDLE
+        return self._attribute(out, {_FUNC_SHARED_SIZE: self._static(kernel),
+                                     _FUNC_MAX_DYNAMIC_SHARED: self._shared_limit(kernel, dev)},
+                               attr, dev)
 
     def _set_kernel_attribute(self, attr, value, kernel, dev):
         if kernel not in self._names:
             return _INVALID_HANDLE
         value &= 0xFFFFFFFF
-        static = self.static_shared.get(self._names[kernel], 0)
         if attr != _FUNC_MAX_DYNAMIC_SHARED or not 0 <= dev < self.device_count \
-                or value + static > self.shared_per_block_optin:
+                or value + self._static(kernel) > self.shared_per_block_optin:
             return _INVALID_VALUE
         with self._lock:
             self.kernel_attributes.append((self._names[kernel], attr, value, dev))
