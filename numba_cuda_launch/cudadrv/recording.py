@@ -8,8 +8,11 @@ README.md ("Testing without a GPU"), docs/graphs.md, docs/events.md,
 docs/architecture.md.
 """
 
+import contextlib
 import ctypes
 import dataclasses
+import itertools
+import math
 import threading
 import warnings
 from dataclasses import dataclass
@@ -375,14 +378,12 @@ class RecordingDriver:
                     c.invalidated = True
             if mine:
                 return _CAPTURE_UNSUPPORTED
-        entries = None  # kept for the process, as kernel names are
+        entries = None  # any device runs it: not a fatbin, or its entries are compressed
         head = ctypes.string_at(image, 16) if image else b""
         if is_fatbin(head):
-            try:
+            with contextlib.suppress(ValueError):
                 entries = fatbin_entries(ctypes.string_at(
                     image, 16 + int.from_bytes(head[8:16], "little")))
-            except ValueError:  # compressed entries: any device runs it
-                entries = None
         with self._lock:
             self.loads.append(image)
             out[0] = 0x1000 + len(self.loads)
@@ -615,7 +616,7 @@ class RecordingDriver:
     def _query(self, kind, func, block, smem, cluster, result):
         with self._lock:
             self.occupancy_queries.append(OccupancyQuery(
-                kind, self._names.get(func), block, smem, cluster, result))
+                kind, self._names[func], block, smem, cluster, result))
 
     def _max_active_blocks(self, out, func, block, smem):
         if func not in self._names:
@@ -642,15 +643,14 @@ class RecordingDriver:
         cluster = attrs.get(_ATTR_CLUSTER)
         if cluster is None:
             return _INVALID_CLUSTER_SIZE  # no cluster given and none compiled in
-        size = cluster[0] * cluster[1] * cluster[2]
-        block = cfg.block[0] * cfg.block[1] * cfg.block[2]
-        out[0] = self.occupancy(block, cfg.sharedmem) * self.multiprocessors // size
+        block = math.prod(cfg.block)
+        out[0] = self.occupancy(block, cfg.sharedmem) * self.multiprocessors // math.prod(cluster)
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 
     # -- synchronisation and events (docs/events.md) ----------------------------------
 
-    _event_counter = [0]  # fake event handles are process-wide
+    _event_handles = itertools.count(0xE000001)  # fake event handles are process-wide
     _event_owners = {}  # fake event handle -> the RecordingDriver that made it
 
     @property
@@ -680,8 +680,7 @@ class RecordingDriver:
         if status:
             return status
         with self._lock:
-            RecordingDriver._event_counter[0] += 1
-            handle = 0xE000000 + RecordingDriver._event_counter[0]
+            handle = next(RecordingDriver._event_handles)
             self._events[handle] = [flags, None]
             RecordingDriver._event_owners[handle] = self
             self.events_created += 1
