@@ -130,6 +130,12 @@ def occupancy_model(block_size, sharedmem):
     return blocks
 
 
+def _put(out, value):
+    """Store *value* through a driver function's out-parameter: success."""
+    out[0] = value
+    return 0
+
+
 def _keep_cluster(new, old):
     # cuGraphExecUpdate: a node keeps the cluster it was recorded with
     return dataclasses.replace(new, cluster=old.cluster)
@@ -210,10 +216,10 @@ class RecordingDriver:
             cuLibraryUnload=self._unload,
             cuLaunchKernel=lambda *args: self._record(*args[:10], False),
             cuLaunchCooperativeKernel=lambda *args: self._record(*args, True),
-            cuCtxGetCurrent=self._get_context,
+            cuCtxGetCurrent=lambda out: _put(out, self._current()),
             cuCtxSetCurrent=self._set_context,
-            cuDeviceGet=self._device_get,
-            cuDevicePrimaryCtxRetain=self._retain,
+            cuDeviceGet=lambda out, ordinal: _put(out, ordinal),
+            cuDevicePrimaryCtxRetain=lambda out, dev: _put(out, _PRIMARY_CONTEXT + dev),
             cuKernelGetFunction=self._get_function,
             cuGetErrorName=self._error_name,
             cuPointerGetAttribute=self._pointer_attribute,
@@ -237,13 +243,13 @@ class RecordingDriver:
             cuKernelGetParamInfo=lambda *a: self._param_info("CUkernel", *a),
             cuFuncGetParamInfo=lambda *a: self._param_info("CUfunction", *a),
             cuCtxGetDevice=self._ctx_device,
-            cuDeviceGetCount=self._device_count,
+            cuDeviceGetCount=lambda out: _put(out, self.device_count),
             cuDeviceGetAttribute=self._device_attribute,
             cuKernelGetAttribute=self._kernel_attribute,
             cuKernelSetAttribute=self._set_kernel_attribute,
             cuCtxSynchronize=lambda: self._log("cuCtxSynchronize"),
-            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
-            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
+            cuStreamSynchronize=self._stream_synchronize,
+            cuStreamQuery=lambda s: self._log("cuStreamQuery", s or 0),
             cuEventCreate=self._event_create,
             cuEventRecord=self._event_record,
             cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
@@ -328,10 +334,6 @@ class RecordingDriver:
                                            chosen and chosen.cc))
         return 0 if chosen is not None else _NO_BINARY
 
-    def _get_context(self, out):
-        out[0] = self._current()
-        return 0
-
     def _set_context(self, ctx):
         self._thread.ctx = ctx
         with self._lock:
@@ -345,8 +347,7 @@ class RecordingDriver:
         if buf is None:
             buf = self._error_names[status] = ctypes.create_string_buffer(
                 error_name(status).encode())
-        out[0] = ctypes.addressof(buf)
-        return 0
+        return _put(out, ctypes.addressof(buf))
 
     def _get_function(self, out, kernel):
         if kernel not in self._names or self._loaded.get(kernel, ("CUkernel",))[0] != "CUkernel":
@@ -356,16 +357,7 @@ class RecordingDriver:
             return status
         with self._lock:
             self.functions.append((self._current(), self._names[kernel]))
-        out[0] = kernel
-        return 0
-
-    def _device_get(self, out, ordinal):
-        out[0] = ordinal
-        return 0
-
-    def _retain(self, out, dev):
-        out[0] = _PRIMARY_CONTEXT + dev
-        return 0
+        return _put(out, kernel)
 
     def _load(self, out, image, *rest):
         if self.load_status:
@@ -428,19 +420,13 @@ class RecordingDriver:
     def _ctx_device(self, out):
         if not self._current():
             return _INVALID_CONTEXT
-        out[0] = self._device()
-        return 0
-
-    def _device_count(self, out):
-        out[0] = self.device_count
-        return 0
+        return _put(out, self._device())
 
     def _attribute(self, out, values, attr, dev):
         """Answer attribute *attr* of *values* on device *dev*."""
         if attr not in values or not 0 <= dev < self.device_count:
             return _INVALID_VALUE
-        out[0] = values[attr]
-        return 0
+        return _put(out, values[attr])
 
     def _device_attribute(self, out, attr, dev):
         return self._attribute(out, {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
@@ -546,8 +532,7 @@ class RecordingDriver:
     def _node_type(self, node, out):
         if self._graph_state.node_launch(node) is None:
             return _INVALID_VALUE
-        out[0] = 0  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
-        return 0
+        return _put(out, 0)  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
 
     def _node_attribute(self, node, attr, out):
         # cuGraphKernelNodeGetAttribute: what the node was recorded with (a
@@ -669,9 +654,9 @@ class RecordingDriver:
             return _INVALID_CONTEXT
         return status
 
-    def _sync_call(self, name, stream):
-        status = self._log(name, stream or 0)
-        if name == "cuStreamSynchronize" and not status and self._unsafe_during_capture():
+    def _stream_synchronize(self, stream):
+        status = self._log("cuStreamSynchronize", stream or 0)
+        if not status and self._unsafe_during_capture():
             return _CAPTURE_UNSUPPORTED
         return status
 
@@ -685,8 +670,7 @@ class RecordingDriver:
             RecordingDriver._event_owners[handle] = self
             self.events_created += 1
             self.calls[-1] = ("cuEventCreate", handle, flags)
-        out[0] = handle
-        return 0
+        return _put(out, handle)
 
     def _event_call(self, name, event, *more):
         status = self._log(name, event, *more)
@@ -708,8 +692,7 @@ class RecordingDriver:
             state = self._events.get(event)
             if state is None or state[1] is None or state[0] & _CU_EVENT_DISABLE_TIMING:
                 return _INVALID_HANDLE
-        out[0] = self.elapsed_ms
-        return 0
+        return _put(out, self.elapsed_ms)
 
     def _event_destroy(self, event):
         status = self._log("cuEventDestroy", event)
