@@ -71,6 +71,19 @@ def _no_change(launch, old=None):
     return launch
 
 
+def _update_result(new, old):
+    """The ``CUgraphExecUpdateResult`` of replacing launches *old* by *new*
+    node by node (0: the update is allowed)."""
+    if len(new) != len(old):
+        return _TOPOLOGY_CHANGED
+    for n, o in zip(new, old):
+        if type(n) is not type(o):
+            return _NODE_TYPE_CHANGED
+        if n.kernel != o.kernel:
+            return _FUNCTION_CHANGED
+    return 0
+
+
 class GraphState:
     """Captures by stream handle, graphs and executable graphs by handles
     never reused. *keep_destroyed*: destroyed records stay, marked
@@ -217,15 +230,7 @@ class GraphState:
             e, g = self._live(self.execs, exe), self._live(self.graphs, graph)
             if e is None or g is None:
                 return CUDA_ERROR_INVALID_VALUE, 0
-            result = 0
-            if len(g.by_node) != len(e.launches):
-                result = _TOPOLOGY_CHANGED
-            else:
-                for new, old in zip(g.by_node.values(), e.launches.values()):
-                    if type(new) is not type(old):
-                        result = result or _NODE_TYPE_CHANGED
-                    elif new.kernel != old.kernel:
-                        result = result or _FUNCTION_CHANGED
+            result = _update_result(list(g.by_node.values()), list(e.launches.values()))
             if result:
                 return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, result
             for node, new in zip(list(e.launches), g.by_node.values()):

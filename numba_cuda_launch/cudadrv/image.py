@@ -124,8 +124,7 @@ def emit_get_kernel(builder, image):
     """Emit code that yields ``(status_ptr, handle)``: the image's
     ``CUkernel``, loaded on first use, and a stack slot holding 0, or the
     driver status of a failed load (then the handle is NULL)."""
-    status_ptr = cgutils.alloca_once(builder, _i32, name="kernel_status")
-    builder.store(ir.Constant(_i32, 0), status_ptr)
+    status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     module = builder.module
     tag = image.digest
     slot = driver.zeroed_global(module, "numba_cuda_launch_slot_" + tag, _i8p, 8)

@@ -8,8 +8,11 @@ README.md ("Testing without a GPU"), docs/graphs.md, docs/events.md,
 docs/architecture.md.
 """
 
+import contextlib
 import ctypes
 import dataclasses
+import itertools
+import math
 import threading
 import warnings
 from dataclasses import dataclass
@@ -29,6 +32,9 @@ from numba_cuda_launch.cudadrv.fatbin import driver_choice, fatbin_entries, is_f
 from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED as _RELAXED
 from numba_cuda_launch.cudadrv.graphstate import GraphState, RecordedExec, RecordedGraph
 from numba_cuda_launch.cudadrv.image import param_sizes
+
+__all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
+           "CodeChoice", "occupancy_model"]
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint
@@ -64,10 +70,6 @@ def _launch_config(address):
     cfg = _LaunchConfigC.from_address(address)
     attrs = (_LaunchAttributeC * cfg.count).from_address(cfg.attrs) if cfg.count else []
     return cfg, {a.id: tuple(a.value[:3]) for a in attrs}
-
-
-__all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
-           "CodeChoice", "occupancy_model"]
 
 
 @dataclass
@@ -126,6 +128,12 @@ def occupancy_model(block_size, sharedmem):
     if sharedmem:
         blocks = min(blocks, (228 * 1024) // sharedmem)
     return blocks
+
+
+def _put(out, value):
+    """Store *value* through a driver function's out-parameter: success."""
+    out[0] = value
+    return 0
 
 
 def _keep_cluster(new, old):
@@ -208,10 +216,10 @@ class RecordingDriver:
             cuLibraryUnload=self._unload,
             cuLaunchKernel=lambda *args: self._record(*args[:10], False),
             cuLaunchCooperativeKernel=lambda *args: self._record(*args, True),
-            cuCtxGetCurrent=self._get_context,
+            cuCtxGetCurrent=lambda out: _put(out, self._current()),
             cuCtxSetCurrent=self._set_context,
-            cuDeviceGet=self._device_get,
-            cuDevicePrimaryCtxRetain=self._retain,
+            cuDeviceGet=lambda out, ordinal: _put(out, ordinal),
+            cuDevicePrimaryCtxRetain=lambda out, dev: _put(out, _PRIMARY_CONTEXT + dev),
             cuKernelGetFunction=self._get_function,
             cuGetErrorName=self._error_name,
             cuPointerGetAttribute=self._pointer_attribute,
@@ -235,13 +243,13 @@ class RecordingDriver:
             cuKernelGetParamInfo=lambda *a: self._param_info("CUkernel", *a),
             cuFuncGetParamInfo=lambda *a: self._param_info("CUfunction", *a),
             cuCtxGetDevice=self._ctx_device,
-            cuDeviceGetCount=self._device_count,
+            cuDeviceGetCount=lambda out: _put(out, self.device_count),
             cuDeviceGetAttribute=self._device_attribute,
             cuKernelGetAttribute=self._kernel_attribute,
             cuKernelSetAttribute=self._set_kernel_attribute,
             cuCtxSynchronize=lambda: self._log("cuCtxSynchronize"),
-            cuStreamSynchronize=lambda s: self._sync_call("cuStreamSynchronize", s),
-            cuStreamQuery=lambda s: self._sync_call("cuStreamQuery", s),
+            cuStreamSynchronize=self._stream_synchronize,
+            cuStreamQuery=lambda s: self._log("cuStreamQuery", s or 0),
             cuEventCreate=self._event_create,
             cuEventRecord=self._event_record,
             cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
@@ -307,17 +315,15 @@ class RecordingDriver:
         ``cuCtxSetCurrent`` does (launches then run on that device)."""
         self._thread.ctx = _PRIMARY_CONTEXT + ordinal
 
-    def _device_cc(self, ordinal):
-        cc = self.compute_capability
-        return cc.get(ordinal) if isinstance(cc, dict) else cc
-
     def _runs(self, kernel, entries, record=True):
         """0 when the current device can run fatbin *entries* of *kernel*
         (recording the choice if *record*), else ``CUDA_ERROR_NO_BINARY_FOR_GPU``
         (recorded)."""
-        ctx = self._current() or _PRIMARY_CONTEXT
-        ordinal = ctx - _PRIMARY_CONTEXT if 0 <= ctx - _PRIMARY_CONTEXT < 0x40 else 0
-        cc = self._device_cc(ordinal)
+        # any primary context's device: compute_capability may name more than device_count
+        ordinal = self._device(limit=0x40)
+        cc = self.compute_capability
+        if isinstance(cc, dict):
+            cc = cc.get(ordinal)
         if cc is None or entries is None:
             return 0
         chosen = driver_choice(entries, cc)
@@ -327,10 +333,6 @@ class RecordingDriver:
             self.choices.append(CodeChoice(ordinal, tuple(cc), kernel, chosen and chosen.kind,
                                            chosen and chosen.cc))
         return 0 if chosen is not None else _NO_BINARY
-
-    def _get_context(self, out):
-        out[0] = self._current()
-        return 0
 
     def _set_context(self, ctx):
         self._thread.ctx = ctx
@@ -345,8 +347,7 @@ class RecordingDriver:
         if buf is None:
             buf = self._error_names[status] = ctypes.create_string_buffer(
                 error_name(status).encode())
-        out[0] = ctypes.addressof(buf)
-        return 0
+        return _put(out, ctypes.addressof(buf))
 
     def _get_function(self, out, kernel):
         if kernel not in self._names or self._loaded.get(kernel, ("CUkernel",))[0] != "CUkernel":
@@ -356,16 +357,7 @@ class RecordingDriver:
             return status
         with self._lock:
             self.functions.append((self._current(), self._names[kernel]))
-        out[0] = kernel
-        return 0
-
-    def _device_get(self, out, ordinal):
-        out[0] = ordinal
-        return 0
-
-    def _retain(self, out, dev):
-        out[0] = _PRIMARY_CONTEXT + dev
-        return 0
+        return _put(out, kernel)
 
     def _load(self, out, image, *rest):
         if self.load_status:
@@ -378,14 +370,12 @@ class RecordingDriver:
                     c.invalidated = True
             if mine:
                 return _CAPTURE_UNSUPPORTED
-        entries = None  # kept for the process, as kernel names are
+        entries = None  # any device runs it: not a fatbin, or its entries are compressed
         head = ctypes.string_at(image, 16) if image else b""
         if is_fatbin(head):
-            try:
+            with contextlib.suppress(ValueError):
                 entries = fatbin_entries(ctypes.string_at(
                     image, 16 + int.from_bytes(head[8:16], "little")))
-            except ValueError:  # compressed entries: any device runs it
-                entries = None
         with self._lock:
             self.loads.append(image)
             out[0] = 0x1000 + len(self.loads)
@@ -421,52 +411,47 @@ class RecordingDriver:
 
     # -- kernel and device attributes (dynamic shared memory above 48 KiB) ------------
 
-    def _device(self):
-        """The device of the current context: a primary context's, else 0."""
+    def _device(self, limit=None):
+        """The device of the current context: a primary context's (below
+        *limit*, by default :attr:`device_count`), else 0."""
         dev = (self._current() or 0) - _PRIMARY_CONTEXT
-        return dev if 0 <= dev < self.device_count else 0
+        return dev if 0 <= dev < (limit or self.device_count) else 0
 
     def _ctx_device(self, out):
         if not self._current():
             return _INVALID_CONTEXT
-        out[0] = self._device()
-        return 0
+        return _put(out, self._device())
 
-    def _device_count(self, out):
-        out[0] = self.device_count
-        return 0
-
-    def _device_attribute(self, out, attr, dev):
-        values = {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
-                  _ATTR_SHARED_PER_BLOCK_OPTIN: self.shared_per_block_optin,
-                  _ATTR_MULTIPROCESSORS: self.multiprocessors}
+    def _attribute(self, out, values, attr, dev):
+        """Answer attribute *attr* of *values* on device *dev*."""
         if attr not in values or not 0 <= dev < self.device_count:
             return _INVALID_VALUE
-        out[0] = values[attr]
-        return 0
+        return _put(out, values[attr])
+
+    def _device_attribute(self, out, attr, dev):
+        return self._attribute(out, {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
+                                     _ATTR_SHARED_PER_BLOCK_OPTIN: self.shared_per_block_optin,
+                                     _ATTR_MULTIPROCESSORS: self.multiprocessors}, attr, dev)
+
+    def _static(self, kernel):
+        return self.static_shared.get(self._names[kernel], 0)
 
     def _shared_limit(self, kernel, dev):
-        static = self.static_shared.get(self._names[kernel], 0)
-        return self._shared_limits.get((kernel, dev), self.shared_per_block - static)
+        return self._shared_limits.get((kernel, dev), self.shared_per_block - self._static(kernel))
 
     def _kernel_attribute(self, out, attr, kernel, dev):
-        if kernel not in self._names or not 0 <= dev < self.device_count:
-            return _INVALID_HANDLE if kernel not in self._names else _INVALID_VALUE
-        if attr == _FUNC_SHARED_SIZE:
-            out[0] = self.static_shared.get(self._names[kernel], 0)
-        elif attr == _FUNC_MAX_DYNAMIC_SHARED:
-            out[0] = self._shared_limit(kernel, dev)
-        else:
-            return _INVALID_VALUE
-        return 0
+        if kernel not in self._names:
+            return _INVALID_HANDLE
+        return self._attribute(out, {_FUNC_SHARED_SIZE: self._static(kernel),
+                                     _FUNC_MAX_DYNAMIC_SHARED: self._shared_limit(kernel, dev)},
+                               attr, dev)
 
     def _set_kernel_attribute(self, attr, value, kernel, dev):
         if kernel not in self._names:
             return _INVALID_HANDLE
         value &= 0xFFFFFFFF
-        static = self.static_shared.get(self._names[kernel], 0)
         if attr != _FUNC_MAX_DYNAMIC_SHARED or not 0 <= dev < self.device_count \
-                or value + static > self.shared_per_block_optin:
+                or value + self._static(kernel) > self.shared_per_block_optin:
             return _INVALID_VALUE
         with self._lock:
             self.kernel_attributes.append((self._names[kernel], attr, value, dev))
@@ -547,8 +532,7 @@ class RecordingDriver:
     def _node_type(self, node, out):
         if self._graph_state.node_launch(node) is None:
             return _INVALID_VALUE
-        out[0] = 0  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
-        return 0
+        return _put(out, 0)  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
 
     def _node_attribute(self, node, attr, out):
         # cuGraphKernelNodeGetAttribute: what the node was recorded with (a
@@ -617,7 +601,7 @@ class RecordingDriver:
     def _query(self, kind, func, block, smem, cluster, result):
         with self._lock:
             self.occupancy_queries.append(OccupancyQuery(
-                kind, self._names.get(func), block, smem, cluster, result))
+                kind, self._names[func], block, smem, cluster, result))
 
     def _max_active_blocks(self, out, func, block, smem):
         if func not in self._names:
@@ -644,15 +628,14 @@ class RecordingDriver:
         cluster = attrs.get(_ATTR_CLUSTER)
         if cluster is None:
             return _INVALID_CLUSTER_SIZE  # no cluster given and none compiled in
-        size = cluster[0] * cluster[1] * cluster[2]
-        block = cfg.block[0] * cfg.block[1] * cfg.block[2]
-        out[0] = self.occupancy(block, cfg.sharedmem) * self.multiprocessors // size
+        block = math.prod(cfg.block)
+        out[0] = self.occupancy(block, cfg.sharedmem) * self.multiprocessors // math.prod(cluster)
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 
     # -- synchronisation and events (docs/events.md) ----------------------------------
 
-    _event_counter = [0]  # fake event handles are process-wide
+    _event_handles = itertools.count(0xE000001)  # fake event handles are process-wide
     _event_owners = {}  # fake event handle -> the RecordingDriver that made it
 
     @property
@@ -671,9 +654,9 @@ class RecordingDriver:
             return _INVALID_CONTEXT
         return status
 
-    def _sync_call(self, name, stream):
-        status = self._log(name, stream or 0)
-        if name == "cuStreamSynchronize" and not status and self._unsafe_during_capture():
+    def _stream_synchronize(self, stream):
+        status = self._log("cuStreamSynchronize", stream or 0)
+        if not status and self._unsafe_during_capture():
             return _CAPTURE_UNSUPPORTED
         return status
 
@@ -682,14 +665,12 @@ class RecordingDriver:
         if status:
             return status
         with self._lock:
-            RecordingDriver._event_counter[0] += 1
-            handle = 0xE000000 + RecordingDriver._event_counter[0]
+            handle = next(RecordingDriver._event_handles)
             self._events[handle] = [flags, None]
             RecordingDriver._event_owners[handle] = self
             self.events_created += 1
             self.calls[-1] = ("cuEventCreate", handle, flags)
-        out[0] = handle
-        return 0
+        return _put(out, handle)
 
     def _event_call(self, name, event, *more):
         status = self._log(name, event, *more)
@@ -711,8 +692,7 @@ class RecordingDriver:
             state = self._events.get(event)
             if state is None or state[1] is None or state[0] & _CU_EVENT_DISABLE_TIMING:
                 return _INVALID_HANDLE
-        out[0] = self.elapsed_ms
-        return 0
+        return _put(out, self.elapsed_ms)
 
     def _event_destroy(self, event):
         status = self._log("cuEventDestroy", event)
