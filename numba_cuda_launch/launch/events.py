@@ -46,7 +46,6 @@ __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-_INVALID_HANDLE = ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE)
 # Set in an event's payload flags (beside the CU_EVENT_* creation flags) once
 # it was recorded: what elapsed_time's error says of an event never recorded.
 _RECORDED = 0x40000000
@@ -87,7 +86,7 @@ def _host_ms():
 
 def _invalid_unless(builder, ok, emit=None):
     """CUDA_ERROR_INVALID_HANDLE unless *ok* (an ``i1``); else *emit()*, then 0."""
-    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE))
     with builder.if_then(ok, likely=True):
         if emit is not None:
             emit()

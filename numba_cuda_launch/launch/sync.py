@@ -156,8 +156,8 @@ def stream_query_status(stream=0):
 @functools.lru_cache(maxsize=None)
 def status_check(operation, query=False):
     """An ``@njit`` ``check(status)`` raising ``CudaError(status,
-    operation)`` unless *status* is 0; with *query*, one answering True for
-    0 and False for ``CUDA_ERROR_NOT_READY``."""
+    operation)`` unless *status* is 0; with *query*, one letting
+    ``CUDA_ERROR_NOT_READY`` through too and answering True for 0, False for it."""
     raise_error = raiser(CudaError, (operation,))
     if query:
         def check(status):
