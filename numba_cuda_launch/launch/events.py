@@ -319,7 +319,7 @@ def _record_status(ev, stream=0):
 def _check_end(where, end):
     if end != event_type:
         raise NopythonUsageError("%s: the end event must be a CUDA event made by "
-                          "numba_cuda_launch.event(), got %s" % (where, end))
+                                 "numba_cuda_launch.event(), got %s" % (where, end))
 
 
 _fail_elapsed = raiser(CudaError, ("cuEventElapsedTime",), tuple(
