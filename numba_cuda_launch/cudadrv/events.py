@@ -28,6 +28,7 @@ __all__ = [
     "emit_event_elapsed_time",
     "emit_event_destroy",
     "event_destructor",
+    "init_payload",
     "payload_field",
 ]
 
@@ -78,16 +79,21 @@ def emit_stream_query(builder, stream):
     return emit_in_context(builder, lambda: driver.call(builder, "cuStreamQuery", [stream]))
 
 
-def emit_event_create(builder, payload, flags):
-    """Create an event with *flags* (``i32``) into the payload at *payload*,
-    which it fills in whole; on failure the event is NULL."""
-    event = payload_field(builder, payload, "event")
-    builder.store(ir.Constant(_i8p, None), event)
-    builder.store(ir.Constant(_i8p, None), payload_field(builder, payload, "context"))
-    builder.store(ir.Constant(_i8p, None), payload_field(builder, payload, "destroy"))
+def init_payload(builder, payload, flags):
+    """Fill in the payload at *payload* for an event with *flags* (``i32``)
+    not made yet: no CUevent, context nor destroy function, not recorded."""
+    for name in ("event", "context", "destroy"):
+        builder.store(ir.Constant(_i8p, None), payload_field(builder, payload, name))
     builder.store(ir.Constant(ir.DoubleType(), float("nan")),
                   payload_field(builder, payload, "host_ms"))
     builder.store(flags, payload_field(builder, payload, "flags"))
+
+
+def emit_event_create(builder, payload, flags):
+    """Create an event with *flags* (``i32``) into the payload at *payload*,
+    which it fills in whole; on failure the event is NULL."""
+    init_payload(builder, payload, flags)
+    event = payload_field(builder, payload, "event")
     status = emit_in_context(builder, lambda: driver.call(builder, "cuEventCreate", [event, flags]))
     with builder.if_then(builder.icmp_signed("==", status, _i32c(0)), likely=True):
         builder.store(driver.function_pointer(builder, "cuEventDestroy_v2"),

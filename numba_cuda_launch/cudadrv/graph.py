@@ -130,13 +130,13 @@ def emit_last_node(builder, stream):
         active = builder.icmp_signed("==", builder.load(state),
                                      ir.Constant(_i32, _CAPTURE_STATUS_ACTIVE))
         one = builder.icmp_signed("==", builder.load(count), ir.Constant(_i64, 1))
-        why = builder.select(one, ir.Constant(_i32, NODE_OK), ir.Constant(_i32, NODE_NOT_ONE))
-        builder.store(builder.select(active, why, ir.Constant(_i32, NODE_NOT_CAPTURING)), reason)
         with builder.if_else(builder.and_(active, one)) as (single, refused):
             with single:
                 builder.store(builder.load(builder.load(deps)), node)
             with refused:
                 builder.store(invalid, status)
+                builder.store(builder.select(active, ir.Constant(_i32, NODE_NOT_ONE),
+                                             ir.Constant(_i32, NODE_NOT_CAPTURING)), reason)
     with builder.if_then(_ok(builder, status)):
         kind = cgutils.alloca_once_value(builder, ir.Constant(_i32, -1))
         builder.store(driver.call(builder, "cuGraphNodeGetType", [builder.load(node), kind]),
@@ -151,11 +151,12 @@ def emit_last_node(builder, stream):
         failed, _NULL, builder.load(node))
 
 
-def emit_instantiate(builder, graph, flags=0):
-    """``cuGraphInstantiateWithFlags``; returns ``(status, CUgraphExec)``."""
+def emit_instantiate(builder, graph):
+    """``cuGraphInstantiateWithFlags`` (no flags); returns ``(status,
+    CUgraphExec)``."""
     exe = cgutils.alloca_once_value(builder, _NULL)
     status = emit_with_context(builder, lambda: driver.call(
-        builder, "cuGraphInstantiateWithFlags", [exe, graph, ir.Constant(_i64, flags)]))
+        builder, "cuGraphInstantiateWithFlags", [exe, graph, ir.Constant(_i64, 0)]))
     return status, builder.load(exe)
 
 

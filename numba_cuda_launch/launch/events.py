@@ -46,7 +46,6 @@ __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-_INVALID_HANDLE = ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE)
 # Set in an event's payload flags (beside the CU_EVENT_* creation flags) once
 # it was recorded: what elapsed_time's error says of an event never recorded.
 _RECORDED = 0x40000000
@@ -87,7 +86,7 @@ def _host_ms():
 
 def _invalid_unless(builder, ok, emit=None):
     """CUDA_ERROR_INVALID_HANDLE unless *ok* (an ``i1``); else *emit()*, then 0."""
-    status = cgutils.alloca_once_value(builder, _INVALID_HANDLE)
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE))
     with builder.if_then(ok, likely=True):
         if emit is not None:
             emit()
@@ -105,12 +104,9 @@ def _sim_status(builder, payload, emit=None):
 def _create_simulated(builder, payload, flags):
     """A simulated event: no CUevent, a non-NULL marker in its place (NULL
     once destroyed), no destroy function, not recorded (NaN)."""
-    field = functools.partial(_events.payload_field, builder, payload)
-    builder.store(builder.inttoptr(ir.Constant(ir.IntType(64), 1), _i8p), field("event"))
-    builder.store(ir.Constant(_i8p, None), field("context"))
-    builder.store(ir.Constant(_i8p, None), field("destroy"))
-    builder.store(ir.Constant(ir.DoubleType(), float("nan")), field("host_ms"))
-    builder.store(flags, field("flags"))
+    _events.init_payload(builder, payload, flags)
+    builder.store(builder.inttoptr(ir.Constant(ir.IntType(64), 1), _i8p),
+                  _events.payload_field(builder, payload, "event"))
     return ir.Constant(_i32, 0)
 
 
@@ -127,18 +123,11 @@ def _event_problems(builder, payload):
 def _elapsed_time_simulated(builder, ms, start, end):
     """The host time between two simulated events; as the driver,
     CUDA_ERROR_INVALID_HANDLE unless both exist, time and were recorded."""
-    usable = builder.not_(_any(builder, _event_problems(builder, start)
-                               + _event_problems(builder, end)))
+    usable = builder.not_(functools.reduce(
+        builder.or_, _event_problems(builder, start) + _event_problems(builder, end)))
     times = [builder.load(_events.payload_field(builder, p, "host_ms")) for p in (start, end)]
     return _invalid_unless(builder, usable, lambda: builder.store(
         builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms))
-
-
-def _any(builder, bits):
-    out = cgutils.false_bit
-    for bit in bits:
-        out = builder.or_(out, bit)
-    return out
 
 
 @intrinsic
@@ -166,34 +155,29 @@ def _event_new(typingctx, flags):
     return types.Tuple((types.int32, event_type))(flags), codegen
 
 
-def _mark_recorded(builder, payload, status):
-    """After a record: set the payload's recorded bit when *status* is 0."""
-    flags = _events.payload_field(builder, payload, "flags")
-    with builder.if_then(builder.icmp_signed("==", status, status.type(0)), likely=True):
-        builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _RECORDED)), flags)
-    return status
-
-
 @intrinsic
 def _event_record(typingctx, ev, stream):
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         payload = _payload(context, builder, sig.args[0], args[0])
         if _compat.simulator_enabled():
-            def stamp():
-                now = call_jitted(context, builder, _host_ms, (), [])
-                builder.store(now, _events.payload_field(builder, payload, "host_ms"))
-            return _mark_recorded(builder, payload, _sim_status(builder, payload, stamp))
-        handle = emit_stream(context, builder, sig.args[1], args[1])
-        return _mark_recorded(builder, payload,
-                              _events.emit_event_record(builder, payload, handle))
+            status = _sim_status(builder, payload, lambda: builder.store(
+                call_jitted(context, builder, _host_ms, (), []),
+                _events.payload_field(builder, payload, "host_ms")))
+        else:
+            status = _events.emit_event_record(
+                builder, payload, emit_stream(context, builder, sig.args[1], args[1]))
+        flags = _events.payload_field(builder, payload, "flags")
+        with builder.if_then(builder.icmp_signed("==", status, status.type(0)), likely=True):
+            builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _RECORDED)), flags)
+        return status
     return types.int32(ev, stream), codegen
 
 
-_event_synchronize = status_intrinsic(_events.emit_event_synchronize, _payload, _sim_status)
-_event_query = status_intrinsic(_events.emit_event_query, _payload, _sim_status)
-_event_destroy = status_intrinsic(_events.emit_event_destroy, _payload,
-                                  _events.emit_event_destroy)
+_event_synchronize = status_intrinsic(_events.emit_event_synchronize, _sim_status, _payload)
+_event_query = status_intrinsic(_events.emit_event_query, _sim_status, _payload)
+_event_destroy = status_intrinsic(_events.emit_event_destroy, _events.emit_event_destroy,
+                                  _payload)
 
 
 @intrinsic
@@ -265,17 +249,12 @@ def event_status(timing=True, blocking=False):
     return jitted_call(event_status)(timing, blocking)
 
 
-def _check_flag(where, name, ty):
-    if not isinstance(ty, types.Type):  # left out: the default value itself
-        return
-    if isinstance(ty, types.Omitted) or isinstance(types.unliteral(ty), types.Boolean):
-        return
-    raise NopythonUsageError("%s: %s must be a bool, got %s" % (where, name, ty))
-
-
 def _check_flags(where, timing, blocking):
-    _check_flag(where, "timing", timing)
-    _check_flag(where, "blocking", blocking)
+    for name, ty in (("timing", timing), ("blocking", blocking)):
+        if not isinstance(ty, types.Type) or isinstance(ty, types.Omitted):
+            continue  # left out: the default value itself, or Omitted
+        if not isinstance(types.unliteral(ty), types.Boolean):
+            raise NopythonUsageError("%s: %s must be a bool, got %s" % (where, name, ty))
 
 
 @njit
@@ -312,12 +291,7 @@ def _raising(name, operation, intrinsic_fn, query=False):
     @overload_method(EventType, name, target="cpu")
     def method(ev):
         check = status_check(operation, query)
-        if query:
-            return lambda ev: check(intrinsic_fn(ev))
-
-        def impl(ev):
-            check(intrinsic_fn(ev))
-        return impl
+        return lambda ev: check(intrinsic_fn(ev))
 
     @overload_method(EventType, name + "_status", target="cpu")
     def method_status(ev):
@@ -333,10 +307,7 @@ _raising("query", "cuEventQuery", _event_query, query=True)
 def _record(ev, stream=0):
     check_stream("CUDAEvent.record()", stream)
     check = status_check("cuEventRecord")
-
-    def impl(ev, stream=0):
-        check(_event_record(ev, stream))
-    return impl
+    return lambda ev, stream=0: check(_event_record(ev, stream))
 
 
 @overload_method(EventType, "record_status", target="cpu")
@@ -348,7 +319,7 @@ def _record_status(ev, stream=0):
 def _check_end(where, end):
     if end != event_type:
         raise NopythonUsageError("%s: the end event must be a CUDA event made by "
-                          "numba_cuda_launch.event(), got %s" % (where, end))
+                                 "numba_cuda_launch.event(), got %s" % (where, end))
 
 
 _fail_elapsed = raiser(CudaError, ("cuEventElapsedTime",), tuple(

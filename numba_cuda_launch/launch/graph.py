@@ -136,14 +136,10 @@ class KernelNodeType(types.Type):
 graph_type, graph_exec_type, kernel_node_type = GraphType(), GraphExecType(), KernelNodeType()
 _PY_CLASSES = {graph_type: Graph, graph_exec_type: GraphExec, kernel_node_type: KernelNode}
 
-for _ty, _cls in _PY_CLASSES.items():
-    @register_model(type(_ty))
-    class _HandleModel(models.StructModel):
-        def __init__(self, dmm, fe_type):
-            super().__init__(dmm, fe_type, [("handle", types.voidptr)])
 
-    make_attribute_wrapper(type(_ty), "handle", "handle")
-    typeof_impl.register(_cls)(lambda val, c, _t=_ty: _t)
+class _HandleModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("handle", types.voidptr)])
 
 
 def _make(context, builder, ty, handle):
@@ -156,26 +152,32 @@ def _handle(context, builder, ty, value):
     return cgutils.create_struct_proxy(ty)(context, builder, value=value).handle
 
 
-for _ty in _PY_CLASSES:
-    @box(type(_ty))
-    def _box_handle(typ, val, c):
-        cls = c.pyapi.unserialize(c.pyapi.serialize_object(_PY_CLASSES[typ]))
-        handle = _handle(c.context, c.builder, typ, val)
-        as_int = c.pyapi.long_from_ulonglong(c.builder.ptrtoint(handle, ir.IntType(64)))
-        obj = c.pyapi.call_function_objargs(cls, [as_int])
-        c.pyapi.decref(as_int)
-        c.pyapi.decref(cls)
-        return obj
+def _box_handle(typ, val, c):
+    cls = c.pyapi.unserialize(c.pyapi.serialize_object(_PY_CLASSES[typ]))
+    handle = _handle(c.context, c.builder, typ, val)
+    as_int = c.pyapi.long_from_ulonglong(c.builder.ptrtoint(handle, ir.IntType(64)))
+    obj = c.pyapi.call_function_objargs(cls, [as_int])
+    c.pyapi.decref(as_int)
+    c.pyapi.decref(cls)
+    return obj
 
-    @unbox(type(_ty))
-    def _unbox_handle(typ, obj, c):
-        attr = c.pyapi.object_getattr_string(obj, "handle")
-        out = cgutils.alloca_once_value(c.builder, ir.Constant(_i8p, None))
-        with c.builder.if_then(cgutils.is_not_null(c.builder, attr), likely=True):
-            c.builder.store(c.pyapi.long_as_voidptr(attr), out)
-            c.pyapi.decref(attr)
-        value = _make(c.context, c.builder, typ, c.builder.load(out))
-        return NativeValue(value, is_error=c.pyapi.c_api_error())
+
+def _unbox_handle(typ, obj, c):
+    attr = c.pyapi.object_getattr_string(obj, "handle")
+    out = cgutils.alloca_once_value(c.builder, ir.Constant(_i8p, None))
+    with c.builder.if_then(cgutils.is_not_null(c.builder, attr), likely=True):
+        c.builder.store(c.pyapi.long_as_voidptr(attr), out)
+        c.pyapi.decref(attr)
+    value = _make(c.context, c.builder, typ, c.builder.load(out))
+    return NativeValue(value, is_error=c.pyapi.c_api_error())
+
+
+for _ty, _cls in _PY_CLASSES.items():
+    register_model(type(_ty))(_HandleModel)
+    make_attribute_wrapper(type(_ty), "handle", "handle")
+    typeof_impl.register(_cls)(lambda val, c, _t=_ty: _t)
+    box(type(_ty))(_box_handle)
+    unbox(type(_ty))(_unbox_handle)
 
 
 # -- driver calls (status forms) ---------------------------------------------------
@@ -193,12 +195,10 @@ def _runtime(context):
     return _simgraph.Emitters(context) if _compat.simulator_enabled() else _rt
 
 
-def _check(what, value, ty):
-    if not isinstance(value, ty):
-        raise NopythonUsageError("graphs.%s: expected a %s, got %s" % (
-            what, {GraphType: "Graph (from graphs.end_capture)",
-                   GraphExecType: "GraphExec (from graph.instantiate())",
-                   KernelNodeType: "KernelNode (from graphs.last_launch)"}[ty], value))
+def _check_graph(what, value):
+    if not isinstance(value, GraphType):
+        raise NopythonUsageError("graphs.%s: expected a Graph (from graphs.end_capture), got %s"
+                                 % (what, value))
 
 
 @intrinsic
@@ -237,7 +237,7 @@ def _begin_capture(typingctx, stream, mode):
     def codegen(context, builder, sig, args):
         guards = Guards(builder, _BEGIN_MESSAGES)
         handle = builder.ptrtoint(args[0], ir.IntType(64))
-        for value, message in ((1, _BEGIN_MESSAGES[0]), (2, _BEGIN_MESSAGES[1])):
+        for value, message in enumerate(_BEGIN_MESSAGES[:2], 1):  # handles 1 and 2
             guards.check(lambda v=value: builder.icmp_unsigned("==", handle, handle.type(v)),
                          message)
         wide = context.cast(builder, args[1], sig.args[1], types.int64)
@@ -254,78 +254,39 @@ def _begin_capture(typingctx, stream, mode):
     return ret(types.voidptr, mode), codegen
 
 
-@intrinsic
-def _end_capture(typingctx, stream):
-    ret = types.Tuple((types.int32, graph_type))
+def _driver_call(emit_name, *results):
+    """An intrinsic ``f(*args)`` returning the *results* (types; a tuple of
+    them when more than one) of emitter *emit_name* of :func:`_runtime`. A
+    Graph, GraphExec or KernelNode goes in and comes out as its handle."""
+    ret = types.Tuple(results) if len(results) > 1 else results[0]
 
-    def codegen(context, builder, sig, args):
-        status, graph = _runtime(context).emit_end_capture(builder, args[0])
-        return context.make_tuple(builder, ret, [status, _make(context, builder, graph_type,
-                                                               graph)])
-    return ret(types.voidptr), codegen
-
-
-@intrinsic
-def _abort_capture(typingctx, stream):
-    def codegen(context, builder, sig, args):
-        return _runtime(context).emit_abort_capture(builder, args[0])
-    return types.int32(types.voidptr), codegen
-
-
-@intrinsic
-def _last_node(typingctx, stream):
-    ret = types.Tuple((types.int32, types.int32, kernel_node_type))
-
-    def codegen(context, builder, sig, args):
-        status, reason, node = _runtime(context).emit_last_node(builder, args[0])
-        return context.make_tuple(builder, ret, [
-            status, reason, _make(context, builder, kernel_node_type, node)])
-    return ret(types.voidptr), codegen
+    @intrinsic
+    def call(typingctx, *argtys):
+        def codegen(context, builder, sig, args):
+            values = [_handle(context, builder, ty, v) if ty in _PY_CLASSES else v
+                      for ty, v in zip(argtys, cgutils.unpack_tuple(builder, args[0]))]
+            out = getattr(_runtime(context), emit_name)(builder, *values)
+            if len(results) == 1:
+                return out
+            return context.make_tuple(builder, ret, [
+                _make(context, builder, ty, v) if ty in _PY_CLASSES else v
+                for ty, v in zip(results, out)])
+        return ret(types.StarArgTuple.from_types(argtys)), codegen
+    return call
 
 
-@intrinsic
-def _instantiate(typingctx, graph):
-    _check("Graph.instantiate", graph, GraphType)
-    ret = types.Tuple((types.int32, graph_exec_type))
-
-    def codegen(context, builder, sig, args):
-        status, exe = _runtime(context).emit_instantiate(
-            builder, _handle(context, builder, graph_type, args[0]))
-        return context.make_tuple(builder, ret, [
-            status, _make(context, builder, graph_exec_type, exe)])
-    return ret(graph), codegen
-
-
-@intrinsic
-def _graph_launch(typingctx, exe, stream):
-    def codegen(context, builder, sig, args):
-        return _runtime(context).emit_graph_launch(
-            builder, _handle(context, builder, graph_exec_type, args[0]), args[1])
-    return types.int32(exe, types.voidptr), codegen
-
-
-@intrinsic
-def _exec_update(typingctx, exe, graph):
-    _check("GraphExec.update", graph, GraphType)
-    ret = types.UniTuple(types.int32, 2)
-
-    def codegen(context, builder, sig, args):
-        status, result = _runtime(context).emit_exec_update(
-            builder, _handle(context, builder, graph_exec_type, args[0]),
-            _handle(context, builder, graph_type, args[1]))
-        return context.make_tuple(builder, ret, [status, result])
-    return ret(exe, graph), codegen
+# A stream is passed as its CUstream (_stream_ptr).
+_end_capture = _driver_call("emit_end_capture", types.int32, graph_type)
+_abort_capture = _driver_call("emit_abort_capture", types.int32)
+_last_node = _driver_call("emit_last_node", types.int32, types.int32, kernel_node_type)
+_instantiate = _driver_call("emit_instantiate", types.int32, graph_exec_type)
+_graph_launch = _driver_call("emit_graph_launch", types.int32)
+_exec_update = _driver_call("emit_exec_update", types.int32, types.int32)
 
 
 def _destroy_method(ty, emit_name):
     """``destroy()`` of nopython type *ty*: the ``CUresult`` of *emit_name*."""
-    @intrinsic
-    def destroy(typingctx, value):
-        def codegen(context, builder, sig, args):
-            return getattr(_runtime(context), emit_name)(
-                builder, _handle(context, builder, ty, args[0]))
-        return types.int32(value), codegen
-
+    destroy = _driver_call(emit_name, types.int32)
     overload_method(type(ty), "destroy", target="cpu")(lambda value: lambda value: destroy(value))
 
 
@@ -477,13 +438,13 @@ def _ol_launch(exe, stream):
 
 @overload_method(GraphExecType, "update_status", target="cpu")
 def _ol_update_status(exe, graph):
-    _check("GraphExec.update_status", graph, GraphType)
+    _check_graph("GraphExec.update_status", graph)
     return lambda exe, graph: _exec_update(exe, graph)[0]
 
 
 @overload_method(GraphExecType, "update", target="cpu")
 def _ol_update(exe, graph):
-    _check("GraphExec.update", graph, GraphType)
+    _check_graph("GraphExec.update", graph)
 
     def impl(exe, graph):
         status, result = _exec_update(exe, graph)

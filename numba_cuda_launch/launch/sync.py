@@ -9,7 +9,7 @@ import functools
 import numpy as np
 from llvmlite import ir
 from numba import njit
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic, overload, overload_method
 
 from numba_cuda_launch.compat import numba_cuda as _compat
@@ -89,36 +89,29 @@ def emit_stream(context, builder, ty, val):
 
 # -- what compiled code calls ------------------------------------------------
 
-@intrinsic
-def _context_synchronize(typingctx):
-    def codegen(context, builder, sig, args):
-        record_driver_calls(context)
-        if _compat.simulator_enabled():
-            return ir.Constant(_i32, 0)
-        return _events.emit_context_synchronize(builder)
-    return types.int32(), codegen
-
-
-def status_intrinsic(emit, value, emit_simulated):
-    """An intrinsic ``f(x) -> CUresult``: ``emit(builder, value(context,
-    builder, type, x))``, or ``emit_simulated`` under the simulator."""
+def status_intrinsic(emit, emit_simulated, *values):
+    """An intrinsic ``f(*x) -> CUresult``: ``emit(builder, *v)``, or
+    ``emit_simulated`` under the simulator, each ``v`` read from its ``x`` by
+    its *values* function ``(context, builder, type, x)``."""
     @intrinsic
-    def call(typingctx, x):
+    def call(typingctx, *xs):
         def codegen(context, builder, sig, args):
             record_driver_calls(context)
-            v = value(context, builder, sig.args[0], args[0])
-            return (emit_simulated if _compat.simulator_enabled() else emit)(builder, v)
-        return types.int32(x), codegen
+            vs = [value(context, builder, ty, x) for value, ty, x
+                  in zip(values, xs, cgutils.unpack_tuple(builder, args[0]))]
+            return (emit_simulated if _compat.simulator_enabled() else emit)(builder, *vs)
+        return types.int32(types.StarArgTuple.from_types(xs)), codegen
     return call
 
 
-def _simulated_idle(builder, stream):
+def _simulated_idle(builder, *args):
     return ir.Constant(_i32, 0)  # simulated launches have completed when they return
 
 
-_stream_synchronize = status_intrinsic(_events.emit_stream_synchronize, emit_stream,
-                                       _simulated_idle)
-_stream_query = status_intrinsic(_events.emit_stream_query, emit_stream, _simulated_idle)
+_context_synchronize = status_intrinsic(_events.emit_context_synchronize, _simulated_idle)
+_stream_synchronize = status_intrinsic(_events.emit_stream_synchronize, _simulated_idle,
+                                       emit_stream)
+_stream_query = status_intrinsic(_events.emit_stream_query, _simulated_idle, emit_stream)
 
 
 # -- the public functions ----------------------------------------------------
@@ -163,24 +156,25 @@ def stream_query_status(stream=0):
 @functools.lru_cache(maxsize=None)
 def status_check(operation, query=False):
     """An ``@njit`` ``check(status)`` raising ``CudaError(status,
-    operation)`` unless *status* is 0; with *query*, one answering True for
-    0 and False for ``CUDA_ERROR_NOT_READY``."""
+    operation)`` unless *status* is 0; with *query*, one letting
+    ``CUDA_ERROR_NOT_READY`` through too and answering True for 0, False for it."""
     raise_error = raiser(CudaError, (operation,))
-
-    def check(status):
-        if status != 0 and not (query and status == CUDA_ERROR_NOT_READY):
-            raise_error(status, 0)
-        return status == 0
+    if query:
+        def check(status):
+            if status != 0 and status != CUDA_ERROR_NOT_READY:
+                raise_error(status, 0)
+            return status == 0
+    else:
+        def check(status):
+            if status != 0:
+                raise_error(status, 0)
     return njit(check)
 
 
 @overload(synchronize, target="cpu")
 def _ov_synchronize():
     check = status_check("cuCtxSynchronize")
-
-    def impl():
-        check(_context_synchronize())
-    return impl
+    return lambda: check(_context_synchronize())
 
 
 @overload(synchronize_status, target="cpu")
@@ -196,12 +190,7 @@ def _overload_stream_forms(plain, status_form, intrinsic_fn, operation, query=Fa
     @overload(plain, target="cpu")
     def _plain(stream=0):
         check_stream("numba_cuda_launch.%s()" % plain.__name__, stream)
-        if query:
-            return lambda stream=0: check(intrinsic_fn(stream))
-
-        def impl(stream=0):
-            check(intrinsic_fn(stream))
-        return impl
+        return lambda stream=0: check(intrinsic_fn(stream))
 
     @overload(status_form, target="cpu")
     def _status(stream=0):
