@@ -43,10 +43,9 @@ def compiler_for(dispatcher):
 
 @dataclass(frozen=True)
 class KernelSelection:
-    """The kernel overload a launch calls, the adapter of its compiler, the
-    types it takes and the names of its parameters."""
+    """The kernel overload a launch calls, the types it takes and the names
+    of its parameters."""
 
-    compiler: object
     kernel: object
     argtypes: tuple
     param_names: tuple = ()
@@ -287,7 +286,7 @@ def _select(dispatcher, args):
     if reasons:
         raise KernelTypingError("kernel %r cannot be launched from compiled code: %s"
                                 % (name, "; ".join(reasons)))
-    return KernelSelection(compiler, kernel, argtypes, names, defaults)
+    return KernelSelection(kernel, argtypes, names, defaults)
 
 
 # {kernel object: {(argument types, target architecture): selection}}
