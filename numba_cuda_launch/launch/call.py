@@ -23,7 +23,7 @@ from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
 from numba_cuda_launch.cudadrv.pointers import emit_checked_mode
 from numba_cuda_launch.launch.selection import launch_signature, select_kernel
 
-__all__ = ["emit_launch", "emit_preload", "launch_error_raiser", "start_launch"]
+__all__ = ["emit_launch", "launch_error_raiser", "start_launch"]
 
 
 def _to_formal(context, builder, val, actual, formal):
@@ -58,41 +58,16 @@ def start_launch(context, builder, cfg_ty, cfg_val, argtypes):
     return selection, backend, cfg, guards
 
 
-def emit_preload(context, builder, cfg_ty, argtypes):
-    """Emit loading the selected overload's image into the current context;
-    returns the ``CUresult``."""
-    selection, backend = _selected(context, cfg_ty, argtypes)
-    return backend.emit_preload(context, builder, selection.kernel)
-
-
-def _integer_bounds(ty):
-    if ty.signed:
-        return -(1 << (ty.bitwidth - 1)), (1 << (ty.bitwidth - 1)) - 1
-    return 0, (1 << ty.bitwidth) - 1
-
-
-def _may_not_fit(actual, formal):
-    """True when some value of integer type *actual* does not fit *formal*."""
-    lo_a, hi_a = _integer_bounds(actual)
-    lo_f, hi_f = _integer_bounds(formal)
-    return lo_a < lo_f or hi_a > hi_f
-
-
 def _emit_out_of_range(builder, val, actual, formal):
     """An ``i1``: integer *val* of type *actual* does not fit *formal*
-    (only called when :func:`_may_not_fit`)."""
-    lo_a, hi_a = _integer_bounds(actual)
-    lo_f, hi_f = _integer_bounds(formal)
-    below = above = None
-    if lo_a < lo_f:  # lo_f is representable in the actual type here
-        cmp = builder.icmp_signed if actual.signed else builder.icmp_unsigned
-        below = cmp("<", val, val.type(lo_f))
-    if hi_a > hi_f:
-        cmp = builder.icmp_signed if actual.signed else builder.icmp_unsigned
-        above = cmp(">", val, val.type(hi_f))
-    if below is None or above is None:
-        return below if above is None else above
-    return builder.or_(below, above)
+    (only called when some value of *actual* does not)."""
+    cmp = builder.icmp_signed if actual.signed else builder.icmp_unsigned
+    tests = []
+    if actual.minval < formal.minval:  # formal.minval is representable in *actual* here
+        tests.append(cmp("<", val, val.type(formal.minval)))
+    if actual.maxval > formal.maxval:
+        tests.append(cmp(">", val, val.type(formal.maxval)))
+    return tests[0] if len(tests) == 1 else builder.or_(*tests)
 
 
 def _check_integer_ranges(builder, guards, val, actual, formal, where):
@@ -103,7 +78,7 @@ def _check_integer_ranges(builder, guards, val, actual, formal, where):
             _check_integer_ranges(builder, guards, builder.extract_value(val, i), a, f,
                                   "%s[%d]" % (where, i))
     elif isinstance(actual, types.Integer) and isinstance(formal, types.Integer):
-        if _may_not_fit(actual, formal):
+        if actual.minval < formal.minval or actual.maxval > formal.maxval:
             guards.check(lambda: _emit_out_of_range(builder, val, actual, formal),
                          "%s of type %s was given a %s value outside its range"
                          % (where, formal, types.unliteral(actual)))
@@ -285,4 +260,5 @@ def lower_launch_status(context, builder, sig, args):
 @lower_builtin("LaunchConfig.preload", LaunchConfig, types.VarArg(types.Any))
 def lower_preload(context, builder, sig, args):
     """``cfg.preload(args...)``: load the image into the current context."""
-    return emit_preload(context, builder, sig.args[0], sig.args[1:])
+    selection, backend = _selected(context, sig.args[0], sig.args[1:])
+    return backend.emit_preload(context, builder, selection.kernel)

@@ -74,31 +74,6 @@ def _result_type(count, status):
     return values[0] if count == 1 else types.UniTuple(types.int32, count)
 
 
-def _query_signature(cfg_ty, args, kws, name, status):
-    sig = launch_signature(cfg_ty, args, kws, _result_type(QUERIES[name][1], status))
-    if name == "max_active_clusters" and \
-            _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
-        raise KernelTypingError(
-            "kernel %r: %s: thread-block clusters are not simulated by numba-cuda's CUDA "
-            "simulator (the other occupancy queries answer its model there)"
-            % (cfg_ty.kernel_name, name + ("_status" if status else "")))
-    return sig
-
-
-def _resolver(name, status):
-    method = name + ("_status" if status else "")
-
-    def resolve(self, cfg_ty, args, kws):
-        return _query_signature(cfg_ty, args, kws, name, status)
-    return bound_function("LaunchConfig." + method)(resolve)
-
-
-for _name in QUERIES:
-    for _status in (False, True):
-        setattr(LaunchConfigAttributes, "resolve_%s%s" % (_name, "_status" if _status else ""),
-                _resolver(_name, _status))
-
-
 def _emit_query(context, builder, sig, args, name):
     """Emit query *name*; returns ``(status, reason, values, messages)``."""
     selection, backend, cfg, guards = start_launch(context, builder, sig.args[0], args[0],
@@ -126,7 +101,22 @@ def _emit_query(context, builder, sig, args, name):
     return status, reason, [builder.load(r) for r in results], messages
 
 
-def _lowering(name, status_form):
+def _register(name, status_form):
+    """Type and lower ``cfg.<name>(args...)``, or its ``_status`` form."""
+    method = name + ("_status" if status_form else "")
+
+    @bound_function("LaunchConfig." + method)
+    def resolve(self, cfg_ty, args, kws):
+        sig = launch_signature(cfg_ty, args, kws, _result_type(QUERIES[name][1], status_form))
+        if name == "max_active_clusters" and \
+                _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
+            raise KernelTypingError(
+                "kernel %r: %s: thread-block clusters are not simulated by numba-cuda's CUDA "
+                "simulator (the other occupancy queries answer its model there)"
+                % (cfg_ty.kernel_name, method))
+        return sig
+
+    @lower_builtin("LaunchConfig." + method, LaunchConfig, types.VarArg(types.Any))
     def lower(context, builder, sig, args):
         status, reason, values, messages = _emit_query(context, builder, sig, args, name)
         if status_form:
@@ -137,10 +127,10 @@ def _lowering(name, status_form):
         if len(values) == 1:
             return values[0]
         return context.make_tuple(builder, sig.return_type, values)
-    return lower
+
+    setattr(LaunchConfigAttributes, "resolve_" + method, resolve)
 
 
 for _name in QUERIES:
-    for _status in (False, True):
-        _method = "LaunchConfig.%s%s" % (_name, "_status" if _status else "")
-        lower_builtin(_method, LaunchConfig, types.VarArg(types.Any))(_lowering(_name, _status))
+    for _status_form in (False, True):
+        _register(_name, _status_form)

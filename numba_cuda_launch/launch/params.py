@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 from numba.core import cgutils
 
-__all__ = ["KernelParam", "param_layout", "flatten_values", "emit_param_array"]
+__all__ = ["KernelParam", "param_layout", "emit_param_array"]
 
 _i8p = ir.IntType(8).as_pointer()
 
@@ -45,13 +45,6 @@ def param_layout(compiler, names, argtypes, llvm_types, target_data):
     return tuple(out)
 
 
-def flatten_values(context, builder, compiler, argtypes, values):
-    """The LLVM values of a kernel's parameters, one per parameter, from
-    argument *values* of the kernel's *argtypes*."""
-    return [v for ty, value in zip(argtypes, values)
-            for v in compiler.flatten(context, builder, ty, value)]
-
-
 def emit_param_array(builder, flat_values, kernel_llvm_types, target_data):
     """Store each flattened value in a stack slot and return the ``void**``
     array of slot addresses (NULL for a kernel without parameters).
@@ -68,10 +61,6 @@ def emit_param_array(builder, flat_values, kernel_llvm_types, target_data):
             raise AssertionError(
                 "kernel parameter %d is %d bytes; the packed value %s is %d"
                 % (i, ksize, value.type, vsize))
-        slot = cgutils.alloca_once(builder, value.type)
-        builder.store(value, slot)
-        builder.store(
-            builder.bitcast(slot, _i8p),
-            builder.gep(ptrs, [ir.Constant(ir.IntType(32), i)], inbounds=True),
-        )
+        slot = cgutils.alloca_once_value(builder, value)
+        builder.store(builder.bitcast(slot, _i8p), cgutils.gep_inbounds(builder, ptrs, i))
     return ptrs

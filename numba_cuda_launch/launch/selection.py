@@ -10,7 +10,9 @@ process (a ``cache=True`` miss) makes the same one.
 import weakref
 from dataclasses import dataclass
 
+from numba import typeof
 from numba.core import types
+from numba.core.registry import cpu_target
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import signature
 
@@ -41,10 +43,9 @@ def compiler_for(dispatcher):
 
 @dataclass(frozen=True)
 class KernelSelection:
-    """The kernel overload a launch calls, the adapter of its compiler, the
-    types it takes and the names of its parameters."""
+    """The kernel overload a launch calls, the types it takes and the names
+    of its parameters."""
 
-    compiler: object
     kernel: object
     argtypes: tuple
     param_names: tuple = ()
@@ -93,12 +94,6 @@ def _launchable_problem(ty):
     )
 
 
-def _integer_fits(value, ty):
-    if ty.signed:
-        return -(1 << (ty.bitwidth - 1)) <= value < (1 << (ty.bitwidth - 1))
-    return 0 <= value < (1 << ty.bitwidth)
-
-
 def lossy_conversion(actual, formal):
     """Why passing a value of type *actual* to a parameter of type *formal*
     would change what it means, or None. The conversion rule of launches
@@ -129,7 +124,7 @@ def lossy_conversion(actual, formal):
         return "a %s is not converted to %s (the imaginary part would be lost)" % (plain, formal)
     value = getattr(actual, "literal_value", None)
     if isinstance(formal, types.Integer) and isinstance(value, int) and \
-            not isinstance(value, bool) and not _integer_fits(value, formal):
+            not isinstance(value, bool) and not formal.minval <= value <= formal.maxval:
         return "the constant %d does not fit %s" % (value, formal)
     bits = getattr(formal, "address_bits", None)  # a pointer parameter given an address
     if bits and isinstance(value, int) and not isinstance(value, bool) and \
@@ -154,8 +149,6 @@ def _rating(convs):
 
 
 def _select_compiled(compiler, dispatcher, args, name, names):
-    from numba.core.registry import cpu_target
-
     typingctx = cpu_target.typing_context
     compiled = compiler.compiled_kernels(dispatcher)
     candidates, first_failure = [], None
@@ -240,8 +233,6 @@ _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and ne
 def _parameter_bytes(names, argtypes):
     """About how many bytes of parameters *argtypes* take (laid out as a
     numba-cuda kernel's), or None if unknown."""
-    from numba.core.registry import cpu_target
-
     context = cpu_target.target_context
     try:
         argtypes = [as_array_type(t) for t in argtypes]
@@ -257,10 +248,6 @@ def _fill_defaults(compiler, dispatcher, args, name):
     """The argument types with the kernel's defaults for trailing parameters
     not given, and those defaults' values; refuses ``*args``/``**kwargs``
     kernels, whose parameter list compiled code cannot know."""
-    import inspect
-
-    from numba import typeof
-
     params = compiler.parameters(dispatcher)
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
@@ -270,7 +257,7 @@ def _fill_defaults(compiler, dispatcher, args, name):
                     name, {p.VAR_POSITIONAL: "*args", p.VAR_KEYWORD: "**kwargs",
                            p.KEYWORD_ONLY: "keyword-only"}[p.kind], p.name))
     missing = params[len(args):]
-    if not missing or any(p.default is inspect.Parameter.empty for p in missing):
+    if not missing or any(p.default is p.empty for p in missing):
         return tuple(args), ()
     values = tuple(p.default for p in missing)
     try:
@@ -299,7 +286,7 @@ def _select(dispatcher, args):
     if reasons:
         raise KernelTypingError("kernel %r cannot be launched from compiled code: %s"
                                 % (name, "; ".join(reasons)))
-    return KernelSelection(compiler, kernel, argtypes, names, defaults)
+    return KernelSelection(kernel, argtypes, names, defaults)
 
 
 # {kernel object: {(argument types, target architecture): selection}}

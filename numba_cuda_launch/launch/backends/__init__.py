@@ -12,9 +12,6 @@ __all__ = ["LaunchBackend", "register", "backend_for", "call_jitted"]
 class LaunchBackend:
     """The interface a backend implements."""
 
-    #: A short name for messages.
-    name = "backend"
-
     #: Whether launches wait for device arrays' producer streams on the
     #: device (:mod:`..producer_wait`); the simulator has no device streams.
     waits_for_producer_streams = True

@@ -12,7 +12,7 @@ from numba.core import cgutils
 
 from numba_cuda_launch.launch.backends import LaunchBackend, register
 from numba_cuda_launch.launch.caching import record_param_sizes
-from numba_cuda_launch.launch.params import emit_param_array, flatten_values
+from numba_cuda_launch.launch.params import emit_param_array
 from numba_cuda_launch.launch.selection import COMPILERS
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.context import emit_ensure_context, emit_in_context
@@ -47,7 +47,6 @@ class DriverBackend(LaunchBackend):
 
     def __init__(self, compiler):
         self.compiler = compiler
-        self.name = "driver (%s)" % compiler.name
 
     def claims(self, kernel):
         return self.compiler.owns(kernel)
@@ -61,7 +60,8 @@ class DriverBackend(LaunchBackend):
         # Tools that read parameters (the recording driver) learn their sizes.
         record_param_sizes(context, self.compiler.entry_name(kernel),
                            [t.get_abi_size(context.target_data) for t in param_types])
-        flat = flatten_values(context, builder, self.compiler, formal_types, values)
+        flat = [v for ty, value in zip(formal_types, values)
+                for v in self.compiler.flatten(context, builder, ty, value)]
         return emit_param_array(builder, flat, param_types, context.target_data)
 
     def _emit_kernel(self, context, builder, kernel):
@@ -97,14 +97,9 @@ class DriverBackend(LaunchBackend):
                 result)
             return builder.load(result)
 
-        def too_large():
-            return builder.icmp_signed("==", opt_in(), ir.Constant(_i32, TOO_LARGE))
-
-        def failed():
-            return builder.load(result)
-
-        guards.check(too_large, SHARED_TOO_LARGE)
-        guards.check_status(failed, SHARED_OPT_IN_FAILED)
+        guards.check(lambda: builder.icmp_signed("==", opt_in(), ir.Constant(_i32, TOO_LARGE)),
+                     SHARED_TOO_LARGE)
+        guards.check_status(lambda: builder.load(result), SHARED_OPT_IN_FAILED)
 
     def emit_function(self, context, builder, kernel):
         status_ptr, handle = self._emit_kernel(context, builder, kernel)

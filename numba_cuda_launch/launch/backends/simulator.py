@@ -115,7 +115,7 @@ def _set_node(kernel, exe, node, grid, block, sharedmem, args, pointer_types, ca
 
 
 @functools.lru_cache(maxsize=None)
-def _helper(kernel, argtypes, catch, target=_simulate):
+def _helper(kernel, argtypes, catch, target):
     """An @njit function running *target* (a simulated launch, or the
     update of a recorded one) in object mode: ``(h0, h1, grid, block,
     sharedmem, args...)``, h0 and h1 the stream (and 0) or the executable
@@ -138,7 +138,6 @@ def _helper(kernel, argtypes, catch, target=_simulate):
 class SimulatorBackend(LaunchBackend):
     """Runs simulator kernels in Python through an object-mode helper."""
 
-    name = "simulator"
     waits_for_producer_streams = False
 
     def claims(self, kernel):

@@ -23,7 +23,8 @@ from numba_cuda_launch.launch.stream import stream_handle
 from numba_cuda_launch.launch.sync import python_stream
 
 __all__ = ["on_stream", "describe", "device_array_type", "c_strides", "cai_stream",
-           "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember"]
+           "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember",
+           "keep_type"]
 
 _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY, as both protocols name the legacy default stream
@@ -81,6 +82,16 @@ def remember(cache, key, value, limit=4096):
         cache.clear()
     cache[key] = value
     return value
+
+
+_KEPT_TYPES = set()
+
+
+def keep_type(ty):
+    """*ty*, kept alive for the process: Numba's dispatcher keeps only the
+    codes of the types it is given."""
+    _KEPT_TYPES.add(ty)
+    return ty
 
 
 def c_strides(shape, itemsize):
@@ -186,15 +197,18 @@ def _pointer_error(data, span, shape, strides, align):
 class Layout:
     """All of an array's description but its data pointer and stream,
     checked once (by the caller) and shared by the calls that see it again.
-    *span* is :func:`_span`'s answer (a string: why it cannot be addressed)."""
+    *span* is :func:`_span`'s answer (a string: why it cannot be addressed);
+    *sizes* is ``(itemsize, shape..., strides...)``, the middle of the fields
+    :func:`.unbox.read_fields` gives."""
 
-    __slots__ = ("dtype", "itemsize", "shape", "strides", "readonly", "span", "_type")
+    __slots__ = ("dtype", "itemsize", "shape", "strides", "readonly", "span", "sizes", "_type")
 
     def __init__(self, dtype, shape, strides, readonly):
         self.dtype, self.itemsize, self.shape, self.readonly = \
             dtype, dtype.itemsize, shape, readonly
         self.strides = c_strides(shape, dtype.itemsize) if strides is None else strides
         self.span = _span(shape, self.strides, self.itemsize)
+        self.sizes = (self.itemsize,) + shape + self.strides
         self._type = None
 
     def pointer_error(self, data):
@@ -206,12 +220,8 @@ class Layout:
         no type for), kept alive for the process as types given to the
         dispatcher must be."""
         if self._type is None:
-            self._type = device_array_type(self)
-            _TYPES_KEPT.add(self._type)
+            self._type = keep_type(device_array_type(self))
         return self._type
-
-
-_TYPES_KEPT = set()
 
 
 class on_stream:

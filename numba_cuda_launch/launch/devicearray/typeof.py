@@ -19,8 +19,8 @@ from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arg
 from numba_cuda_launch.launch.devicearray import fastpaths
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
-    device_array_type, numba_cuda_array_classes, on_stream, read_cai, read_dlpack, remember, \
-    sync_enabled, why_not_a_device_array, _from_cai
+    device_array_type, keep_type, numba_cuda_array_classes, on_stream, read_cai, read_dlpack, \
+    remember, sync_enabled, why_not_a_device_array, _from_cai
 from numba_cuda_launch.launch.devicearray.unbox import READERS, TYPED_FIELDS
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
 
@@ -28,18 +28,14 @@ __all__ = ["ARGUMENT_TYPING"]
 
 
 class _TypeCache:
-    """The types handed to Numba's dispatcher, which keeps only their codes
-    (so every one is kept alive), and those of the layouts and keys seen."""
+    """The types of the declared arrays and of the keys seen, kept alive
+    (:func:`.readers.keep_type`)."""
 
     def __init__(self):
-        self.by_key, self.by_declared, self.kept = {}, {}, set()
-
-    def keep(self, ty):
-        self.kept.add(ty)
-        return ty
+        self.by_key, self.by_declared = {}, {}
 
     def remember(self, key, ty):
-        return self.keep(remember(self.by_key, key, ty))
+        return keep_type(remember(self.by_key, key, ty))
 
 
 TYPES = _TypeCache()
@@ -56,7 +52,7 @@ def _typeof_declared(val):
         return None  # a device record, say
     ty = TYPES.by_declared.get(declared)
     if ty is None:
-        ty = TYPES.by_declared[declared] = TYPES.keep(
+        ty = TYPES.by_declared[declared] = keep_type(
             DeviceArray(declared.dtype, declared.ndim, declared.layout, False))
     return ty
 
@@ -68,7 +64,7 @@ def _typeof_device_array(val, c):
             return ty
     if _compat.simulator_enabled():
         desc = describe(val)
-        return None if desc is None else TYPES.keep(device_array_type(desc))
+        return None if desc is None else keep_type(device_array_type(desc))
     cai = read_cai(val.obj if isinstance(val, on_stream) else val)
     return _typeof_cai(cai) if cai is not None else _typeof_dlpack(val)
 
@@ -87,7 +83,7 @@ def _typeof_cai(cai):
     if ty is not None:
         return ty
     ty = device_array_type(_from_cai(cai))
-    return TYPES.keep(ty) if key is None else TYPES.remember(key, ty)
+    return keep_type(ty) if key is None else TYPES.remember(key, ty)
 
 
 def _typeof_dlpack(val):
@@ -107,8 +103,7 @@ def _typeof_dlpack_argument(val):
         return None
     layout, data, owner = found
     ty = layout.type()
-    TYPED_FIELDS.keep_owned(val, (data, layout.itemsize) + layout.shape + layout.strides +
-                            (0, owner))
+    TYPED_FIELDS.keep_owned(val, (data,) + layout.sizes + (0, owner))
     return ty
 
 

@@ -154,8 +154,7 @@ def _fields_from_cai(obj, cai, ty):
         return None
     _check_type(obj, ty, layout.type())
     stream = cai.get("stream")
-    return (pointer, layout.itemsize) + layout.shape + layout.strides + \
-        (0 if stream is None else _stream_to_wait(stream),)
+    return (pointer,) + layout.sizes + (0 if stream is None else _stream_to_wait(stream),)
 
 
 def _dlpack_fields(obj, ty, layout, data, owner):
@@ -163,7 +162,7 @@ def _dlpack_fields(obj, ty, layout, data, owner):
     if len(layout.shape) != ty.ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
     _check_type(obj, ty, layout.type())
-    return (data, layout.itemsize) + layout.shape + layout.strides + (0, owner)
+    return (data,) + layout.sizes + (0, owner)
 
 
 def read_fields(obj, ty):
