@@ -168,23 +168,19 @@ def unsupported_kernel_features(kernel):
         reasons.append(
             "it was compiled with debug=True, whose device-side exceptions "
             "numba-cuda reads back from module globals after each Python "
-            "launch; compile it without debug=True (or launch it from Python)"
-        )
+            "launch; compile it without debug=True (or launch it from Python)")
     if getattr(kernel, "launch_config_sensitive", False):
         reasons.append(
             "its code depends on the launch configuration (a launch-config-"
-            "sensitive kernel), which compiled code only knows at run time"
-        )
+            "sensitive kernel), which compiled code only knows at run time")
     if any(not _harmless_setup(f) for f in kernel._codelibrary._setup_functions):
         reasons.append(
             "it links code with module setup callbacks, which only "
-            "numba-cuda's own module loader runs"
-        )
+            "numba-cuda's own module loader runs")
     if getattr(kernel, "shared_memory_carveout", None) is not None:
         reasons.append(
             "it sets shared_memory_carveout, a per-device function attribute "
-            "only numba-cuda's Python launch applies"
-        )
+            "only numba-cuda's Python launch applies")
     return reasons
 
 
