@@ -383,9 +383,14 @@ def _hinted(extend):
 
 
 def _extended(exc, hint):
+    """*exc* again with *hint* appended to its message; None if it has the
+    hint already or its class takes other arguments."""
+    text = str(exc)
+    if hint in text:
+        return None
     try:
-        return type(exc)(str(exc) + hint)
-    except Exception:  # an exception class that takes other arguments
+        return type(exc)(text + hint)
+    except Exception:
         return None
 
 
@@ -396,10 +401,7 @@ _NO_GPU_HINT = "\n(no usable GPU: to compile kernels without one, %s)" % _SET_CC
 
 
 def _with_no_gpu_hint(exc):
-    text = str(exc)
-    if "driver" not in text.lower() or _NO_GPU_HINT in text:
-        return None
-    return _extended(exc, _NO_GPU_HINT)
+    return _extended(exc, _NO_GPU_HINT) if "driver" in str(exc).lower() else None
 
 
 def no_gpu_cause(exc):
@@ -425,10 +427,8 @@ _NOT_FOUND = ("not found", "cannot be found", "cannot be loaded", "failure findi
 def with_toolkit_hint(exc):
     """*exc* again, its message extended with :data:`TOOLKIT_HINT`, when it
     says a CUDA compiler library is missing; None otherwise."""
-    text = str(exc)
-    low = text.lower()
-    if TOOLKIT_HINT in text or not any(lib in low for lib in _TOOLKIT_LIBS) \
-            or not any(words in low for words in _NOT_FOUND):
+    low = str(exc).lower()
+    if not any(lib in low for lib in _TOOLKIT_LIBS) or not any(w in low for w in _NOT_FOUND):
         return None
     return _extended(exc, TOOLKIT_HINT)
 
