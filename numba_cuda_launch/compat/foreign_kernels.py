@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 from numba.core import types
 
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled
+from numba_cuda_launch.compat.numba_cuda import simulator_enabled, simulator_refusal
 from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
@@ -396,14 +396,6 @@ class ForeignKernels:
         return False
 
     @staticmethod
-    def compile(kernel, argtypes):
-        raise AssertionError("foreign kernels are not compiled")
-
-    @staticmethod
-    def argument_problem(ty):
-        return None
-
-    @staticmethod
     def unavailable(kernel):
         # under the simulator, arguments are host memory a real launch cannot
         # take, and there is no Python body to simulate
@@ -414,11 +406,8 @@ class ForeignKernels:
         else:
             what = "a %s image%s" % ("PTX" if kernel.kind == "ptx" else kernel.kind,
                                       "" if kernel.source == "image" else " of " + kernel.source)
-        return ("this process runs numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1), "
-                "which simulates numba-cuda kernels only, and this foreign kernel is machine "
-                "code (%s) with no Python to simulate; run without NUMBA_ENABLE_CUDASIM to "
-                "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)"
-                % what)
+        return simulator_refusal("this foreign kernel is machine code (%s) with no Python to "
+                                 "simulate" % what)
 
     @staticmethod
     def launch_problems(dispatcher, kernel):

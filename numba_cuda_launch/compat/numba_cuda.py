@@ -8,6 +8,7 @@ by :mod:`.overrides` (docs/overrides.md).
 
 import contextlib
 import functools
+import inspect
 import re
 import warnings
 import weakref
@@ -18,33 +19,19 @@ from numba.core import types
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
 __all__ = [
-    "CUDADispatcherType",
-    "DispatcherKernels",
-    "is_kernel_dispatcher",
-    "dispatcher_name",
-    "dispatcher_param_names",
-    "compiled_kernels",
-    "can_compile",
-    "compile_kernel",
-    "kernel_cubin",
-    "kernel_ptx",
-    "unsupported_architectures",
-    "image_target",
-    "kernel_entry_name",
-    "kernel_param_llvm_types",
-    "kernel_is_cooperative",
-    "is_signature",
-    "parse_signature",
-    "unsupported_kernel_features",
-    "flat_param_names",
-    "flatten_value",
-    "KERNELS",
-    "no_gpu_cause",
-    "deviceless_get_current_device",
-    "deviceless_ensure_cc",
-    "deviceless_bind",
-    "refusing_get_call_type",
-    "signature_recording_jit",
+    # the adapter and what it is made of
+    "KERNELS", "DispatcherKernels", "CUDADispatcherType", "kernel_cubin",
+    "kernel_is_cooperative", "unsupported_kernel_features", "flat_param_names", "flatten_value",
+    # signatures, architectures, errors
+    "is_signature", "parse_signature", "unsupported_architectures", "image_target",
+    "target_compute_capability", "no_gpu_cause", "with_toolkit_hint", "LAUNCHABLE_SCALARS",
+    "lazy_argument_problem",
+    # replacements of numba-cuda's functions (installed by .overrides)
+    "deviceless_get_current_device", "deviceless_ensure_cc", "deviceless_bind",
+    "toolkit_hinting_kernel_init", "refusing_get_call_type", "signature_recording_jit",
+    # the simulator, streams and device arrays
+    "simulator_enabled", "is_simulated", "simulator_refusal", "simulator_numba_spelling",
+    "stream_classes", "is_simulator_stream", "numba_cuda_array_classes",
 ]
 
 # numba-cuda's type of @cuda.jit dispatchers (a types.Dispatcher):
@@ -69,64 +56,8 @@ def is_simulated(obj):
     return isinstance(obj, FakeCUDAKernel)
 
 
-def is_kernel_dispatcher(obj):
-    """True for a ``@cuda.jit`` dispatcher (kernel or device function)."""
-    from numba.cuda.dispatcher import CUDADispatcher
-
-    return is_simulated(obj) or isinstance(obj, CUDADispatcher)
-
-
 def _py_func(dispatcher):
     return dispatcher.fn if is_simulated(dispatcher) else dispatcher.py_func
-
-
-def is_device_function(dispatcher):
-    if is_simulated(dispatcher):
-        return bool(dispatcher._device)
-    return bool(dispatcher.targetoptions.get("device"))
-
-
-def dispatcher_name(dispatcher):
-    return _py_func(dispatcher).__name__
-
-
-def dispatcher_qualified_name(dispatcher):
-    """``module.qualname`` of the kernel's Python function."""
-    fn = _py_func(dispatcher)
-    return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
-
-
-def dispatcher_parameters(dispatcher):
-    import inspect
-
-    return list(inspect.signature(_py_func(dispatcher)).parameters.values())
-
-
-def dispatcher_param_names(dispatcher):
-    return [p.name for p in dispatcher_parameters(dispatcher)]
-
-
-def compiled_kernels(dispatcher):
-    """{argument types: kernel} compiled so far; a simulated kernel has the
-    signatures it was declared with (:func:`signature_recording_jit`)."""
-    if is_simulated(dispatcher):
-        return {sig: dispatcher for sig in _simulated_signatures(dispatcher)}
-    return dict(dispatcher.overloads)
-
-
-def can_compile(dispatcher):
-    """False for eagerly compiled kernels (``@cuda.jit(signature)``)."""
-    if is_simulated(dispatcher):
-        return not _simulated_signatures(dispatcher)
-    return bool(dispatcher._can_compile)
-
-
-def compile_kernel(dispatcher, argtypes):
-    """The kernel for *argtypes*, compiled or taken from the dispatcher's
-    caches as a Python launch would; the simulator compiles nothing."""
-    if is_simulated(dispatcher):
-        return dispatcher
-    return dispatcher.compile(tuple(argtypes))
 
 
 def kernel_cubin(kernel, cc=None):
@@ -136,6 +67,8 @@ def kernel_cubin(kernel, cc=None):
     launch does not link it again; a failed link raises."""
     obj = kernel._codelibrary.get_cubin(cc=None if cc is None else tuple(cc))
     return bytes(getattr(obj, "code", obj))
+
+
 def kernel_ptx(kernel, cc):
     """The PTX of *kernel* for *cc*, complete (the driver compiles it with
     nothing to link): NVVM's output for a kernel that links no files, the
@@ -200,15 +133,6 @@ def target_compute_capability():
         return None
 
 
-def kernel_entry_name(kernel):
-    return kernel.entry_name
-
-
-def kernel_param_llvm_types(kernel):
-    fn = kernel._codelibrary.get_function(kernel.entry_name)
-    return list(fn.function_type.args)
-
-
 def kernel_is_cooperative(kernel):
     return bool(kernel.cooperative)
 
@@ -244,23 +168,19 @@ def unsupported_kernel_features(kernel):
         reasons.append(
             "it was compiled with debug=True, whose device-side exceptions "
             "numba-cuda reads back from module globals after each Python "
-            "launch; compile it without debug=True (or launch it from Python)"
-        )
+            "launch; compile it without debug=True (or launch it from Python)")
     if getattr(kernel, "launch_config_sensitive", False):
         reasons.append(
             "its code depends on the launch configuration (a launch-config-"
-            "sensitive kernel), which compiled code only knows at run time"
-        )
+            "sensitive kernel), which compiled code only knows at run time")
     if any(not _harmless_setup(f) for f in kernel._codelibrary._setup_functions):
         reasons.append(
             "it links code with module setup callbacks, which only "
-            "numba-cuda's own module loader runs"
-        )
+            "numba-cuda's own module loader runs")
     if getattr(kernel, "shared_memory_carveout", None) is not None:
         reasons.append(
             "it sets shared_memory_carveout, a per-device function attribute "
-            "only numba-cuda's Python launch applies"
-        )
+            "only numba-cuda's Python launch applies")
     return reasons
 
 
@@ -334,13 +254,37 @@ class DispatcherKernels:
     numba-cuda-mlir's, which keep the Python function, options and laziness
     alike) share; docs/architecture.md lists what an adapter provides."""
 
-    kernel_name = staticmethod(dispatcher_name)
-    parameters = staticmethod(dispatcher_parameters)
-    param_names = staticmethod(dispatcher_param_names)
-    qualified_name = staticmethod(dispatcher_qualified_name)
-    is_device_function = staticmethod(is_device_function)
     is_simulated = staticmethod(is_simulated)
-    can_compile = staticmethod(can_compile)
+
+    @staticmethod
+    def kernel_name(dispatcher):
+        return _py_func(dispatcher).__name__
+
+    @staticmethod
+    def qualified_name(dispatcher):
+        fn = _py_func(dispatcher)
+        return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
+
+    @staticmethod
+    def parameters(dispatcher):
+        return list(inspect.signature(_py_func(dispatcher)).parameters.values())
+
+    @classmethod
+    def param_names(cls, dispatcher):
+        return [p.name for p in cls.parameters(dispatcher)]
+
+    @staticmethod
+    def is_device_function(dispatcher):
+        if is_simulated(dispatcher):
+            return bool(dispatcher._device)
+        return bool(dispatcher.targetoptions.get("device"))
+
+    @staticmethod
+    def can_compile(dispatcher):
+        """False for eagerly compiled kernels (``@cuda.jit(signature)``)."""
+        if is_simulated(dispatcher):
+            return not _simulated_signatures(dispatcher)
+        return bool(dispatcher._can_compile)
 
     @staticmethod
     def argument_problem(ty):
@@ -360,23 +304,48 @@ class NumbaCudaKernels(DispatcherKernels):
     included)."""
 
     name = "numba-cuda"
-    claims = staticmethod(is_kernel_dispatcher)
-    compiled_kernels = staticmethod(compiled_kernels)
-    compile = staticmethod(compile_kernel)
-    entry_name = staticmethod(kernel_entry_name)
     image = staticmethod(kernel_cubin)
     cubin_for = staticmethod(kernel_cubin)
     ptx_for = staticmethod(kernel_ptx)
     cooperative = staticmethod(kernel_is_cooperative)
-    param_types = staticmethod(kernel_param_llvm_types)
     flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
+
+    @staticmethod
+    def claims(obj):
+        from numba.cuda.dispatcher import CUDADispatcher
+
+        return is_simulated(obj) or isinstance(obj, CUDADispatcher)
 
     @staticmethod
     def owns(kernel):
         from numba.cuda.dispatcher import _Kernel
 
         return not is_simulated(kernel) and isinstance(kernel, _Kernel)
+
+    @staticmethod
+    def compiled_kernels(dispatcher):
+        """{argument types: kernel} compiled so far; a simulated kernel has
+        the signatures it was declared with (:func:`signature_recording_jit`)."""
+        if is_simulated(dispatcher):
+            return {sig: dispatcher for sig in _simulated_signatures(dispatcher)}
+        return dict(dispatcher.overloads)
+
+    @staticmethod
+    def compile(dispatcher, argtypes):
+        """The kernel for *argtypes*, compiled or taken from the dispatcher's
+        caches as a Python launch would; the simulator compiles nothing."""
+        if is_simulated(dispatcher):
+            return dispatcher
+        return dispatcher.compile(tuple(argtypes))
+
+    @staticmethod
+    def entry_name(kernel):
+        return kernel.entry_name
+
+    @staticmethod
+    def param_types(kernel):
+        return list(kernel._codelibrary.get_function(kernel.entry_name).function_type.args)
 
     @staticmethod
     def launch_problems(dispatcher, kernel):
@@ -414,9 +383,14 @@ def _hinted(extend):
 
 
 def _extended(exc, hint):
+    """*exc* again with *hint* appended to its message; None if it has the
+    hint already or its class takes other arguments."""
+    text = str(exc)
+    if hint in text:
+        return None
     try:
-        return type(exc)(str(exc) + hint)
-    except Exception:  # an exception class that takes other arguments
+        return type(exc)(text + hint)
+    except Exception:
         return None
 
 
@@ -427,10 +401,7 @@ _NO_GPU_HINT = "\n(no usable GPU: to compile kernels without one, %s)" % _SET_CC
 
 
 def _with_no_gpu_hint(exc):
-    text = str(exc)
-    if "driver" not in text.lower() or _NO_GPU_HINT in text:
-        return None
-    return _extended(exc, _NO_GPU_HINT)
+    return _extended(exc, _NO_GPU_HINT) if "driver" in str(exc).lower() else None
 
 
 def no_gpu_cause(exc):
@@ -456,10 +427,8 @@ _NOT_FOUND = ("not found", "cannot be found", "cannot be loaded", "failure findi
 def with_toolkit_hint(exc):
     """*exc* again, its message extended with :data:`TOOLKIT_HINT`, when it
     says a CUDA compiler library is missing; None otherwise."""
-    text = str(exc)
-    low = text.lower()
-    if TOOLKIT_HINT in text or not any(lib in low for lib in _TOOLKIT_LIBS) \
-            or not any(words in low for words in _NOT_FOUND):
+    low = str(exc).lower()
+    if not any(lib in low for lib in _TOOLKIT_LIBS) or not any(w in low for w in _NOT_FOUND):
         return None
     return _extended(exc, TOOLKIT_HINT)
 
@@ -493,7 +462,7 @@ def deviceless_ensure_cc(original):
     explicit architecture are built for the configured one with no GPU."""
     def _ensure_cc(self, cc):
         if cc is None and _deviceless():
-            return _ConfiguredDevice().compute_capability
+            return get_compute_capability()
         return original(self, cc)
     return _ensure_cc
 
@@ -569,8 +538,8 @@ def refusing_get_call_type(original):
     def get_call_type(self, context, args, kws):
         if isinstance(context, CUDATypingContext):
             return original(self, context, args, kws)
-        name = dispatcher_name(self.dispatcher)
-        if is_device_function(self.dispatcher):
+        name = KERNELS.kernel_name(self.dispatcher)
+        if KERNELS.is_device_function(self.dispatcher):
             raise KernelTypingError(
                 "%r is a CUDA device function (cuda.jit(device=True)): it runs only "
                 "on the GPU and cannot be called from CPU code; call it from a "
@@ -653,6 +622,15 @@ def lazy_argument_problem(dispatcher, problem):
             "numba_cuda_launch before binding jit, or write cuda.jit" % problem)
 
 
+def simulator_refusal(what):
+    """Why a kernel that *what* says cannot run is not launched under the
+    simulator."""
+    return ("this process runs numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which "
+            "simulates numba-cuda kernels only, and %s; run without NUMBA_ENABLE_CUDASIM to "
+            "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)"
+            % what)
+
+
 def stream_classes():
     """The classes of numba-cuda's stream objects (the simulator's under the
     simulator)."""
@@ -662,7 +640,8 @@ def stream_classes():
         return (stream,)
     from numba.cuda.cudadrv import driver
 
-    return tuple(c for c in (getattr(driver, "Stream", None),) if c is not None)
+    stream = getattr(driver, "Stream", None)
+    return () if stream is None else (stream,)
 
 
 def numba_cuda_array_classes():

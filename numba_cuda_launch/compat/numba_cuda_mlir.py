@@ -14,33 +14,14 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from numba_cuda_launch.compat import numba_cuda as _nc
-from numba_cuda_launch.compat.numba_cuda import dispatcher_name  # noqa: F401 (launch.mlirkernel)
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
 __all__ = [
-    "UntranslatableType",
-    "is_mlir_dispatcher_class",
-    "is_mlir_dispatcher",
-    "is_mlir_kernel",
-    "deviceless_cc_wanted",
-    "configured_cc",
-    "dispatcher_name",
-    "to_mlir_type",
-    "from_mlir_type",
-    "compiled_kernels",
-    "compile_kernel",
-    "kernel_image",
-    "kernel_entry_name",
-    "kernel_param_sizes",
-    "ptx_param_sizes",
-    "kernel_is_cooperative",
-    "unsupported_kernel_features",
-    "unavailable_reason",
-    "flat_param_names",
-    "flatten_value",
+    "KERNELS", "UntranslatableType", "is_mlir_dispatcher_class", "deviceless_cc_wanted",
+    "configured_cc", "to_mlir_type", "from_mlir_type", "kernel_image", "kernel_entry_name",
+    "kernel_param_sizes", "ptx_param_sizes", "unsupported_kernel_features", "flatten_value",
     "emit_argument_checks",
-    "KERNELS",
 ]
 
 
@@ -57,16 +38,6 @@ def is_mlir_dispatcher_class(cls):
     subclass), without importing numba-cuda-mlir."""
     descriptor = _module("descriptor")
     return descriptor is not None and issubclass(cls, descriptor.MLIRDispatcher)
-
-
-def is_mlir_dispatcher(obj):
-    return is_mlir_dispatcher_class(type(obj))
-
-
-def is_mlir_kernel(obj):
-    """True for a compiled numba-cuda-mlir kernel (its ``CompileResult``)."""
-    compiler = _module("compiler")
-    return compiler is not None and isinstance(obj, compiler.CompileResult)
 
 
 def deviceless_cc_wanted():
@@ -157,25 +128,6 @@ def from_mlir_type(mty):
 
 # -- kernels -----------------------------------------------------------------
 
-def compiled_kernels(dispatcher):
-    """{CPU argument types: kernel} for the overloads compiled so far whose
-    parameter types all have CPU counterparts."""
-    out = {}
-    for argtypes, cres in list(dispatcher.overloads.items()):
-        cpu = tuple(from_mlir_type(t) for t in argtypes)
-        if None not in cpu:
-            out[cpu] = cres
-    return out
-
-
-def compile_kernel(dispatcher, argtypes):
-    """Compile (or fetch from the dispatcher's overloads) the kernel for CPU
-    *argtypes*, as ``kernel.compile(sig)`` does: a later Python launch with
-    the same types reuses it."""
-    mt = _module("types")
-    return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
-
-
 def kernel_image(kernel):
     """The kernel's linked cubin (bytes), what the C++ launcher loads."""
     return bytes(kernel.metadata["cubin"])
@@ -183,11 +135,6 @@ def kernel_image(kernel):
 
 def kernel_entry_name(kernel):
     return kernel.metadata["func_name"]
-
-
-def kernel_is_cooperative(kernel):
-    # what the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile)
-    return bool(kernel.metadata.get("use_cooperative", False))
 
 
 _ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.S)
@@ -262,28 +209,11 @@ def unsupported_kernel_features(dispatcher, kernel):
     return reasons
 
 
-def unavailable_reason(dispatcher):
-    """Why no numba-cuda-mlir kernel can be launched in this process, or
-    None: under numba-cuda's simulator a launch would put its host memory in
-    a real GPU launch."""
-    if _nc.simulator_enabled():
-        return ("this process runs numba-cuda's CUDA simulator "
-                "(NUMBA_ENABLE_CUDASIM=1), which simulates numba-cuda kernels only, and "
-                "numba-cuda-mlir has no simulator; run without NUMBA_ENABLE_CUDASIM to "
-                "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)")
-    return None
-
-
 # -- parameters --------------------------------------------------------------
 # The layout of numba-cuda-mlir's launcher: an array is an MLIR memref
 # descriptor (allocated pointer, aligned pointer, offset 0, shape[ndim],
 # strides[ndim] counted in elements), a complex number one parameter of its
 # 8 or 16 bytes, a tuple its items, other scalars and pointers themselves.
-
-def flat_param_names(name, ty):
-    """Names of the parameters one argument of CPU type *ty* becomes."""
-    return _nc.flat_param_names(name, ty, ("allocated", "aligned", "offset"), complex_parts=())
-
 
 def flatten_value(context, builder, ty, value):
     """The LLVM values of the parameters one argument (of CPU type *ty*)
@@ -362,52 +292,85 @@ def _layout_problem(kernel):
     return None
 
 
-def _argument_problem(ty):
-    try:
-        to_mlir_type(ty)
-    except UntranslatableType as exc:
-        return str(exc)
-    return None
-
-
 class NumbaCudaMLIRKernels(_nc.DispatcherKernels):
     """The adapter of numba-cuda-mlir's ``@cuda.jit`` kernels: overloads keyed
     by CPU types translated from numba-cuda-mlir's, launched with its
     launcher's parameter layout."""
 
     name = "numba-cuda-mlir"
-    claims = staticmethod(is_mlir_dispatcher)
-    owns = staticmethod(is_mlir_kernel)
-    compiled_kernels = staticmethod(compiled_kernels)
-    compile = staticmethod(compile_kernel)
-    argument_problem = staticmethod(_argument_problem)
-    unavailable = staticmethod(unavailable_reason)
     entry_name = staticmethod(kernel_entry_name)
     image = staticmethod(kernel_image)
-    cooperative = staticmethod(kernel_is_cooperative)
-    flat_param_names = staticmethod(flat_param_names)
     flatten = staticmethod(flatten_value)
     emit_argument_checks = staticmethod(emit_argument_checks)
+
+    @staticmethod
+    def claims(obj):
+        return is_mlir_dispatcher_class(type(obj))
+
+    @staticmethod
+    def owns(kernel):
+        compiler = _module("compiler")
+        return compiler is not None and isinstance(kernel, compiler.CompileResult)
+
+    @staticmethod
+    def compiled_kernels(dispatcher):
+        """{CPU argument types: kernel} for the overloads compiled so far
+        whose parameter types all have CPU counterparts."""
+        out = {}
+        for argtypes, cres in list(dispatcher.overloads.items()):
+            cpu = tuple(from_mlir_type(t) for t in argtypes)
+            if None not in cpu:
+                out[cpu] = cres
+        return out
+
+    @staticmethod
+    def compile(dispatcher, argtypes):
+        """The kernel for CPU *argtypes*, compiled or taken from the
+        dispatcher's overloads as ``kernel.compile(sig)`` does."""
+        mt = _module("types")
+        return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
+
+    @staticmethod
+    def argument_problem(ty):
+        try:
+            to_mlir_type(ty)
+        except UntranslatableType as exc:
+            return str(exc)
+        return None
+
+    @staticmethod
+    def unavailable(dispatcher):
+        # under numba-cuda's simulator a launch would put host memory in a real GPU launch
+        if _nc.simulator_enabled():
+            return _nc.simulator_refusal("numba-cuda-mlir has no simulator")
+        return None
+
+    @staticmethod
+    def cooperative(kernel):
+        # what the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile)
+        return bool(kernel.metadata.get("use_cooperative", False))
 
     @staticmethod
     def param_types(kernel):
         return [ir.IntType(8 * s) for s in kernel_param_sizes(kernel)]
 
     @staticmethod
+    def flat_param_names(name, ty):
+        return _nc.flat_param_names(name, ty, ("allocated", "aligned", "offset"),
+                                    complex_parts=())
+
+    @staticmethod
     def launch_problems(dispatcher, kernel):
         reasons = unsupported_kernel_features(dispatcher, kernel)
         problem = None if reasons else _layout_problem(kernel)
-        reasons = reasons + [problem] if problem else reasons
+        if problem:
+            reasons.append(problem)
         if get_compute_capabilities() is not None:
-            reasons.append(SEVERAL_ARCHITECTURES_REFUSED)
+            reasons.append(
+                "images for several architectures (set_compute_capability with a list) are "
+                "built for numba-cuda kernels only; numba-cuda-mlir builds one cubin for one "
+                "architecture: set a single compute capability")
         return reasons
-
-
-#: Why a numba-cuda-mlir kernel is refused while a list of architectures is set.
-SEVERAL_ARCHITECTURES_REFUSED = (
-    "images for several architectures (set_compute_capability with a list) are built for "
-    "numba-cuda kernels only; numba-cuda-mlir builds one cubin for one architecture: set a "
-    "single compute capability")
 
 
 #: The adapter of numba-cuda-mlir kernels.

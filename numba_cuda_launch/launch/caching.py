@@ -50,12 +50,11 @@ class LaunchTargetCheck:
 
     def __call__(self):
         now = current_target()
-        if now == self.target and now[0] != "simulator":
-            return
-        # No GPU and no configured architecture: launches fail with
+        # No GPU and no configured architecture (None): launches fail with
         # CUDA_ERROR_NO_DEVICE whatever the image, so the code may be used.
         if now[0] == self.target[0] == "driver" and (
-                now[1] is None or _portable_runs_on(self.target[1], now[1])):
+                now == self.target or now[1] is None
+                or _portable_runs_on(self.target[1], now[1])):
             return
         raise LaunchTargetChanged("cached for %s, this process launches on %s"
                                   % (self.target, now))

@@ -146,9 +146,10 @@ def _param_names(what, names, count):
     return list(names)
 
 
-def _check_entry_name(what, entry, required):
-    """Refuse an entry that is not a kernel name (a str without NUL)."""
-    if entry is None and not required:
+def _check_entry_name(what, entry):
+    """Refuse an entry that is not a kernel name (a str without NUL); None
+    passes (a loaded kernel's entry is optional)."""
+    if entry is None:
         return
     if not isinstance(entry, str) or not entry or "\0" in entry:
         raise TypeError("foreign_kernel(%s): entry must be the entry point's name (its "
@@ -156,24 +157,29 @@ def _check_entry_name(what, entry, required):
                         % (what, type(entry).__name__, entry))
 
 
-def _check_entry(what, data, kind, entry, c_types, extras=()):
+def _check_entry(data, kind, entry, c_types, extras=()):
     """Refuse a signature the image contradicts: PTX declares its parameters'
     sizes; a cubin names its entry points in its symbol table."""
     if kind == "ptx":
         sizes = ptx_param_sizes(data.rstrip(b"\0").decode(errors="replace"), entry)
         if sizes is None:
-            raise ValueError("foreign_kernel(%s): the PTX has no entry %r" % (what, entry))
+            raise ValueError("foreign_kernel(%s): the PTX has no entry %r" % (entry, entry))
         expected = _fk.c_sizes(c_types) + [8] * len(extras)
         if sizes != expected:
             raise ValueError(
                 "foreign_kernel(%s): entry %r takes parameters of %s bytes; the signature "
-                "declares %s" % (what, entry, sizes, expected))
-    elif kind == "cubin" and entry.encode() not in _fk.cubin_functions(data):
-        raise ValueError("foreign_kernel(%s): the cubin has no entry %r" % (what, entry))
+                "declares %s" % (entry, entry, sizes, expected))
+    elif kind == "cubin":
+        try:
+            found = entry.encode() in _fk.cubin_functions(data)
+        except ValueError as exc:  # a malformed cubin, an entry UTF-8 cannot encode
+            raise ValueError("foreign_kernel(%s): source: %s" % (entry, exc)) from None
+        if not found:
+            raise ValueError("foreign_kernel(%s): the cubin has no entry %r" % (entry, entry))
     elif kind == "fatbin":
         truncated = fatbin.truncation(data)
         if truncated:
-            raise ValueError("foreign_kernel(%s): the fatbin is truncated: %s" % (what, truncated))
+            raise ValueError("foreign_kernel(%s): the fatbin is truncated: %s" % (entry, truncated))
 
 
 def _check_loaded(what, live, c_types, names):
@@ -218,8 +224,9 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
         if signature is not None:
             raise TypeError("foreign_kernel(%s): a Triton kernel declares its own signature"
                             % entry)
-        _check_entry(entry, ptx, "ptx", entry, c_types, extras)
-        return _build(entry, image, "cubin", "Triton", names, c_types, extras, block, shared)
+        _check_entry(ptx, "ptx", entry, c_types, extras)
+        return _build(entry, image, "cubin", "Triton", names, c_types, extras,
+                      block=block, sharedmem=shared)
     try:
         found = _fk.from_cuda_core(source)  # an image may be empty bytes: not "or"
         if found is None:
@@ -233,19 +240,14 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
         source, origin = found, "cuda.core ObjectCode"
     if entry is None:
         raise TypeError("foreign_kernel(%s): give the entry point's name (entry=...)" % what)
-    _check_entry_name(what, entry, True)
+    _check_entry_name(what, entry)
     _require_signature(entry, signature)
     try:
         data, kind = _fk.read_image(source)
     except (TypeError, ValueError) as exc:
         raise type(exc)("foreign_kernel(%s): source: %s" % (entry, exc)) from None
     c_types, names = _declared(entry, signature, param_names)
-    try:
-        _check_entry(entry, data, kind, entry, c_types)
-    except ValueError as exc:
-        if str(exc).startswith("foreign_kernel("):
-            raise
-        raise ValueError("foreign_kernel(%s): source: %s" % (entry, exc)) from None
+    _check_entry(data, kind, entry, c_types)
     return _build(entry, data, kind, origin, names, c_types)
 
 
@@ -258,7 +260,7 @@ def _require_signature(what, signature):
 
 def _from_live(live, entry, signature, param_names):
     """The ForeignKernel of a kernel another library loaded (*live*)."""
-    _check_entry_name(entry or live.source, entry, False)
+    _check_entry_name(entry or live.source, entry)
     name = entry or live.name or "%s %#x" % (live.source, live.address)
     if not live.address:
         raise ValueError("foreign_kernel(%s): the %s holds no loaded kernel (its %s is NULL)"
@@ -270,16 +272,13 @@ def _from_live(live, entry, signature, param_names):
     c_types, names = _declared(name, signature, param_names)
     _check_loaded(name, live, c_types, names)
     _fk.remember_live_kernel(live.address, name)
-    return _fk.ForeignKernel(
-        name=name, entry=name, image=None, kind=None, source=live.source,
-        params=_fk.make_parameters(names), c_types=tuple(c_types),
-        formal=tuple(_formal(t) for t in c_types), handle=live.address,
-        handle_kind=live.kind, owner=live.owner)
+    return _build(name, None, None, live.source, names, c_types, handle=live.address,
+                  handle_kind=live.kind, owner=live.owner)
 
 
-def _build(entry, data, kind, origin, names, c_types, extras=(), block=None, shared=0):
+def _build(entry, data, kind, origin, names, c_types, extras=(), **more):
     c_types = tuple(c_types) + (types.voidptr,) * len(extras)
     return _fk.ForeignKernel(
         name=entry, entry=entry, image=data, kind=kind, source=origin,
         params=_fk.make_parameters(names, extras), c_types=c_types,
-        formal=tuple(_formal(t) for t in c_types), block=block, sharedmem=shared)
+        formal=tuple(_formal(t) for t in c_types), **more)

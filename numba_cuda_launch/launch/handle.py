@@ -102,24 +102,23 @@ def kernel_handle(dispatcher, argtypes):
                         "(cuda.jit(device=True)), which cannot be launched; kernel_handle() "
                         "takes a kernel" % name)
     argtypes = _argument_types(name, argtypes)
-    if _compat.is_simulated(dispatcher):
+    if compiler.is_simulated(dispatcher):
         raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
                            "kernels run as Python and have no image or driver handle")
-    selection = select_kernel(dispatcher, tuple(argtypes))
+    selection = select_kernel(dispatcher, argtypes)
     kernel = selection.kernel
     from numba.core.registry import cpu_target
 
-    param_types = compiler.param_types(kernel)
-    layout = param_layout(compiler, selection.param_names, selection.argtypes, param_types,
-                          cpu_target.target_context.target_data)
-    live = compiler.live_handle(kernel)
+    layout = param_layout(compiler, selection.param_names, selection.argtypes,
+                          compiler.param_types(kernel), cpu_target.target_context.target_data)
+    live_handle, handle_kind = compiler.live_handle(kernel) or (0, "CUkernel")
     return KernelHandle(
         kernel_name=name,
         entry_name=compiler.entry_name(kernel),
         argtypes=selection.argtypes,
         params=layout,
         cooperative=compiler.cooperative(kernel),
-        image=None if live else image_bytes(compiler, kernel),
-        handle_kind=live[1] if live else "CUkernel",
-        live_handle=live[0] if live else 0,
+        image=None if live_handle else image_bytes(compiler, kernel),
+        handle_kind=handle_kind,
+        live_handle=live_handle,
     )

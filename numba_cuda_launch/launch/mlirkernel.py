@@ -18,7 +18,7 @@ class MLIRKernel(launchconfig.KernelType):
     """The CPU type of a numba-cuda-mlir kernel."""
 
     def __init__(self, dispatcher):
-        super().__init__(dispatcher, "MLIRKernel(%s)" % _mlir.dispatcher_name(dispatcher))
+        super().__init__(dispatcher, "MLIRKernel(%s)" % _mlir.KERNELS.kernel_name(dispatcher))
 
 
 class _MLIRDispatcherClass(abc.ABC):
