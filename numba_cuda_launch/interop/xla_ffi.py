@@ -321,12 +321,12 @@ def _buffer_as_array(buf, ndim, dtype):
     if not isinstance(ndim, types.IntegerLiteral):
         raise NopythonUsageError("buffer_as_array: ndim must be a constant integer")
     _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
-    dims = "".join("buffer_dim(buf, %d), " % d for d in range(ndim.literal_value))
-    src = ("def impl(buf, ndim, dtype):\n"
-           "    return numba.carray(buffer_data(buf), (%s), dtype)\n" % dims)
-    ns = {"numba": numba, "buffer_data": buffer_data, "buffer_dim": buffer_dim}
-    exec(src, ns)
-    return ns["impl"]
+    rank = max(ndim.literal_value, 0)  # a negative ndim gives a 0-d view
+    load_shape = _make_load(types.UniTuple(types.int64, rank))
+
+    def impl(buf, ndim, dtype):
+        return numba.carray(buffer_data(buf), load_shape(_load_ptr(buf, _BUF_DIMS), 0), dtype)
+    return impl
 
 
 def _name_key(name, fn):
