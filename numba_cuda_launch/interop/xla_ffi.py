@@ -183,8 +183,9 @@ def _call_api(typingctx, fnptr, args_ptr):
 
 
 @intrinsic
-def _stack_bytes(typingctx, size):
-    """A zeroed stack buffer of *size* (a constant) bytes, as voidptr."""
+def _stack_bytes(typingctx, size, struct_size):
+    """A zeroed stack buffer of *size* (a constant) bytes, as voidptr, starting with
+    the int64 *struct_size* (the field every ``XLA_FFI_*_Args`` struct begins with)."""
     if not isinstance(size, types.IntegerLiteral):
         raise NopythonUsageError("_stack_bytes needs a constant size")
     n = size.literal_value
@@ -192,8 +193,9 @@ def _stack_bytes(typingctx, size):
     def codegen(context, builder, sig, args):
         buf = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8), n), zfill=True)
         builder.store(ir.Constant(buf.type.pointee, None), buf)
+        builder.store(args[1], builder.bitcast(buf, ir.IntType(64).as_pointer()))
         return builder.bitcast(buf, ir.IntType(8).as_pointer())
-    return types.voidptr(size), codegen
+    return types.voidptr(size, types.int64), codegen
 
 
 @intrinsic
@@ -542,15 +544,13 @@ def _attr_array_data(frame, name, dtype):
 def stream(frame):
     """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
     where the platform has none (XLA:CPU)."""
-    args = _stack_bytes(32)
-    _store_i64(args, 0, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
+    args = _stack_bytes(32, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
     _store_ptr(args, 16, _load_ptr(frame, _FRAME_CTX))
     api = _load_ptr(frame, _FRAME_API)
     err = _call_api(_load_ptr(api, _API_STREAM_GET), args)
     if not _is_null(err):
         # XLA allocated the error: give it back (XLA:CPU fails every call)
-        destroy = _stack_bytes(24)
-        _store_i64(destroy, 0, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
+        destroy = _stack_bytes(24, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
         _store_ptr(destroy, 16, err)
         _call_api(_load_ptr(api, _API_ERROR_DESTROY), destroy)
         return _null()
@@ -561,8 +561,7 @@ def stream(frame):
 def error(frame, message, code=_ERROR_INTERNAL):
     """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
     to return from the handler; XLA copies the message."""
-    args = _stack_bytes(32)
-    _store_i64(args, 0, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
+    args = _stack_bytes(32, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
     _store_ptr(args, 16, message)
     _store_i32(args, 24, code)
     api = _load_ptr(frame, _FRAME_API)
@@ -581,7 +580,7 @@ def _launch_error(frame, status, context):
     prefix = _name_key(context, "launch_error") + tuple(b" failed: ")
 
     def impl(frame, status, context):
-        buf = _stack_bytes(256)
+        buf = _stack_bytes(256, 0)
         limit = 240
         pos = 0
         for c in prefix:
