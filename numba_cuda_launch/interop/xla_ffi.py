@@ -147,7 +147,6 @@ _load_u16 = _make_load(types.uint16)
 _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
 _store_i32 = _make_store(types.int32)
-_store_i64 = _make_store(types.int64)
 _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
