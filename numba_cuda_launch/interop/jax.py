@@ -603,7 +603,7 @@ def export(fun, *, disabled_checks=(), **kwargs):
 
     def exporter(*args, **kw):
         fun.trace(*args, **kw)
-        checks = list(disabled_checks) + globals()["disabled_checks"]()
+        checks = list(disabled_checks) + _checks(registered_targets())
         return jax.export.export(fun, disabled_checks=checks, **kwargs)(*args, **kw)
     return exporter
 
