@@ -236,7 +236,7 @@ class JaxKernel:
                 "the scalars; got %s" % (kname, _describe(launch)))
         self.launch = launch
         self._static_dims = None if callable(launch) else _launch_dims(launch, kname, "launch")
-        if isinstance(sharedmem, (bool, np.bool_)) or not isinstance(sharedmem, (int, np.integer)):
+        if not _is_int(sharedmem):
             raise TypeError("kernel %r: sharedmem must be a number of bytes (an integer), got %s"
                             % (kname, _describe(sharedmem)))
         if not 0 <= sharedmem <= _SHAREDMEM_MAX:
@@ -300,7 +300,7 @@ class JaxKernel:
                 "parameter: a kernel called through jax_kernel takes at least one array "
                 "(an input or an output) before its scalars"
                 % (kname, ", ".join(params), len(scalars)))
-        trailing = params[len(params) - len(scalars):] if scalars else []
+        trailing = params[len(params) - len(scalars):]
         if set(scalars) != set(trailing):
             raise TypeError(
                 "kernel %r: scalars must be named as the kernel's last %d parameter(s) %s "
@@ -603,7 +603,7 @@ def export(fun, *, disabled_checks=(), **kwargs):
 
     def exporter(*args, **kw):
         fun.trace(*args, **kw)
-        checks = list(disabled_checks) + globals()["disabled_checks"]()
+        checks = list(disabled_checks) + _checks(registered_targets())
         return jax.export.export(fun, disabled_checks=checks, **kwargs)(*args, **kw)
     return exporter
 

@@ -11,8 +11,7 @@ import numba
 import numpy as np
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.core.imputils import lower_constant
-from numba.extending import intrinsic, models, register_jitable, register_model, typeof_impl
+from numba.extending import intrinsic, models, register_jitable, register_model
 
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -52,20 +51,10 @@ register_model(VariantType)(models.OpaqueModel)
 class _Variant:
     """A rank variant of a handler, a constant of its body (typed as a VariantType)."""
 
-    __slots__ = ("numba_type",)
+    __slots__ = ("_numba_type_",)  # what Numba's typeof returns for it
 
     def __init__(self, arrays, n_in, scalars):
-        self.numba_type = VariantType(tuple(arrays), n_in, tuple(scalars))
-
-
-@typeof_impl.register(_Variant)
-def _typeof_variant(val, c):
-    return val.numba_type
-
-
-@lower_constant(VariantType)
-def _variant_constant(context, builder, ty, pyval):
-    return context.get_dummy_value()
+        self._numba_type_ = VariantType(tuple(arrays), n_in, tuple(scalars))
 
 
 # -- lowering calls of the accessors ----------------------------------------------
@@ -156,16 +145,6 @@ def _shapes(typingctx, arrays):
 # its own (an inlined overload or register_jitable would be).
 
 @numba.njit(inline="always")
-def _first_argument(frame):
-    return xla_ffi.arg_buffer(frame, 0)
-
-
-@numba.njit(inline="always")
-def _first_result(frame):
-    return xla_ffi.ret_buffer(frame, 0)
-
-
-@numba.njit(inline="always")
 def _attribute_config(frame):
     """Grid and block from the call's attributes (y and z default to 1)."""
     grid = (xla_ffi.attr_int(frame, "ncl_grid_x"), xla_ffi.attr_int(frame, "ncl_grid_y", 1),
@@ -245,7 +224,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     unbatched, batched = (_Variant(a, n_in, attributes) for a in arrays)
     batch_aware = len(variants) > 1
     # the first buffer (XLA's first argument, else its first result) selects the variant
-    first = _first_argument if n_in else _first_result
+    first = xla_ffi.arg_buffer if n_in else xla_ffi.ret_buffer
     rank0, rank1 = (a[0].ndim for a in arrays)
 
     # batch_aware, the ranks and launch_rule are constants: Numba prunes the
@@ -253,7 +232,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
-        rank = xla_ffi.buffer_rank(first(frame))
+        rank = xla_ffi.buffer_rank(first(frame, 0))
         if rank == rank0:
             status = _launch(frame, kernel, unbatched, launch_rule)
         elif batch_aware and rank == rank1:

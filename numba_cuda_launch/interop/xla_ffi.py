@@ -147,7 +147,6 @@ _load_u16 = _make_load(types.uint16)
 _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
 _store_i32 = _make_store(types.int32)
-_store_i64 = _make_store(types.int64)
 _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
@@ -183,8 +182,9 @@ def _call_api(typingctx, fnptr, args_ptr):
 
 
 @intrinsic
-def _stack_bytes(typingctx, size):
-    """A zeroed stack buffer of *size* (a constant) bytes, as voidptr."""
+def _stack_bytes(typingctx, size, struct_size):
+    """A zeroed stack buffer of *size* (a constant) bytes, as voidptr, starting with
+    the int64 *struct_size* (the field every ``XLA_FFI_*_Args`` struct begins with)."""
     if not isinstance(size, types.IntegerLiteral):
         raise NopythonUsageError("_stack_bytes needs a constant size")
     n = size.literal_value
@@ -192,8 +192,9 @@ def _stack_bytes(typingctx, size):
     def codegen(context, builder, sig, args):
         buf = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8), n), zfill=True)
         builder.store(ir.Constant(buf.type.pointee, None), buf)
+        builder.store(args[1], builder.bitcast(buf, ir.IntType(64).as_pointer()))
         return builder.bitcast(buf, ir.IntType(8).as_pointer())
-    return types.voidptr(size), codegen
+    return types.voidptr(size, types.int64), codegen
 
 
 @intrinsic
@@ -321,12 +322,12 @@ def _buffer_as_array(buf, ndim, dtype):
     if not isinstance(ndim, types.IntegerLiteral):
         raise NopythonUsageError("buffer_as_array: ndim must be a constant integer")
     _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
-    dims = "".join("buffer_dim(buf, %d), " % d for d in range(ndim.literal_value))
-    src = ("def impl(buf, ndim, dtype):\n"
-           "    return numba.carray(buffer_data(buf), (%s), dtype)\n" % dims)
-    ns = {"numba": numba, "buffer_data": buffer_data, "buffer_dim": buffer_dim}
-    exec(src, ns)
-    return ns["impl"]
+    rank = max(ndim.literal_value, 0)  # a negative ndim gives a 0-d view
+    load_shape = _make_load(types.UniTuple(types.int64, rank))
+
+    def impl(buf, ndim, dtype):
+        return numba.carray(buffer_data(buf), load_shape(_load_ptr(buf, _BUF_DIMS), 0), dtype)
+    return impl
 
 
 def _name_key(name, fn):
@@ -542,15 +543,13 @@ def _attr_array_data(frame, name, dtype):
 def stream(frame):
     """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
     where the platform has none (XLA:CPU)."""
-    args = _stack_bytes(32)
-    _store_i64(args, 0, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
+    args = _stack_bytes(32, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
     _store_ptr(args, 16, _load_ptr(frame, _FRAME_CTX))
     api = _load_ptr(frame, _FRAME_API)
     err = _call_api(_load_ptr(api, _API_STREAM_GET), args)
     if not _is_null(err):
         # XLA allocated the error: give it back (XLA:CPU fails every call)
-        destroy = _stack_bytes(24)
-        _store_i64(destroy, 0, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
+        destroy = _stack_bytes(24, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
         _store_ptr(destroy, 16, err)
         _call_api(_load_ptr(api, _API_ERROR_DESTROY), destroy)
         return _null()
@@ -561,8 +560,7 @@ def stream(frame):
 def error(frame, message, code=_ERROR_INTERNAL):
     """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
     to return from the handler; XLA copies the message."""
-    args = _stack_bytes(32)
-    _store_i64(args, 0, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
+    args = _stack_bytes(32, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
     _store_ptr(args, 16, message)
     _store_i32(args, 24, code)
     api = _load_ptr(frame, _FRAME_API)
@@ -581,7 +579,7 @@ def _launch_error(frame, status, context):
     prefix = _name_key(context, "launch_error") + tuple(b" failed: ")
 
     def impl(frame, status, context):
-        buf = _stack_bytes(256)
+        buf = _stack_bytes(256, 0)
         limit = 240
         pos = 0
         for c in prefix:
