@@ -268,6 +268,10 @@ def test_the_byte_offset_is_added_to_the_data_pointer(fake_driver):
     (dict(device=5), "__dlpack_device__() returned 5; a (device_type, device_id) pair of "
                      "integers was expected"),
     (dict(device=("cuda", 0)), "__dlpack_device__() entries must be an integer, not 'cuda'"),
+    (dict(device=(2, -1)), "__dlpack_device__() returned (2, -1); its device_id must be a "
+                           "device ordinal, 0 to 2**31-1"),
+    (dict(device=[2, 2 ** 31]), "__dlpack_device__() returned (2, 2147483648); its device_id "
+                                "must be a device ordinal, 0 to 2**31-1"),
 ])
 def test_a_malformed_tensor_is_a_typing_error_naming_the_argument(fake_driver, spoil, says):
     with pytest.raises(TypingError) as info:

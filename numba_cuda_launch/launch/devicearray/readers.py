@@ -29,6 +29,7 @@ __all__ = ["on_stream", "describe", "device_array_type", "c_strides", "cai_strea
 _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 2, 3, 13
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY, as both protocols name the legacy default stream
 _DEVICE_TYPES = (_kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged)
+_DEVICE_ID_END = 1 << 31
 _INTP_END = 1 << 63  # pointers, extents, strides, sizes in bytes and streams are intp values
 _ADDRESS_END = 1 << 64
 
@@ -361,12 +362,16 @@ def _dlpack_device(obj):
         raise _dlpack_error("__dlpack_device__() raised %s: %s" % (type(exc).__name__, exc)) \
             from exc
     if type(device) is tuple and len(device) == 2 and type(device[0]) is int and \
-            type(device[1]) is int:
+            type(device[1]) is int and 0 <= device[1] < _DEVICE_ID_END:
         return device  # what the checks below give for it
     if not isinstance(device, (tuple, list)) or len(device) != 2:
         raise _dlpack_error("__dlpack_device__() returned %r; a (device_type, device_id) "
                             "pair of integers was expected" % (device,))
-    return tuple(_index(d, "__dlpack_device__() entries", _dlpack_error) for d in device)
+    device = tuple(_index(d, "__dlpack_device__() entries", _dlpack_error) for d in device)
+    if not 0 <= device[1] < _DEVICE_ID_END:  # DLDevice.device_id: an int32 ordinal
+        raise _dlpack_error("__dlpack_device__() returned %r; its device_id must be a device "
+                            "ordinal, 0 to 2**31-1" % (device,))
+    return device
 
 
 def _dlpack_capsule(obj, stream):
