@@ -5,6 +5,7 @@ import re
 import threading
 
 from numba.core.errors import NumbaNotImplementedError, TypingError
+from numba.core.typing.templates import AbstractTemplate, infer, infer_global
 
 __all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name",
            "NopythonUsageError", "NopythonUnsupportedError", "KernelTypingError",
@@ -191,6 +192,37 @@ class NopythonUnsupportedError(_LeadsWithItsFirstLine, NumbaNotImplementedError)
 class KernelTypingError(NopythonUsageError):
     """A kernel launch in nopython code was given arguments or a launch
     configuration the kernel cannot accept."""
+
+
+def register_typer(key, typer, refusal):
+    """Type *key* (``operator.getitem``, say) in CPU code with
+    ``typer(context, args, kws)``: a signature, None for arguments that are
+    not the package's, or *refusal* (a :class:`NopythonUsageError` class)
+    raised with the reason. It makes two templates: a global one typing
+    what *typer* accepts, and a builtin one (``infer``) raising the refusal.
+    Numba tries builtin templates only after every global candidate failed
+    and lets their errors through as they are, so the user reads the
+    package's sentence rather than one entry in a list of two dozen
+    candidates."""
+
+    class Accepted(AbstractTemplate):
+        metadata = {"target": "cpu"}
+
+        def generic(self, args, kws):
+            try:
+                return typer(self.context, args, kws)
+            except refusal:
+                return None
+
+    class Refused(AbstractTemplate):
+        metadata = {"target": "cpu"}
+
+        def generic(self, args, kws):
+            return typer(self.context, args, kws)
+
+    Refused.key = key
+    infer_global(key)(Accepted)
+    infer(Refused)
 
 
 _LINE_RULES = []  # fn(line without colours) -> the sentence to lead with, or None

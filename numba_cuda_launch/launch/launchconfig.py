@@ -13,11 +13,11 @@ from numba.core import cgutils, types
 from numba.core.datamodel import default_manager
 from numba.core.imputils import lower_constant
 from numba.extending import lower_builtin, models, register_model
-from numba.core.typing.templates import AbstractTemplate, infer, infer_global, signature
+from numba.core.typing.templates import AbstractTemplate, infer, signature
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
-from numba_cuda_launch.errors import KernelTypingError, explain_lines
+from numba_cuda_launch.errors import KernelTypingError, explain_lines, register_typer
 from numba_cuda_launch.launch.selection import compiler_for, launch_signature
 from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
 
@@ -261,7 +261,7 @@ def _is_configure(args, kws):
     return len(args) == 2 and not kws and isinstance(args[0], KERNEL_TYPES)
 
 
-def _configure_signature(args, kws):
+def _configure_signature(context, args, kws):
     """The signature of ``kernel[index]``; raises KernelTypingError for a
     bad configuration, None when *args* are not a kernel and an index."""
     if not _is_configure(args, kws):
@@ -271,34 +271,7 @@ def _configure_signature(args, kws):
     return signature(LaunchConfig(disp_ty), disp_ty, index)
 
 
-@infer_global(operator.getitem)
-class KernelConfigureTemplate(AbstractTemplate):
-    """Types a valid ``kernel[griddim, blockdim, stream, sharedmem]`` (the
-    lowering looks it up here); an invalid one is left to
-    :class:`KernelConfigureErrors`."""
-
-    metadata = {"target": "cpu"}
-
-    def generic(self, args, kws):
-        try:
-            return _configure_signature(args, kws)
-        except KernelTypingError:
-            return None
-
-
-@infer
-class KernelConfigureErrors(AbstractTemplate):
-    """Reports an invalid configuration. Registered as a builtin template of
-    ``getitem`` (``infer``): Numba tries those after every ``getitem``
-    candidate failed and lets their errors through as they are, so the
-    user reads this package's one sentence rather than one entry in a list
-    of two dozen candidates."""
-
-    key = operator.getitem
-    metadata = {"target": "cpu"}
-
-    def generic(self, args, kws):
-        return _configure_signature(args, kws)
+register_typer(operator.getitem, _configure_signature, KernelTypingError)
 
 
 @infer

@@ -16,7 +16,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, inf
 from numba.core.imputils import lower_getattr
 from numba.extending import lower_builtin, lower_cast, register_model
 
-from numba_cuda_launch.errors import NopythonUsageError, explain_lines
+from numba_cuda_launch.errors import NopythonUsageError, explain_lines, register_typer
 
 __all__ = ["DeviceArray", "as_array_type", "make_device_array", "device_array_parts"]
 
@@ -133,9 +133,10 @@ _ON_DEVICE = ("%%s: reading or writing elements of a device array on the host wo
               "host first (outside the compiled function). Only %s" % _ON_HOST)
 
 
-def _view_signature(context, args):
-    """The signature of ``ary[index]`` for a basic slice of a device array;
-    NopythonUsageError for element access (None when *args* are not ours)."""
+def _view_signature(context, args, kws):
+    """The signature of ``ary[index]`` for a basic slice of a device array
+    (a view); NopythonUsageError for element access (None when *args* are
+    not ours)."""
     if len(args) != 2 or not isinstance(args[0], DeviceArray):
         return None
     ary, index = args
@@ -151,30 +152,7 @@ def _view_signature(context, args):
                      ary, res.args[1])
 
 
-@infer_global(operator.getitem)
-class DeviceArrayGetItem(AbstractTemplate):
-    """Basic slicing of a device array gives a device array view."""
-
-    metadata = {"target": "cpu"}
-
-    def generic(self, args, kws):
-        try:
-            return _view_signature(self.context, args)
-        except NopythonUsageError:
-            return None
-
-
-@infer
-class DeviceArrayIndexErrors(AbstractTemplate):
-    """Refuses element access and assignment with the reason, as the first
-    thing the user reads (builtin templates' errors are not aggregated; see
-    launchconfig.KernelConfigureErrors)."""
-
-    key = operator.getitem
-    metadata = {"target": "cpu"}
-
-    def generic(self, args, kws):
-        return _view_signature(self.context, args)
+register_typer(operator.getitem, _view_signature, NopythonUsageError)
 
 
 def _cpu_template(name, key, generic):
