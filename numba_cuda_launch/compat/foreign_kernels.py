@@ -17,7 +17,7 @@ from llvmlite import ir
 from numba.core import types
 
 from numba_cuda_launch.compat.numba_cuda import simulator_enabled, simulator_refusal
-from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.compat.ptx import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
            "remember_live_kernel", "read_image", "image_kind", "cubin_functions",

@@ -16,7 +16,7 @@ from numba.extending import register_model, typeof_impl
 
 from numba_cuda_launch.compat import foreign_kernels as _fk
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.cudadrv import fatbin
 from numba_cuda_launch.cudadrv.paraminfo import loaded_param_sizes
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, error_name
