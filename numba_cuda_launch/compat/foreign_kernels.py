@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 from numba.core import types
 
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled, simulator_refusal
+from numba_cuda_launch.compat.numba_cuda import KernelAdapter, simulator_enabled, simulator_refusal
 from numba_cuda_launch.compat.ptx import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
@@ -351,7 +351,7 @@ def _flatten(context, builder, ty, value):
     return [value]
 
 
-class ForeignKernels:
+class ForeignKernels(KernelAdapter):
     """The kernel-compiler adapter of :class:`ForeignKernel`: one overload
     (the declared signature), nothing to compile, one parameter per
     argument (see docs/architecture.md)."""
@@ -383,20 +383,8 @@ class ForeignKernels:
         return "foreign.%s" % kernel.entry
 
     @staticmethod
-    def is_simulated(kernel):
-        return False  # machine code: numba-cuda's simulator runs Python kernels only
-
-    @staticmethod
-    def is_device_function(kernel):
-        return False
-
-    @staticmethod
     def compiled_kernels(kernel):
         return {kernel.formal: kernel}
-
-    @staticmethod
-    def can_compile(kernel):
-        return False
 
     @staticmethod
     def unavailable(kernel):
@@ -413,10 +401,6 @@ class ForeignKernels:
                                  "simulate" % what)
 
     @staticmethod
-    def launch_problems(dispatcher, kernel):
-        return []
-
-    @staticmethod
     def entry_name(kernel):
         return kernel.entry
 
@@ -429,16 +413,8 @@ class ForeignKernels:
         return (kernel.handle, kernel.handle_kind) if kernel.handle else None
 
     @staticmethod
-    def cooperative(kernel):
-        return False
-
-    @staticmethod
     def param_types(kernel):
         return [_c_parameter(t)[1] for t in kernel.c_types]
-
-    @staticmethod
-    def flat_param_names(name, ty):
-        return [name]
 
     flatten = staticmethod(_flatten)
 
