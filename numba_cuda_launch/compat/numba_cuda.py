@@ -23,7 +23,7 @@ __all__ = [
     "KERNELS", "KernelAdapter", "DispatcherKernels", "CUDADispatcherType", "kernel_cubin",
     "kernel_is_cooperative", "unsupported_kernel_features", "flat_param_names", "flatten_value",
     # signatures, architectures, errors
-    "is_signature", "parse_signature", "unsupported_architectures", "image_target",
+    "is_signature", "parse_signature", "parse_kernel_signature", "unsupported_architectures", "image_target",
     "target_compute_capability", "no_gpu_cause", "with_toolkit_hint", "LAUNCHABLE_SCALARS",
     "lazy_argument_problem",
     # replacements of numba-cuda's functions (installed by .overrides)
@@ -152,6 +152,20 @@ def parse_signature(sig):
     from numba.cuda.core import sigutils
 
     return sigutils.normalize_signature(sig)
+
+
+def parse_kernel_signature(sig, caller, unparsable):
+    """The argument types of kernel signature *sig*. TypeError when it does
+    not parse (*unparsable*, then the parser's error) or returns a value
+    (*caller* names the call)."""
+    try:
+        argtypes, restype = parse_signature(sig)
+    except Exception as exc:
+        raise TypeError("%s: %s" % (unparsable, exc)) from None
+    if restype not in (None, types.void, types.none):
+        raise TypeError("%s: kernels return nothing; the signature returns %s (write void(...))"
+                        % (caller, restype))
+    return argtypes
 
 
 def unsupported_kernel_features(kernel):
