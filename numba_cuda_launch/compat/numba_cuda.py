@@ -23,9 +23,9 @@ __all__ = [
     "KERNELS", "KernelAdapter", "DispatcherKernels", "CUDADispatcherType", "kernel_cubin",
     "kernel_is_cooperative", "unsupported_kernel_features", "flat_param_names", "flatten_value",
     # signatures, architectures, errors
-    "is_signature", "parse_signature", "parse_kernel_signature", "unsupported_architectures", "image_target",
-    "target_compute_capability", "no_gpu_cause", "with_toolkit_hint", "LAUNCHABLE_SCALARS",
-    "lazy_argument_problem",
+    "is_signature", "parse_signature", "parse_kernel_signature", "unsupported_architectures",
+    "image_target", "target_compute_capability", "no_gpu_cause", "with_toolkit_hint",
+    "LAUNCHABLE_SCALARS", "lazy_argument_problem",
     # replacements of numba-cuda's functions (installed by .overrides)
     "deviceless_get_current_device", "deviceless_ensure_cc", "deviceless_bind",
     "toolkit_hinting_kernel_init", "refusing_get_call_type", "signature_recording_jit",
