@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 from numba.core import types
 
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled, simulator_refusal
-from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.compat.numba_cuda import KernelAdapter, simulator_enabled, simulator_refusal
+from numba_cuda_launch.compat.ptx import ptx_param_sizes
 
 __all__ = ["SUPPORTED", "ForeignKernel", "LiveHandle", "live_kernel_name",
            "remember_live_kernel", "read_image", "image_kind", "cubin_functions",
@@ -322,33 +322,36 @@ def c_parameter_problem(ty):
             "integers, float16/32/64 or bool" % ty)
 
 
+_I8 = ir.IntType(8)
+
+
+def _c_parameter(ty):
+    """``(size in bytes, LLVM type)`` of a C parameter of declared type *ty*."""
+    if not isinstance(ty, _C_SCALARS):
+        return 8, _I8.as_pointer()
+    if isinstance(ty, types.Boolean):
+        return 1, _I8
+    if ty == types.float32:
+        return 4, ir.FloatType()
+    if ty == types.float64:
+        return 8, ir.DoubleType()
+    return ty.bitwidth // 8, ir.IntType(ty.bitwidth)  # integers, float16 as its bits
+
+
 def c_sizes(c_types):
     """The byte sizes of parameters of declared C types *c_types*."""
-    return [8 if not isinstance(t, _C_SCALARS) else
-            1 if isinstance(t, types.Boolean) else t.bitwidth // 8 for t in c_types]
-
-
-def _llvm_type(ty):
-    if not isinstance(ty, _C_SCALARS):
-        return ir.IntType(8).as_pointer()
-    if isinstance(ty, types.Boolean):
-        return ir.IntType(8)
-    if ty == types.float32:
-        return ir.FloatType()
-    if ty == types.float64:
-        return ir.DoubleType()
-    return ir.IntType(ty.bitwidth)  # integers, float16 as its bits
+    return [_c_parameter(t)[0] for t in c_types]
 
 
 def _flatten(context, builder, ty, value):
+    # A bool parameter is a byte; any other value is its parameter as it is (float16
+    # as its 2 bytes, a pointer as its address).
     if isinstance(ty, types.Boolean):
-        return [builder.zext(value, ir.IntType(8))]
-    if ty == types.float16 or not isinstance(ty, _C_SCALARS):
-        return [value]  # float16 as its 2 bytes; a pointer parameter as its address
-    return context.get_arg_packer([ty]).as_arguments(builder, [value])
+        return [builder.zext(value, _I8)]
+    return [value]
 
 
-class ForeignKernels:
+class ForeignKernels(KernelAdapter):
     """The kernel-compiler adapter of :class:`ForeignKernel`: one overload
     (the declared signature), nothing to compile, one parameter per
     argument (see docs/architecture.md)."""
@@ -380,20 +383,8 @@ class ForeignKernels:
         return "foreign.%s" % kernel.entry
 
     @staticmethod
-    def is_simulated(kernel):
-        return False  # machine code: numba-cuda's simulator runs Python kernels only
-
-    @staticmethod
-    def is_device_function(kernel):
-        return False
-
-    @staticmethod
     def compiled_kernels(kernel):
         return {kernel.formal: kernel}
-
-    @staticmethod
-    def can_compile(kernel):
-        return False
 
     @staticmethod
     def unavailable(kernel):
@@ -410,10 +401,6 @@ class ForeignKernels:
                                  "simulate" % what)
 
     @staticmethod
-    def launch_problems(dispatcher, kernel):
-        return []
-
-    @staticmethod
     def entry_name(kernel):
         return kernel.entry
 
@@ -426,16 +413,8 @@ class ForeignKernels:
         return (kernel.handle, kernel.handle_kind) if kernel.handle else None
 
     @staticmethod
-    def cooperative(kernel):
-        return False
-
-    @staticmethod
     def param_types(kernel):
-        return [_llvm_type(t) for t in kernel.c_types]
-
-    @staticmethod
-    def flat_param_names(name, ty):
-        return [name]
+        return [_c_parameter(t)[1] for t in kernel.c_types]
 
     flatten = staticmethod(_flatten)
 

@@ -20,12 +20,12 @@ from numba_cuda_launch.config import get_compute_capabilities, get_compute_capab
 
 __all__ = [
     # the adapter and what it is made of
-    "KERNELS", "DispatcherKernels", "CUDADispatcherType", "kernel_cubin",
+    "KERNELS", "KernelAdapter", "DispatcherKernels", "CUDADispatcherType", "kernel_cubin",
     "kernel_is_cooperative", "unsupported_kernel_features", "flat_param_names", "flatten_value",
     # signatures, architectures, errors
-    "is_signature", "parse_signature", "unsupported_architectures", "image_target",
-    "target_compute_capability", "no_gpu_cause", "with_toolkit_hint", "LAUNCHABLE_SCALARS",
-    "lazy_argument_problem",
+    "is_signature", "parse_signature", "parse_kernel_signature", "unsupported_architectures",
+    "image_target", "target_compute_capability", "no_gpu_cause", "with_toolkit_hint",
+    "LAUNCHABLE_SCALARS", "lazy_argument_problem",
     # replacements of numba-cuda's functions (installed by .overrides)
     "deviceless_get_current_device", "deviceless_ensure_cc", "deviceless_bind",
     "toolkit_hinting_kernel_init", "refusing_get_call_type", "signature_recording_jit",
@@ -154,6 +154,20 @@ def parse_signature(sig):
     return sigutils.normalize_signature(sig)
 
 
+def parse_kernel_signature(sig, caller, unparsable):
+    """The argument types of kernel signature *sig*. TypeError when it does
+    not parse (*unparsable*, then the parser's error) or returns a value
+    (*caller* names the call)."""
+    try:
+        argtypes, restype = parse_signature(sig)
+    except Exception as exc:
+        raise TypeError("%s: %s" % (unparsable, exc)) from None
+    if restype not in (None, types.void, types.none):
+        raise TypeError("%s: kernels return nothing; the signature returns %s (write void(...))"
+                        % (caller, restype))
+    return argtypes
+
+
 def unsupported_kernel_features(kernel):
     """Reasons this kernel cannot be launched from compiled code, if any."""
     reasons = []
@@ -249,10 +263,57 @@ def flatten_value(context, builder, ty, value):
     return context.get_arg_packer([ty]).as_arguments(builder, [value])
 
 
-class DispatcherKernels:
+class KernelAdapter:
+    """The defaults of a kernel-compiler adapter (docs/architecture.md lists
+    what one provides): not simulated, no device functions, nothing to
+    compile, no refusals, plain launches of an image with one parameter per
+    argument."""
+
+    @staticmethod
+    def is_simulated(kernel):
+        return False
+
+    @staticmethod
+    def is_device_function(kernel):
+        return False
+
+    @staticmethod
+    def can_compile(kernel):
+        return False
+
+    @staticmethod
+    def argument_problem(ty):
+        return None
+
+    @staticmethod
+    def unavailable(kernel):
+        return None
+
+    @staticmethod
+    def launch_problems(dispatcher, kernel):
+        return []
+
+    @staticmethod
+    def cooperative(kernel):
+        return False
+
+    @staticmethod
+    def live_handle(kernel):
+        return None
+
+    @staticmethod
+    def flat_param_names(name, ty):
+        return [name]
+
+    @staticmethod
+    def emit_argument_checks(context, builder, guards, ty, value, where):
+        pass
+
+
+class DispatcherKernels(KernelAdapter):
     """What the adapters of ``@cuda.jit`` dispatchers (numba-cuda's and
     numba-cuda-mlir's, which keep the Python function, options and laziness
-    alike) share; docs/architecture.md lists what an adapter provides."""
+    alike) share."""
 
     is_simulated = staticmethod(is_simulated)
 
@@ -285,18 +346,6 @@ class DispatcherKernels:
         if is_simulated(dispatcher):
             return not _simulated_signatures(dispatcher)
         return bool(dispatcher._can_compile)
-
-    @staticmethod
-    def argument_problem(ty):
-        return None
-
-    @staticmethod
-    def unavailable(dispatcher):
-        return None
-
-    @staticmethod
-    def live_handle(kernel):
-        return None  # launched from its image
 
 
 class NumbaCudaKernels(DispatcherKernels):

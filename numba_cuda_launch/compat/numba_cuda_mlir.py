@@ -7,21 +7,20 @@ imported it.
 """
 
 import functools
-import re
 import sys
 
 from llvmlite import ir
 from numba.core import cgutils, types
 
 from numba_cuda_launch.compat import numba_cuda as _nc
+from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
 __all__ = [
     "KERNELS", "UntranslatableType", "is_mlir_dispatcher_class", "deviceless_cc_wanted",
     "configured_cc", "to_mlir_type", "from_mlir_type", "kernel_image", "kernel_entry_name",
-    "kernel_param_sizes", "ptx_param_sizes", "unsupported_kernel_features", "flatten_value",
-    "emit_argument_checks",
+    "kernel_param_sizes", "unsupported_kernel_features", "flatten_value", "emit_argument_checks",
 ]
 
 
@@ -137,10 +136,6 @@ def kernel_entry_name(kernel):
     return kernel.metadata["func_name"]
 
 
-_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.S)
-_WIDTH = {"8": 1, "16": 2, "32": 4, "64": 8}
-
-
 def kernel_param_sizes(kernel):
     """The byte sizes of the kernel entry point's parameters, read from its
     PTX ``.entry`` declaration; None if the PTX is not available."""
@@ -151,22 +146,6 @@ def kernel_param_sizes(kernel):
     if not isinstance(ptx, str):
         return None
     return ptx_param_sizes(ptx, kernel_entry_name(kernel))
-
-
-def ptx_param_sizes(ptx, name):
-    """The byte sizes of the parameters of entry *name* in *ptx* (text),
-    read from its ``.entry`` declaration; None if it has no such entry."""
-    for match in _ENTRY.finditer(ptx):
-        if match.group(1) != name:
-            continue
-        sizes = []
-        for decl in filter(None, (d.strip() for d in match.group(2).split(","))):
-            tokens = decl.split()
-            kind = tokens[3] if tokens[1] == ".align" else tokens[1]
-            count = re.search(r"\[(\d+)\]$", tokens[-1])
-            sizes.append(_WIDTH[kind[2:]] * (int(count.group(1)) if count else 1))
-        return sizes
-    return None
 
 
 def unsupported_kernel_features(dispatcher, kernel):

@@ -16,7 +16,7 @@ from numba.extending import register_model, typeof_impl
 
 from numba_cuda_launch.compat import foreign_kernels as _fk
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat.numba_cuda_mlir import ptx_param_sizes
+from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.cudadrv import fatbin
 from numba_cuda_launch.cudadrv.paraminfo import loaded_param_sizes
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, error_name
@@ -105,15 +105,10 @@ def _formal(ty):
 
 def _declared(what, signature, names):
     """The C parameter types of *signature* and their names."""
-    try:
-        argtypes, restype = _compat.parse_signature(signature)
-    except Exception as exc:
-        raise TypeError("foreign_kernel(%s): signature %r does not parse as a Numba "
-                        "signature such as 'void(CPointer(float32), float32, int64)': %s"
-                        % (what, signature, exc)) from None
-    if restype not in (None, types.void, types.none):
-        raise TypeError("foreign_kernel(%s): kernels return nothing; the signature returns "
-                        "%s (write void(...))" % (what, restype))
+    argtypes = _compat.parse_kernel_signature(
+        signature, "foreign_kernel(%s)" % what,
+        "foreign_kernel(%s): signature %r does not parse as a Numba signature such as "
+        "'void(CPointer(float32), float32, int64)'" % (what, signature))
     argtypes = [types.unliteral(t) for t in argtypes]  # IntegerLiteral(3): an int64
     names = _param_names(what, names, len(argtypes))
     for name, ty in zip(names, argtypes):

@@ -66,14 +66,8 @@ def _argument_types(name, argtypes):
             "'void(float32[::1], int64)' or a tuple of Numba types" % name)
     if isinstance(argtypes, str) or (_compat.is_signature(argtypes)
                                      and not isinstance(argtypes, (tuple, list))):
-        try:
-            # numba-cuda's parser: its own type names (bfloat16, dim3) too
-            argtypes, restype = _compat.parse_signature(argtypes)
-        except Exception as exc:
-            raise TypeError("%s; %r does not parse: %s" % (what, argtypes, exc)) from None
-        if restype not in (None, types.void, types.none):
-            raise TypeError("kernel_handle(%r, ...): kernels return nothing; the signature "
-                            "returns %s (write void(...))" % (name, restype))
+        argtypes = _compat.parse_kernel_signature(
+            argtypes, "kernel_handle(%r, ...)" % name, "%s; %r does not parse" % (what, argtypes))
     elif isinstance(argtypes, types.Type):
         raise TypeError("%s, got the bare type %s (write (%s,))" % (what, argtypes, argtypes))
     if not isinstance(argtypes, (tuple, list)) or \

@@ -76,11 +76,7 @@ class DriverBackend(LaunchBackend):
         return status_ptr, context.add_dynamic_addr(builder, address, info=info)
 
     def emit_argument_checks(self, context, builder, guards, ty, value, where):
-        # what the kernel's compiler refuses in argument values (an adapter's
-        # optional emit_argument_checks: numba-cuda-mlir's strides)
-        checks = getattr(self.compiler, "emit_argument_checks", None)
-        if checks is not None:
-            checks(context, builder, guards, ty, value, where)
+        self.compiler.emit_argument_checks(context, builder, guards, ty, value, where)
 
     def emit_launch_checks(self, context, builder, guards, kernel, cfg):
         # More dynamic shared memory than 48 KiB (less the static) needs the
