@@ -574,7 +574,8 @@ class RecordingDriver:
         if status == _INVALID_VALUE:
             return status
         _UpdateInfoC.from_address(info).result = result
-        self.exec_updates.append((exe, graph, status))
+        with self._lock:
+            self.exec_updates.append((exe, graph, status))
         return status
 
     def _node_set_params(self, exe, node, params):
