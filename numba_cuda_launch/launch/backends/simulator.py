@@ -111,7 +111,7 @@ def _simulate(kernel, stream, _, grid, block, sharedmem, args, pointer_types, ca
 def _set_node(kernel, exe, node, grid, block, sharedmem, args, pointer_types, catch):
     """Set kernel node *node* of executable graph *exe* to this launch."""
     launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
-    return simgraph.STATE.set_node(exe, node, launch)
+    return simgraph.STATE.set_node(exe, node, lambda old: launch)[0]
 
 
 @functools.lru_cache(maxsize=None)
