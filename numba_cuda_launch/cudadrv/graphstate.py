@@ -217,12 +217,14 @@ class GraphState:
             return self._exec_node(exe, node)
 
     def set_node(self, exe, node, launch):
-        """``cuGraphExecKernelNodeSetParams``: kernel node *node* of *exe* runs *launch*."""
+        """``cuGraphExecKernelNodeSetParams``: kernel node *node* of *exe* runs
+        ``launch(old)``, *old* what it ran; ``(status, the launch set)``."""
         with self.lock:
-            if self._exec_node(exe, node) is None:
-                return CUDA_ERROR_INVALID_VALUE
-            self.execs[exe].launches[node] = launch
-        return 0
+            old = self._exec_node(exe, node)
+            if old is None:
+                return CUDA_ERROR_INVALID_VALUE, None
+            new = self.execs[exe].launches[node] = launch(old)
+        return 0, new
 
     def exec_update(self, exe, graph):
         """``cuGraphExecUpdate``: ``(status, CUgraphExecUpdateResult)``."""

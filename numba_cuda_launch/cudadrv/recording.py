@@ -574,20 +574,22 @@ class RecordingDriver:
         if status == _INVALID_VALUE:
             return status
         _UpdateInfoC.from_address(info).result = result
-        self.exec_updates.append((exe, graph, status))
+        with self._lock:
+            self.exec_updates.append((exe, graph, status))
         return status
 
     def _node_set_params(self, exe, node, params):
-        old = self._graph_state.exec_node(exe, node)
-        if old is None:
-            return _INVALID_VALUE
         p = _KernelNodeParamsC.from_address(params)
         name = self._names.get(p.func or p.kern)
-        if name is None:
-            return _INVALID_HANDLE
-        launch = Launch(name, tuple(p.grid), tuple(p.block), p.sharedmem, 0,
-                        self._params(name, p.params), old.cooperative, old.cluster)
-        self._graph_state.set_node(exe, node, launch)
+        if name is None:  # a missing node is the first error
+            missing = self._graph_state.exec_node(exe, node) is None
+            return _INVALID_VALUE if missing else _INVALID_HANDLE
+        # the node keeps its attributes (cooperative, cluster)
+        status, launch = self._graph_state.set_node(exe, node, lambda old: Launch(
+            name, tuple(p.grid), tuple(p.block), p.sharedmem, 0, self._params(name, p.params),
+            old.cooperative, old.cluster))
+        if status:
+            return status
         with self._lock:
             self.node_updates.append((exe, node, launch))
         return 0

@@ -154,13 +154,16 @@ class Emitters:
         record_driver_calls(self.context)
         args = [ir.Constant(_i64, _OPERATIONS.index(op))]
         for v in values + (ir.Constant(_i64, 0),) * (2 - len(values)):
-            args.append(builder.ptrtoint(v, _i64) if v.type == _i8p else builder.zext(v, _i64)
-                        if v.type.width < 64 else v)
-        out = call_jitted(self.context, builder, _operate, (types.int64, types.uint64,
-                                                            types.uint64), args)
+            if v.type == _i8p:
+                v = builder.ptrtoint(v, _i64)
+            elif v.type.width < 64:
+                v = builder.zext(v, _i64)
+            args.append(v)
+        out = call_jitted(self.context, builder, _operate,
+                          (types.int64, types.uint64, types.uint64), args)
         status, reason, handle = (builder.extract_value(out, i) for i in range(3))
-        return builder.trunc(status, _i32), builder.trunc(reason, _i32), \
-            builder.inttoptr(handle, _i8p)
+        return (builder.trunc(status, _i32), builder.trunc(reason, _i32),
+                builder.inttoptr(handle, _i8p))
 
     def emit_begin_capture(self, builder, stream, mode):
         return self._call(builder, _begin_capture, stream, mode)[0]

@@ -111,28 +111,25 @@ def _simulate(kernel, stream, _, grid, block, sharedmem, args, pointer_types, ca
 def _set_node(kernel, exe, node, grid, block, sharedmem, args, pointer_types, catch):
     """Set kernel node *node* of executable graph *exe* to this launch."""
     launch = _as_launch(kernel, grid, block, sharedmem, args, pointer_types)
-    return simgraph.STATE.set_node(exe, node, launch)
+    return simgraph.STATE.set_node(exe, node, lambda old: launch)[0]
 
 
 @functools.lru_cache(maxsize=None)
 def _helper(kernel, argtypes, catch, target):
     """An @njit function running *target* (a simulated launch, or the
     update of a recorded one) in object mode: ``(h0, h1, grid, block,
-    sharedmem, args...)``, h0 and h1 the stream (and 0) or the executable
-    graph and the node."""
-    names = ["a%d" % i for i in range(len(argtypes))]
+    sharedmem, args)``, h0 and h1 the stream (and 0) or the executable
+    graph and the node, *args* the tuple of arguments."""
     pointer_types = tuple(_HALF if t == types.float16 else _ctype_of(t) for t in argtypes)
-    tup = "(%s)" % "".join(n + ", " for n in names)
-    src = (
-        "def launch(h0, h1, g0, g1, g2, b0, b1, b2, shmem%s):\n"
-        "    with numba.objmode(status='int32'):\n"
-        "        status = TARGET(KERNEL, h0, h1, (g0, g1, g2), (b0, b1, b2), shmem, %s, PTRS,"
-        " CATCH)\n"
-        "    return status\n" % ("".join(", " + n for n in names), tup))
-    ns = {"numba": numba, "TARGET": target, "KERNEL": kernel,
-          "PTRS": pointer_types, "CATCH": catch}
-    exec(src, ns)
-    return numba.njit(ns["launch"])
+
+    @numba.njit
+    def launch(h0, h1, g0, g1, g2, b0, b1, b2, shmem, args):
+        with numba.objmode(status="int32"):
+            status = target(kernel, h0, h1, (g0, g1, g2), (b0, b1, b2), shmem, args,
+                            pointer_types, catch)
+        return status
+
+    return launch
 
 
 class SimulatorBackend(LaunchBackend):
@@ -166,16 +163,18 @@ class SimulatorBackend(LaunchBackend):
                    handles, target):
         # Pointers travel as integers and float16 as its bits (Numba cannot
         # box either); the Python side rebuilds them (_as_kernel_arg).
-        hosted = tuple(types.uintp if isinstance(t, types.CPointer)
-                       else types.uint16 if t == types.float16 else t for t in formal_types)
+        hosted = types.Tuple([types.uintp if isinstance(t, types.CPointer)
+                              else types.uint16 if t == types.float16 else t
+                              for t in formal_types])
         vals = [builder.ptrtoint(v, ir.IntType(64)) if isinstance(t, types.CPointer)
                 else builder.bitcast(v, ir.IntType(16)) if t == types.float16 else v
                 for v, t in zip(values, formal_types)]
         handles = [builder.ptrtoint(h, ir.IntType(64)) for h in handles]
+        args = context.make_tuple(builder, hosted, vals)
         helper = _helper(kernel, tuple(formal_types), catch, target)
         return call_jitted(context, builder, helper,
-                           (types.uintp,) * 2 + (types.uint32,) * 7 + hosted,
-                           handles + cfg.dims + [cfg.sharedmem] + vals)
+                           (types.uintp,) * 2 + (types.uint32,) * 7 + (hosted,),
+                           handles + cfg.dims + [cfg.sharedmem, args])
 
     def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
         null = ir.Constant(ir.IntType(8).as_pointer(), None)
