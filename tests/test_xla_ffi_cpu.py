@@ -95,3 +95,32 @@ def test_handler_checks_inputs():
 
 def test_api_version_read_from_jaxlib():
     assert MAJOR == 0 and MINOR >= 1
+
+
+NDIM = "buffer_as_array: ndim must be a constant integer from 0 to 64, got "
+DTYPE = "%s: dtype must be one of %s (a NumPy scalar type such as np.float32), got "
+
+
+@pytest.mark.parametrize("reader, expected", [
+    (lambda f: ffi.buffer_as_array(ffi.arg_buffer(f, 0), -1, np.float32).size,
+     NDIM + "Literal[int](-1)"),
+    (lambda f: ffi.buffer_as_array(ffi.arg_buffer(f, 0), 65, np.float32).size,
+     NDIM + "Literal[int](65)"),
+    (lambda f: ffi.buffer_as_array(ffi.arg_buffer(f, 0), True, np.float32).size,
+     NDIM + "Literal[bool](True)"),
+    (lambda f: ffi.buffer_as_array(ffi.arg_buffer(f, 0), ffi.num_args(f), np.float32).size,
+     NDIM + "int64"),
+    (lambda f: ffi.buffer_as_array(ffi.arg_buffer(f, 0), 1, ffi.attr_float(f, "d")).size,
+     DTYPE % ("buffer_as_array", ", ".join(map(str, ffi.DTYPES))) + "float64"),
+    (lambda f: ffi.buffer_as_array(ffi.arg_buffer(f, 0), 1, True).size,
+     DTYPE % ("buffer_as_array", ", ".join(map(str, ffi.DTYPES))) + "Literal[bool](True)"),
+    (lambda f: ffi.attr_array_data(f, "w", ffi.num_args(f)).size,
+     DTYPE % ("attr_array_data", "int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
+              "float32, float64") + "int64"),
+], ids=["negative ndim", "ndim over 64", "bool ndim", "runtime ndim", "runtime dtype",
+        "bool dtype", "runtime attr_array_data dtype"])
+def test_reader_refuses_a_wrong_constant(reader, expected):
+    # the refusal is the first line of the error, not a 0-d view or a failure inside numba
+    with pytest.raises(numba.core.errors.TypingError) as info:
+        numba.cfunc(nt.int64(nt.voidptr))(reader)
+    assert str(info.value).splitlines()[0] == expected

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.extending import intrinsic, models, register_jitable, register_model
+from numba.extending import intrinsic, register_jitable
 
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -32,7 +32,8 @@ def _as_half(x):
 
 class VariantType(nt.Dummy):
     """A rank variant's array types (inputs, then outputs), how many are inputs,
-    and its scalars ``((attribute name, NumPy dtype), ...)``."""
+    and its scalars ``((attribute name, NumPy dtype), ...)``. An instance is a
+    constant of the handler's body, typed ``TypeRef(VariantType)``."""
 
     def __init__(self, arrays, n_in, scalars):
         self.arrays, self.n_in, self.scalars = arrays, n_in, scalars
@@ -43,18 +44,6 @@ class VariantType(nt.Dummy):
     @property
     def key(self):
         return self.arrays, self.n_in, self.scalars
-
-
-register_model(VariantType)(models.OpaqueModel)
-
-
-class _Variant:
-    """A rank variant of a handler, a constant of its body (typed as a VariantType)."""
-
-    __slots__ = ("_numba_type_",)  # what Numba's typeof returns for it
-
-    def __init__(self, arrays, n_in, scalars):
-        self._numba_type_ = VariantType(tuple(arrays), n_in, tuple(scalars))
 
 
 # -- lowering calls of the accessors ----------------------------------------------
@@ -90,7 +79,7 @@ def _view(context, builder, frame, index, n_in, ty):
 @intrinsic
 def _buffer_views(typingctx, frame, variant):
     """``(inputs, outputs)``: tuples of views of XLA's buffers as the *variant*'s types."""
-    arrays, n_in = variant.arrays, variant.n_in
+    arrays, n_in = variant.instance_type.arrays, variant.instance_type.n_in
     ins, outs = nt.Tuple(arrays[:n_in]), nt.Tuple(arrays[n_in:])
 
     def codegen(context, builder, sig, args):
@@ -117,7 +106,7 @@ def _scalar(context, builder, frame, name, dtype):
 @intrinsic
 def _scalar_values(typingctx, frame, variant):
     """The tuple of the *variant*'s scalars, read from the call's attributes."""
-    scalars = variant.scalars
+    scalars = variant.instance_type.scalars
     ty = nt.Tuple([numba.from_dtype(d) for _, d in scalars])
 
     def codegen(context, builder, sig, args):
@@ -221,7 +210,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
-    unbatched, batched = (_Variant(a, n_in, attributes) for a in arrays)
+    unbatched, batched = (VariantType(tuple(a), n_in, attributes) for a in arrays)
     batch_aware = len(variants) > 1
     # the first buffer (XLA's first argument, else its first result) selects the variant
     first = xla_ffi.arg_buffer if n_in else xla_ffi.ret_buffer

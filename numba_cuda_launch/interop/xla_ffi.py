@@ -56,6 +56,7 @@ _ATTR_ARRAY, _ATTR_SCALAR, _ATTR_STRING = 1, 3, 4
 STAGE_INSTANTIATE, STAGE_PREPARE, STAGE_INITIALIZE, STAGE_EXECUTE = 0, 1, 2, 3
 COMMAND_BUFFER_COMPATIBLE = 1  # XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE
 _ERROR_INTERNAL = 13  # XLA_FFI_Error_Code_INTERNAL
+_MAX_NDIM = 64  # NumPy's limit on dimensions, which JAX's arrays share
 
 #: XLA_FFI_DataType codes of the NumPy dtypes kernels take.
 DTYPES = {
@@ -319,11 +320,11 @@ def buffer_as_array(buf, ndim, dtype):
 
 @overload(buffer_as_array, prefer_literal=True)
 def _buffer_as_array(buf, ndim, dtype):
-    if not isinstance(ndim, types.IntegerLiteral):
-        raise NopythonUsageError("buffer_as_array: ndim must be a constant integer")
+    if not (isinstance(ndim, types.IntegerLiteral) and 0 <= ndim.literal_value <= _MAX_NDIM):
+        raise NopythonUsageError("buffer_as_array: ndim must be a constant integer from 0 to "
+                                 "%d, got %s" % (_MAX_NDIM, ndim))
     _constant_dtype(dtype, "buffer_as_array", tuple(DTYPES))
-    rank = max(ndim.literal_value, 0)  # a negative ndim gives a 0-d view
-    load_shape = _make_load(types.UniTuple(types.int64, rank))
+    load_shape = _make_load(types.UniTuple(types.int64, ndim.literal_value))
 
     def impl(buf, ndim, dtype):
         return numba.carray(buffer_data(buf), load_shape(_load_ptr(buf, _BUF_DIMS), 0), dtype)
@@ -512,14 +513,14 @@ def attr_array_data(frame, name, dtype):
 
 
 def _constant_dtype(dtype, fn, allowed):
-    """The NumPy dtype a nopython ``dtype`` argument names, if one of *allowed*."""
+    """The NumPy dtype a nopython ``dtype`` argument (a constant) names, if one of *allowed*."""
     from numba.np.numpy_support import as_dtype
 
     try:
-        np_dtype = as_dtype(getattr(dtype, "dtype", dtype))
+        np_dtype = as_dtype(dtype.dtype) if isinstance(dtype, types.DTypeSpec) else None
     except Exception:
         np_dtype = None
-    if np_dtype is None or np_dtype not in allowed:  # (np.dtype(None) is float64)
+    if np_dtype is None or np_dtype not in allowed:
         raise NopythonUsageError("%s: dtype must be one of %s (a NumPy scalar type such as "
                           "np.float32), got %s"
                           % (fn, ", ".join(str(d) for d in allowed), dtype))
