@@ -216,14 +216,14 @@ class GraphState:
         with self.lock:
             return self._exec_node(exe, node)
 
-    def set_node(self, exe, node, launch):
+    def set_node(self, exe, node, make_launch):
         """``cuGraphExecKernelNodeSetParams``: kernel node *node* of *exe* runs
-        ``launch(old)``, *old* what it ran; ``(status, the launch set)``."""
+        ``make_launch(old)``, *old* what it ran; ``(status, the launch set)``."""
         with self.lock:
             old = self._exec_node(exe, node)
             if old is None:
                 return CUDA_ERROR_INVALID_VALUE, None
-            new = self.execs[exe].launches[node] = launch(old)
+            new = self.execs[exe].launches[node] = make_launch(old)
         return 0, new
 
     def exec_update(self, exe, graph):

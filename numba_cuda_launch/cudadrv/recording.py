@@ -518,15 +518,17 @@ class RecordingDriver:
         return self._capture_info(stream, out, *[ctypes.pointer(_vp())] * 4)
 
     def _capture_info(self, stream, status, ident, graph, deps, count):
-        capture = self._graph_state.captures.get(stream or 0)
+        with self._graph_state.lock:  # another thread may be recording into it
+            capture = self._graph_state.captures.get(stream or 0)
+            last = next(reversed(capture.by_node), 0) if capture else 0
         status[0] = 0 if capture is None else 2 if capture.invalidated else 1
         ident[0] = id(capture) if capture else 0
         graph[0] = None
         # the capture's dependency, the last node recorded; valid until this
         # thread's next call, as the driver's
-        self._thread.deps = (_vp * 1)(next(reversed(capture.by_node), 0) if capture else 0)
+        self._thread.deps = (_vp * 1)(last)
         deps[0] = ctypes.addressof(self._thread.deps) if capture else None
-        count[0] = 1 if capture and capture.by_node else 0
+        count[0] = 1 if last else 0
         return 0
 
     def _node_type(self, node, out):

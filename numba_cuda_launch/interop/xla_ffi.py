@@ -185,7 +185,8 @@ def _call_api(typingctx, fnptr, args_ptr):
 @intrinsic
 def _stack_bytes(typingctx, size, struct_size):
     """A zeroed stack buffer of *size* (a constant) bytes, as voidptr, starting with
-    the int64 *struct_size* (the field every ``XLA_FFI_*_Args`` struct begins with)."""
+    the int64 *struct_size* (the field every ``XLA_FFI_*_Args`` struct begins with;
+    0 for a plain buffer)."""
     if not isinstance(size, types.IntegerLiteral):
         raise NopythonUsageError("_stack_bytes needs a constant size")
     n = size.literal_value
