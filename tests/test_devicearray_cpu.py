@@ -491,10 +491,11 @@ def test_readonly_dlpack_gives_readonly_type():
     assert ty == DeviceArray(nt.float32, 1, "C", readonly=True)
 
 
-def test_dlpack_on_the_host_is_not_a_device_array():
+@pytest.mark.parametrize("device", [(1, 0), (1, -1)])  # kDLCPU; its id is not checked
+def test_dlpack_on_the_host_is_not_a_device_array(device):
     class HostDLPack(DLPackOnDevice):
         def __dlpack_device__(self):
-            return (1, 0)  # kDLCPU
+            return device
 
     @njit
     def f(x):
@@ -503,8 +504,8 @@ def test_dlpack_on_the_host_is_not_a_device_array():
     with pytest.raises(TypingError) as info:
         f(HostDLPack(np.zeros(4)))
     assert first_line(info.value) == (
-        "f(): argument 1 'x': its DLPack device (1, 0) is not a CUDA device (device types "
-        "(2, 3, 13): CUDA, CUDA host, CUDA managed memory)")
+        "f(): argument 1 'x': its DLPack device %r is not a CUDA device (device types "
+        "(2, 3, 13): CUDA, CUDA host, CUDA managed memory)" % (device,))
 
 
 @pytest.mark.parametrize("make", [lambda h: CupyLikeStream(h), lambda h: ProtocolStream(h), int])

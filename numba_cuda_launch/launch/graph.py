@@ -257,7 +257,8 @@ def _begin_capture(typingctx, stream, mode):
 def _driver_call(emit_name, *results):
     """An intrinsic ``f(*args)`` returning the *results* (types; a tuple of
     them when more than one) of emitter *emit_name* of :func:`_runtime`. A
-    Graph, GraphExec or KernelNode goes in and comes out as its handle."""
+    Graph, GraphExec or KernelNode argument reaches the emitter as its
+    handle; a handle the emitter returns comes back as such a value."""
     ret = types.Tuple(results) if len(results) > 1 else results[0]
 
     @intrinsic

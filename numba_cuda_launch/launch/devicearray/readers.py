@@ -368,7 +368,8 @@ def _dlpack_device(obj):
         raise _dlpack_error("__dlpack_device__() returned %r; a (device_type, device_id) "
                             "pair of integers was expected" % (device,))
     device = tuple(_index(d, "__dlpack_device__() entries", _dlpack_error) for d in device)
-    if not 0 <= device[1] < _DEVICE_ID_END:  # DLDevice.device_id: an int32 ordinal
+    # DLDevice.device_id: an int32 ordinal (another device type is refused as such)
+    if device[0] in _DEVICE_TYPES and not 0 <= device[1] < _DEVICE_ID_END:
         raise _dlpack_error("__dlpack_device__() returned %r; its device_id must be a device "
                             "ordinal, 0 to 2**31-1" % (device,))
     return device

@@ -206,8 +206,13 @@ class _Ref:
         return (self.getter, ())
 
 
-# The classes whose objects may carry CACHED_FIELDS.
-_cached_classes_ref = _Ref(_compat.numba_cuda_array_classes)
+def _get_cached_classes():
+    """The classes whose objects may carry :data:`CACHED_FIELDS` (cached
+    code refers to this function by name)."""
+    return _compat.numba_cuda_array_classes()
+
+
+_cached_classes_ref = _Ref(_get_cached_classes)
 
 
 def _get_typed_fields():
