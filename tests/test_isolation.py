@@ -267,3 +267,60 @@ def test_cache_true_across_processes(tmp_path):
     second = run_python(code, cwd=tmp_path).split()
     assert first == ["0", "1", "0"]
     assert second == ["0", "1", "1"]  # loaded from the cache, launched again
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("NCL_TEST_PATCHED") == "1",
+                    reason="the package is part of the patched numba-cuda there; a copy of it "
+                           "alone does not import")
+def test_cached_launch_code_of_another_build_of_the_package_is_not_used(tmp_path):
+    import shutil
+
+    package = os.path.dirname(ncl.__file__)
+    copy = tmp_path / "site" / "numba_cuda_launch"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "cached_launch.py").write_text(CACHE_MODULE)
+    probe = textwrap.dedent("""
+        import numba_cuda_launch, cached_launch as m
+        from numba_cuda_launch.testing import RecordingDriver
+        with RecordingDriver() as fake:
+            status = m.go(16)
+        print(status, len(fake.launches), sum(m.go.stats.cache_hits.values()),
+              numba_cuda_launch.__file__)
+    """)
+
+    def run():
+        env = child_env()
+        env["PYTHONPATH"] = str(tmp_path / "site") + os.pathsep + env["PYTHONPATH"]
+        out = subprocess.run([sys.executable, "-c", PREAMBLE + probe], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        status, launches, hits, where = out.stdout.split()
+        assert where.startswith(str(copy))  # the copy is the package imported
+        return status, launches, hits
+
+    assert run() == ("0", "1", "0")
+    assert run() == ("0", "1", "1")  # the same build: from the cache
+    with open(copy / "launch" / "call.py", "a") as f:
+        f.write("\n# another build\n")
+    assert run() == ("0", "1", "0")  # compiled again, not loaded
+    assert run() == ("0", "1", "1")
+
+
+def test_build_check_refuses_code_of_another_build(tmp_path):
+    from numba_cuda_launch.compat.numba_caching import LaunchTargetChanged
+    from numba_cuda_launch.launch.caching import BuildCheck, package_build, sources_digest
+
+    BuildCheck(package_build())()
+    with pytest.raises(LaunchTargetChanged, match="another build of numba-cuda-launch"):
+        BuildCheck("0" * 20)()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("not source")
+    first = sources_digest(tmp_path)
+    (tmp_path / "notes.txt").write_text("still not source")
+    assert sources_digest(tmp_path) == first
+    (tmp_path / "a.py").write_text("x = 2\n")
+    edited = sources_digest(tmp_path)
+    assert edited != first
+    (tmp_path / "a.py").rename(tmp_path / "b.py")
+    assert sources_digest(tmp_path) not in (first, edited)

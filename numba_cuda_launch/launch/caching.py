@@ -2,9 +2,14 @@
 that Numba runs when it loads the cached code in a later process. Code is
 used only for the launch target it was built for (the architecture of its
 images, not under the simulator: simulated launches call back into this
-process's Python objects). See README.md and docs/architecture.md.
+process's Python objects) and by the build of this package that compiled it
+(Numba's cache knows only the user's source). See README.md and
+docs/architecture.md.
 """
 
+import functools
+import hashlib
+import os
 from dataclasses import dataclass
 
 from numba_cuda_launch.compat import numba_cuda as _compat
@@ -15,6 +20,8 @@ from numba_cuda_launch.compat.numba_caching import (
 )
 
 __all__ = [
+    "package_build",
+    "BuildCheck",
     "current_target",
     "LaunchTargetCheck",
     "record_launch_target",
@@ -60,9 +67,43 @@ class LaunchTargetCheck:
                                   % (self.target, now))
 
 
+def sources_digest(root):
+    """A digest of the ``.py`` and ``.c`` files under *root* (names and bytes)."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith((".py", ".c")):
+                path = os.path.join(dirpath, name)
+                digest.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+    return digest.hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=None)
+def package_build():
+    """This build of the package: the digest of its sources, read once."""
+    return sources_digest(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass(frozen=True)
+class BuildCheck:
+    """Run by Numba when it loads cached code that launches kernels or calls
+    the driver: refuses it (a cache miss) if another build of this package
+    compiled it, whose emitted code and pickled references may not match."""
+
+    build: str
+
+    def __call__(self):
+        if self.build != package_build():
+            raise LaunchTargetChanged("cached by another build of numba-cuda-launch")
+
+
 def record_launch_target(context):
     """Record, in the function being lowered, the target its launches use."""
     add_reload_check(context, LaunchTargetCheck(current_target()))
+    add_reload_check(context, BuildCheck(package_build()))
 
 
 @dataclass(frozen=True)
@@ -85,6 +126,7 @@ def record_driver_calls(context):
     """Record, in the function being lowered, that it calls the driver's
     synchronisation or event functions (or their simulated forms)."""
     add_reload_check(context, DriverCallCheck(_compat.simulator_enabled()))
+    add_reload_check(context, BuildCheck(package_build()))
 
 
 @dataclass(frozen=True)
