@@ -18,10 +18,13 @@ from support.childenv import PREAMBLE, child_env  # noqa: F401
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_python(code, cwd=None):
+def run_python(code, cwd=None, path_first=None):
+    """Run *code* in a child process (*path_first* leading its PYTHONPATH)."""
+    env = child_env()
+    if path_first is not None:
+        env["PYTHONPATH"] = str(path_first) + os.pathsep + env["PYTHONPATH"]
     out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(code)], cwd=cwd,
-                         env=child_env(),
-                         capture_output=True, text=True, timeout=300)
+                         env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -252,19 +255,23 @@ def go(p):
 """
 
 
+# Launches CACHE_MODULE's function once; prints its status, the launches
+# recorded, the cache hits and the package imported.
+CACHE_PROBE = """
+    import numba_cuda_launch, cached_launch as m
+    from numba_cuda_launch.testing import RecordingDriver
+    with RecordingDriver() as fake:
+        status = m.go(16)
+    print(status, len(fake.launches), sum(m.go.stats.cache_hits.values()),
+          numba_cuda_launch.__file__)
+"""
+
+
 @pytest.mark.slow
 def test_cache_true_across_processes(tmp_path):
     (tmp_path / "cached_launch.py").write_text(CACHE_MODULE)
-    probe = """
-        import cached_launch as m
-        from numba_cuda_launch.testing import RecordingDriver
-        with RecordingDriver() as fake:
-            status = m.go(16)
-        print(status, len(fake.launches), sum(m.go.stats.cache_hits.values()))
-    """
-    code = textwrap.dedent(probe)
-    first = run_python(code, cwd=tmp_path).split()
-    second = run_python(code, cwd=tmp_path).split()
+    first = run_python(CACHE_PROBE, cwd=tmp_path).split()[:3]
+    second = run_python(CACHE_PROBE, cwd=tmp_path).split()[:3]
     assert first == ["0", "1", "0"]
     assert second == ["0", "1", "1"]  # loaded from the cache, launched again
 
@@ -280,22 +287,10 @@ def test_cached_launch_code_of_another_build_of_the_package_is_not_used(tmp_path
     copy = tmp_path / "site" / "numba_cuda_launch"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "cached_launch.py").write_text(CACHE_MODULE)
-    probe = textwrap.dedent("""
-        import numba_cuda_launch, cached_launch as m
-        from numba_cuda_launch.testing import RecordingDriver
-        with RecordingDriver() as fake:
-            status = m.go(16)
-        print(status, len(fake.launches), sum(m.go.stats.cache_hits.values()),
-              numba_cuda_launch.__file__)
-    """)
 
     def run():
-        env = child_env()
-        env["PYTHONPATH"] = str(tmp_path / "site") + os.pathsep + env["PYTHONPATH"]
-        out = subprocess.run([sys.executable, "-c", PREAMBLE + probe], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stderr
-        status, launches, hits, where = out.stdout.split()
+        out = run_python(CACHE_PROBE, cwd=tmp_path, path_first=tmp_path / "site")
+        status, launches, hits, where = out.split()
         assert where.startswith(str(copy))  # the copy is the package imported
         return status, launches, hits
 
