@@ -43,10 +43,10 @@ from numba_cuda_launch.launch.sync import (  # noqa: E402
     synchronize_status,
 )
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
-from numba_cuda_launch.launch.foreignkernel import foreign_kernel  # noqa: E402
+from numba_cuda_launch.kernels.foreign import foreign_kernel  # noqa: E402
 from numba_cuda_launch.cudadrv.driver import driver_problem  # noqa: E402
 from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
-from numba_cuda_launch.cudadrv.pointers import (  # noqa: E402
+from numba_cuda_launch.cudadrv.launch import (  # noqa: E402
     check_pointers,
     pointer_checks_enabled,
 )

@@ -12,7 +12,7 @@ import os
 import re
 
 __all__ = ["set_compute_capability", "get_compute_capability", "get_compute_capabilities",
-           "parse_setting"]
+           "parse_setting", "setting"]
 
 ENV_VAR = "NUMBA_CUDA_LAUNCH_CC"
 _configured = None
@@ -101,23 +101,32 @@ def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
     _configured = None if cc is None else parse_setting(cc, "set_compute_capability()")
 
 
-def _setting():
+_env_read = ("", None)  # (the variable's text, its setting): parsed once per value
+
+
+def setting():
+    """The setting in force: one compute capability, a sorted tuple of
+    them, or None. A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises ValueError
+    naming it."""
+    global _env_read
     if _configured is not None:
         return _configured
     env = os.environ.get(ENV_VAR, "").strip()
-    return parse_setting(env, ENV_VAR) if env else None
+    if env != _env_read[0]:
+        _env_read = (env, parse_setting(env, ENV_VAR) if env else None)
+    return _env_read[1]
 
 
 def get_compute_capability() -> "tuple[int, int] | None":
     """The configured compute capability (the lowest, for a list), or None
     (then a GPU is needed). A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises
     ValueError naming it."""
-    setting = _setting()
-    return setting[0] if setting is not None and isinstance(setting[0], tuple) else setting
+    current = setting()
+    return current[0] if current is not None and isinstance(current[0], tuple) else current
 
 
 def get_compute_capabilities() -> "tuple[tuple[int, int], ...] | None":
     """The architectures portable images are built for (sorted), when a
     list is configured; None otherwise (images are then one cubin)."""
-    setting = _setting()
-    return setting if setting is not None and isinstance(setting[0], tuple) else None
+    current = setting()
+    return current if current is not None and isinstance(current[0], tuple) else None

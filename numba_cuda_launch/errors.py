@@ -1,15 +1,13 @@
 """Exceptions raised by kernel launches and the names of CUDA driver errors."""
 
 import collections
-import re
 import threading
 
 from numba.core.errors import NumbaNotImplementedError, TypingError
-from numba.core.typing.templates import AbstractTemplate, infer, infer_global
 
 __all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name",
            "NopythonUsageError", "NopythonUnsupportedError", "KernelTypingError",
-           "leading_line"]
+           "recent_headlines"]
 
 # The one table of the driver results (``CUresult``) this package produces,
 # tests for or commonly reports; every module imports its numbers from here.
@@ -163,8 +161,6 @@ class CudaGraphError(CudaLaunchError):
 # text, not the object, is what is found again in the error the user gets.
 _HEADLINES = collections.deque(maxlen=64)
 _HEADLINES_LOCK = threading.Lock()
-_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
-_QUOTED = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*Error: (.*)$")
 
 
 class _LeadsWithItsFirstLine:
@@ -194,92 +190,8 @@ class KernelTypingError(NopythonUsageError):
     configuration the kernel cannot accept."""
 
 
-def register_typer(key, typer, refusal):
-    """Type *key* (``operator.getitem``, say) in CPU code with
-    ``typer(context, args, kws)``: a signature, None for arguments that are
-    not the package's, or *refusal* (a :class:`NopythonUsageError` class)
-    raised with the reason. It makes two templates: a global one typing
-    what *typer* accepts, and a builtin one (``infer``) raising the refusal.
-    Numba tries builtin templates only after every global candidate failed
-    and lets their errors through as they are, so the user reads the
-    package's sentence rather than one entry in a list of two dozen
-    candidates."""
-
-    class Accepted(AbstractTemplate):
-        metadata = {"target": "cpu"}
-
-        def generic(self, args, kws):
-            try:
-                return typer(self.context, args, kws)
-            except refusal:
-                return None
-
-    class Refused(AbstractTemplate):
-        metadata = {"target": "cpu"}
-
-        def generic(self, args, kws):
-            return typer(self.context, args, kws)
-
-    Refused.key = key
-    infer_global(key)(Accepted)
-    infer(Refused)
-
-
-_LINE_RULES = []  # fn(line without colours) -> the sentence to lead with, or None
-
-
-def explain_lines(rule):
-    """Register ``rule(line) -> sentence or None``: a line of Numba's own
-    error text (``Unknown attribute 'T' of type DeviceArray(...)``, say)
-    for which the package has a better sentence, put first by
-    :func:`leading_line`. For refusals that must not be raised from a
-    template, where they would hide what other templates do."""
-    _LINE_RULES.append(rule)
-    return rule
-
-
-_REJECTED = "Rejected as the implementation raised a specific error:"
-
-
-def _quoted_errors(plain):
-    """The errors Numba quotes in its list of candidates (the line after
-    each "Rejected as the implementation raised a specific error:")."""
-    out = []
-    for i, text in enumerate(plain[:-1]):
-        if text == _REJECTED:
-            out.append(next((t for t in plain[i + 1:] if t), ""))
-    return out
-
-
-def leading_line(lines):
-    """What should lead an error message (*lines*, a list of str):
-    ``(index, text)``: *text* (without terminal colours) goes first and line
-    *index* is dropped, or kept where *index* is None; None: nothing to do.
-    The text is the first line of a :class:`NopythonUsageError` (or
-    :class:`NopythonUnsupportedError`) made lately, found in the message:
-    as a line of its own, or quoted (``NopythonUsageError: <line>``) in
-    Numba's list of candidates unless another candidate accepted the types
-    and failed in its body; else the sentence of a rule
-    (:func:`explain_lines`) for a line of Numba's."""
-    plain = [_COLOUR.sub("", line).strip() for line in lines]
+def recent_headlines():
+    """The first lines of the :class:`NopythonUsageError` (and
+    :class:`NopythonUnsupportedError`) messages made lately, any thread."""
     with _HEADLINES_LOCK:
-        made = set(_HEADLINES)
-    # A candidate that accepted the types and failed in its body (Numba
-    # quotes "Failed in nopython mode pipeline") is what the user needs to
-    # read: the package's refusal does not lead then.
-    quoted = [_QUOTED.match(text) for text in _quoted_errors(plain)]
-    others_failed_inside = any(m and m.group(1) not in made and m.group(1).startswith("Failed in ")
-                               for m in quoted)
-    for i, text in enumerate(plain):
-        if text in made:
-            return (i, text) if i else None
-        if not others_failed_inside:
-            m = _QUOTED.match(text)
-            if m and m.group(1) in made:
-                return None, m.group(1)
-    for text in plain:
-        for rule in _LINE_RULES:
-            sentence = rule(text)
-            if sentence:
-                return (None, sentence) if plain[0] != sentence else None
-    return None
+        return set(_HEADLINES)

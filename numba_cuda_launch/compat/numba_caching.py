@@ -4,15 +4,12 @@ Such code depends on the launch target it was built for (the simulator, the
 architecture of its images), which Numba's cache key lacks: lowering adds a
 check to the code library, pickled into the compile result's
 ``reload_init`` (as Numba does for parfors); a check that finds another
-target raises :class:`LaunchTargetChanged`, a cache miss. Under the
-simulator the index key has one item more, so its entries never replace the
-driver's.
+target raises :class:`LaunchTargetChanged`, a cache miss. (Under the
+simulator the index key has one item more: :mod:`.simulator`.)
 """
 
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled
-
 __all__ = ["LaunchTargetChanged", "target_checking_load_overload", "checks_carrying_reduce",
-           "simulator_separating_index_key", "add_reload_check", "has_reload_checks", "CHECKS"]
+           "add_reload_checks", "has_reload_checks", "CHECKS"]
 
 
 class LaunchTargetChanged(Exception):
@@ -22,7 +19,6 @@ class LaunchTargetChanged(Exception):
 #: The attribute of Numba's code libraries holding their checks (declared in
 #: :mod:`.overrides`).
 CHECKS = "_numba_cuda_launch_reload_checks"
-_SIMULATOR_ENTRY = "numba_cuda_launch: simulator"  # the index key's item under the simulator
 _RELOAD_INIT = 7  # index of reload_init in CompileResult._reduce()'s tuple
 
 
@@ -44,15 +40,6 @@ def target_checking_load_overload(original):
     return load_overload
 
 
-def simulator_separating_index_key(original):
-    """``Cache._index_key``: under the simulator one item more, so simulated
-    code never replaces (or is taken for) the driver's entry."""
-    def _index_key(self, sig, codegen):
-        key = original(self, sig, codegen)
-        return key + (_SIMULATOR_ENTRY,) if simulator_enabled() else key
-    return _index_key
-
-
 def checks_carrying_reduce(original):
     """``CompileResult._reduce``: the checks of the library and of the
     libraries it links to are added to the pickled ``reload_init``."""
@@ -68,20 +55,23 @@ def checks_carrying_reduce(original):
 
 
 def _library_checks(library, seen):
-    """The checks of *library* and of the libraries it links to."""
-    if id(library) in seen:
-        return []
-    seen.add(id(library))
-    checks = list(getattr(library, CHECKS, ()))
-    for linked in getattr(library, "_linking_libraries", ()):
-        checks += [c for c in _library_checks(linked, seen) if c not in checks]
+    """The checks of *library* and of the libraries it links to (*seen*:
+    ids of the libraries already visited), in the order found."""
+    checks, stack = [], [library]
+    while stack:
+        lib = stack.pop()
+        if id(lib) in seen:
+            continue
+        seen.add(id(lib))
+        checks += [c for c in getattr(lib, CHECKS, ()) if c not in checks]
+        stack.extend(reversed(getattr(lib, "_linking_libraries", ())))
     return checks
 
 
-def add_reload_check(context, check):
-    """Register *check* (a picklable, hashable callable) to run when the
+def add_reload_checks(context, checks):
+    """Register *checks* (picklable, hashable callables) to run when the
     function being lowered in *context* is loaded from Numba's cache."""
-    _checks_of(context.active_code_library).add(check)
+    _checks_of(context.active_code_library).update(checks)
 
 
 def _checks_of(library):

@@ -1,5 +1,8 @@
-"""Numba's CPU dispatcher (numba 0.62 to 0.68): fast typing of registered
-classes (:func:`register_typeof`); *routers* for calls whose C typecodes
+"""Numba's CPU dispatcher (numba 0.62 to 0.68) and ``typeof``: fast typing of
+registered classes (:func:`register_typeof`); objects of classes Numba has no
+typing for (device arrays, stream objects) typed before Numba's entry for
+``object``, whose buffer-protocol attempt some device arrays refuse with an
+error (:func:`type_unknown_objects_with`); *routers* for calls whose C typecodes
 disagree with ``typeof`` (device arrays whose ``_numba_type_`` says
 ``Array``), so they stay in C instead of reaching a host array's unboxer (a
 wrong guess only takes the slow path; docs/devicearrays.md); and typing
@@ -9,6 +12,7 @@ errors that start with what is wrong. A Numba without the internals used
 
 import inspect
 import itertools
+import types as pytypes
 import weakref
 
 import numpy as np
@@ -19,7 +23,7 @@ from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
 __all__ = ["AVAILABLE", "register_typeof", "route_arguments_with", "routes_of",
-           "lead_typing_errors_with"]
+           "lead_typing_errors_with", "type_unknown_objects_with", "typing_unknown_objects"]
 
 _Dispatcher = _dispatcher.Dispatcher
 
@@ -42,6 +46,32 @@ def register_typeof(cls, fn):
     (None from *fn*: Numba's ``typeof``). The types *fn* returns must stay
     alive (the caller caches them): the C caller keeps only their code."""
     _TYPEOF[cls] = fn
+
+
+_unknown_typer = None  # fn(value) -> numba type or None
+
+
+def type_unknown_objects_with(fn):
+    """Ask ``fn(value)`` for the type of objects of classes Numba has no
+    typing for, before Numba's generic typing (None from *fn*: Numba's).
+    Modules, callables (functions, classes, intrinsics, dispatchers) and
+    objects Numba types by their ``_numba_type_`` -- most global values of
+    compiled code -- go straight to Numba's entry."""
+    global _unknown_typer
+    _unknown_typer = fn
+
+
+def typing_unknown_objects(original):
+    """The ``typeof_impl`` entry for ``object``: the registered function,
+    then *original* (Numba's entry)."""
+    def _typeof_any(val, c):
+        if _unknown_typer is not None and not isinstance(val, pytypes.ModuleType) and \
+                not callable(val) and getattr(val, "_numba_type_", None) is None:
+            ty = _unknown_typer(val)
+            if ty is not None:
+                return ty
+        return original(val, c)
+    return _typeof_any
 
 
 def _fast_typeof_pyval(self, val):
@@ -282,9 +312,14 @@ def _compile_for_args_learning(self, *args, **kws):
 def _add_overload_routed(self, cres):
     """Numba's ``add_overload``, unless a router takes the overload's
     typecodes (it becomes that router's host) or the guard asks for one."""
-    codes = tuple(a._code for a in cres.signature.args)
-    routed = codes in routes_of(self)
-    guarded = () if routed or _arguments is None else _arguments.guard(cres)
+    codes, arrays = [], False
+    for a in cres.signature.args:
+        codes.append(a._code)
+        arrays = arrays or isinstance(a, types.Array)
+    codes = tuple(codes)
+    routed = codes in self.__dict__.get("_ncl_routes", ())
+    # the guard is about arrays: a function taking none needs no asking
+    guarded = () if routed or _arguments is None or not arrays else _arguments.guard(cres)
     if not routed and not guarded:
         return _add_overload(self, cres)
     self.overloads[tuple(cres.signature.args)] = cres

@@ -16,7 +16,7 @@ from numba_cuda_launch.compat import numba_cuda as _nc
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import numba_dispatcher as _nd
 from numba_cuda_launch.compat import numba_float16 as _f16
-from numba_cuda_launch.compat import numba_typeof as _typeof
+from numba_cuda_launch.compat import simulator as _sim
 
 __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", "install",
            "installed", "set_instance_attribute", "markdown_table"]
@@ -29,10 +29,6 @@ _LLVMLITE = "the llvmlite of numba 0.62.1, 0.65.1, 0.68.1 (0.50 with 0.68.1)"
 
 def _always():
     return True
-
-
-def _not_simulated():
-    return not _nc.simulator_enabled()
 
 
 @dataclass(frozen=True)
@@ -92,7 +88,7 @@ OVERRIDES = (
              wraps=False, when=lambda: _nd._function_compile is not None),
     Override("numba.core.caching:Cache", "load_overload", _caching.target_checking_load_overload,
              _NUMBA, "cached launch code built for another launch target is a cache miss"),
-    Override("numba.core.caching:Cache", "_index_key", _caching.simulator_separating_index_key,
+    Override("numba.core.caching:Cache", "_index_key", _sim.separating_index_key,
              _NUMBA, "under the simulator, cached code is an entry of its own: it never "
              "replaces the entry of code built for a GPU"),
     Override("numba.core.compiler:CompileResult", "_reduce", _caching.checks_carrying_reduce,
@@ -105,30 +101,30 @@ OVERRIDES = (
              "boxing a float16 value is refused with a sentence, not an `AssertionError`"),
     Override("numba.core.pythonapi:_unboxers", "lookup", _f16.half_refusing_lookup, _NUMBA,
              "unboxing a float16 value is refused with a sentence, not an `AssertionError`"),
-    Override("numba.core.typing.typeof:typeof_impl", "[object]", _typeof.typing_unknown_objects,
+    Override("numba.core.typing.typeof:typeof_impl", "[object]", _nd.typing_unknown_objects,
              _NUMBA, "device arrays and stream objects of unregistered classes are typed before "
              "Numba's buffer-protocol attempt, which some of them refuse with an error",
              key=object),
     Override("numba.cuda.dispatcher", "get_current_device", _nc.deviceless_get_current_device,
              _NUMBA_CUDA, "with no GPU, kernels are compiled for the configured compute "
              "capability; the no-driver error says how to configure one",
-             when=_not_simulated),
+             when=_sim.disabled),
     Override("numba.cuda.codegen:CUDACodeLibrary", "_ensure_cc", _nc.deviceless_ensure_cc,
              _NUMBA_CUDA, "with no GPU, PTX and cubins are built for the configured "
-             "compute capability", when=_not_simulated),
+             "compute capability", when=_sim.disabled),
     Override("numba.cuda.dispatcher:_Kernel", "__init__", _nc.toolkit_hinting_kernel_init,
              _NUMBA_CUDA, "a kernel that cannot compile for want of NVVM, NVRTC or nvJitLink "
-             "says which extra installs them", when=_not_simulated),
+             "says which extra installs them", when=_sim.disabled),
     Override("numba.cuda.dispatcher:_Kernel", "bind", _nc.deviceless_bind, _NUMBA_CUDA,
-             "with no GPU there is no context to load a module into", when=_not_simulated),
+             "with no GPU there is no context to load a module into", when=_sim.disabled),
     Override(_qualified(_nc.CUDADispatcherType), "get_call_type", _nc.refusing_get_call_type,
              _NUMBA_CUDA, "calling a kernel without a launch configuration in CPU code is a "
              "typing error saying what to write, not a lowering failure",
-             when=_not_simulated),
-    Override("numba.cuda", "jit", _nc.signature_recording_jit, _NUMBA_CUDA,
+             when=_sim.disabled),
+    Override("numba.cuda", "jit", _sim.signature_recording_jit, _NUMBA_CUDA,
              "under the simulator, kernels keep the signatures they were declared with "
              "(overload choice and `voidptr` typing as on a GPU)",
-             when=_nc.simulator_enabled),
+             when=_sim.enabled),
     Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
              "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
              "(it asks the device on every compilation)", when=_mlir.deviceless_cc_wanted),

@@ -7,9 +7,8 @@ supported is an ImportError, a newer release line a RuntimeWarning
 import warnings
 from importlib import metadata
 
-from numba import cuda
 
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled
+from numba_cuda_launch.compat.simulator import refuse_builtin_cuda
 
 __all__ = ["SUPPORTED", "check_versions", "check_version"]
 
@@ -63,13 +62,7 @@ def installed_version(distribution):
 def check_versions():
     """Refuse numba's built-in CUDA target, then check numba, numba-cuda and
     (when installed) numba-cuda-mlir against :data:`SUPPORTED`."""
-    if not simulator_enabled() and getattr(cuda, "implementation", None) != "NVIDIA":
-        raise ImportError(
-            "numba_cuda_launch needs the numba-cuda package (NVIDIA's CUDA "
-            "target for Numba); numba's built-in numba.cuda is deprecated and "
-            "not supported. Install it with: pip install 'numba-cuda[cu12]' "
-            "(or [cu13])"
-        )
+    refuse_builtin_cuda()
     for distribution in SUPPORTED:
         installed = installed_version(distribution)
         if installed is None and distribution in _OPTIONAL:

@@ -4,19 +4,23 @@ Compiled code calls driver functions only through the table, bound by name
 (``numba_cuda_launch_driver_table``, an llvmlite symbol), so a machine without
 a driver still compiles and its launches return ``CUDA_ERROR_NO_DEVICE``, tests
 swap in a recording fake driver (:func:`use_functions`), and ``cache=True``
-object code rebinds to this process's table (docs/architecture.md).
+object code rebinds to this process's table; and the context such a call runs
+in (a thread with none gets device 0's primary context, as with the CUDA
+runtime API). docs/architecture.md.
 """
 
 import contextlib
 import ctypes
 import functools
 import threading
+import weakref
 
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CUDA_ERROR_NOT_FOUND
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NO_DEVICE, \
+    CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_INITIALIZED
 
 __all__ = [
     "ENTRY_POINTS",
@@ -29,8 +33,14 @@ __all__ = [
     "call",
     "function_pointer",
     "cold_function",
+    "link_runtime",
     "zeroed_global",
     "return_if_failed",
+    "set_unused",
+    "unused_reason",
+    "emit_ensure_context",
+    "emit_with_context",
+    "emit_in_context",
 ]
 
 _i8p = ir.IntType(8).as_pointer()
@@ -198,6 +208,21 @@ def driver_problem():
     return _problem
 
 
+_unused = None  # why compiled code in this process calls no driver function
+
+
+def set_unused(reason):
+    """Note that compiled code in this process calls no driver function,
+    and why (the launch backend of the process says so)."""
+    global _unused
+    _unused = reason
+
+
+def unused_reason():
+    """Why compiled code in this process calls no driver function, or None."""
+    return _unused
+
+
 def current_functions():
     """The addresses now in the table, by entry point name."""
     return {name: getattr(_TABLE, name) for name in ENTRY_POINTS}
@@ -250,30 +275,34 @@ def use_functions(**functions):
                 "table is restored to what it was before this one.")
 
 
-def _table_global(module):
-    gv = module.globals.get(TABLE_SYMBOL)
-    if gv is None:
-        gv = ir.GlobalVariable(
-            module, ir.ArrayType(_i8p, len(ENTRY_POINTS)), TABLE_SYMBOL
-        )
-        gv.linkage = "external"
-    return gv
-
-
-def call(builder, name, args):
-    """Emit a call of driver entry point *name* through the table."""
-    restype, argtypes = ENTRY_POINTS[name]
-    fnty = ir.FunctionType(restype, argtypes)
-    return builder.call(builder.bitcast(function_pointer(builder, name), fnty.as_pointer()), args)
+_INDEX = {name: i for i, name in enumerate(ENTRY_POINTS)}
+_FNTYPES = {name: ir.FunctionType(restype, argtypes).as_pointer()
+            for name, (restype, argtypes) in ENTRY_POINTS.items()}
+_TABLE_TYPE = ir.ArrayType(_i8p, len(ENTRY_POINTS))
 
 
 def function_pointer(builder, name):
     """Emit a load of entry point *name*'s address from the table (an
     ``i8*``): for code that must call later the very function bound now."""
-    index = list(ENTRY_POINTS).index(name)
-    return builder.load(builder.gep(_table_global(builder.module),
-                                    [ir.Constant(_i32, 0), ir.Constant(_i32, index)],
-                                    inbounds=True))
+    module = builder.module
+    table = module.globals.get(TABLE_SYMBOL)
+    if table is None:
+        table = ir.GlobalVariable(module, _TABLE_TYPE, TABLE_SYMBOL)
+        table.linkage = "external"
+    return builder.load(builder.gep(table, [ir.Constant(_i32, 0),
+                                            ir.Constant(_i32, _INDEX[name])], inbounds=True))
+
+
+def call(builder, name, args):
+    """Emit a call of driver entry point *name* through the table."""
+    module = builder.module
+    table = module.globals.get(TABLE_SYMBOL)
+    if table is None:
+        table = ir.GlobalVariable(module, _TABLE_TYPE, TABLE_SYMBOL)
+        table.linkage = "external"
+    address = builder.load(builder.gep(table, [ir.Constant(_i32, 0),
+                                               ir.Constant(_i32, _INDEX[name])], inbounds=True))
+    return builder.call(builder.bitcast(address, _FNTYPES[name]), args)
 
 
 def zeroed_global(module, name, ty, align):
@@ -289,24 +318,60 @@ def zeroed_global(module, name, ty, align):
     return gv
 
 
+# The package's runtime: the bodies of the cold functions below, emitted once
+# per process into a library of their own, which Numba links into every
+# library that calls them (link_runtime): their linked copies are
+# ``linkonce_odr``, so each piece of compiled code (and its cached or AOT
+# object code) carries them, and lowering a launch emits a declaration only.
+_COLD = {}  # name -> (argument types, define(fn, builder))
+_runtimes = {}  # codegen -> its runtime library
+_linked = weakref.WeakSet()  # code libraries the runtime is linked into
+
+
 def cold_function(name, argtypes):
-    """Decorator: ``define(fn, builder)`` emits the body of the internal,
-    never-inlined ``i32 name(argtypes...)`` for rarely run driver work (first
-    loads, context binding). The decorated name becomes ``get(module)``: that
-    function of *module*, defined on first use."""
+    """Decorator: ``define(fn, builder)`` emits the body of the never-inlined
+    ``i32 name(argtypes...)`` for rarely run driver work (first loads,
+    context binding), part of the package's runtime. The decorated name
+    becomes ``get(module)``: its declaration in *module*; code lowered in a
+    context that calls it must be linked with :func:`link_runtime`."""
     def decorate(define):
+        _COLD[name] = (tuple(argtypes), define)
+
         @functools.wraps(define)
         def get(module):
             fn = module.globals.get(name)
             if fn is None:
                 fn = ir.Function(module, ir.FunctionType(_i32, argtypes), name)
-                fn.linkage = "internal"
-                fn.attributes.add("noinline")
-                fn.attributes.add("cold")
-                define(fn, ir.IRBuilder(fn.append_basic_block("entry")))
             return fn
         return get
     return decorate
+
+
+def _runtime(codegen):
+    """The runtime library of *codegen*, built on first use."""
+    runtime = _runtimes.get(codegen)
+    if runtime is None:
+        module = ir.Module("numba_cuda_launch_runtime")
+        for name, (argtypes, define) in _COLD.items():
+            fn = module.globals.get(name) or \
+                ir.Function(module, ir.FunctionType(_i32, argtypes), name)
+            fn.attributes.add("noinline")
+            fn.attributes.add("cold")
+            define(fn, ir.IRBuilder(fn.append_basic_block("entry")))
+        runtime = codegen.create_library("numba_cuda_launch_runtime")
+        runtime.add_ir_module(module)
+        runtime.finalize()
+        _runtimes[codegen] = runtime
+    return runtime
+
+
+def link_runtime(context):
+    """Link the package's runtime into the code being lowered in *context*
+    (once per library): what calls a :func:`cold_function` needs it."""
+    library = context.active_code_library
+    if library not in _linked:
+        library.add_linking_library(_runtime(context.codegen()))
+        _linked.add(library)
 
 
 def return_if_failed(builder, status, cleanup=None):
@@ -316,3 +381,72 @@ def return_if_failed(builder, status, cleanup=None):
         if cleanup is not None:
             cleanup()
         builder.ret(status)
+
+
+# -- the context a call runs in ------------------------------------------------------
+# A CUkernel launches in whatever context is current on the calling thread:
+# the primary context numba-cuda and JAX use, or any other. A thread with no
+# current context (a fresh thread of a C caller's) gets device 0's primary
+# context, as with the CUDA runtime API.
+
+@cold_function("numba_cuda_launch_ensure_context", ())
+def _ensure_context(fn, builder):
+    ctx = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
+    return_if_failed(builder, call(builder, "cuCtxGetCurrent", [ctx]))
+    with builder.if_then(cgutils.is_not_null(builder, builder.load(ctx)), likely=True):
+        builder.ret(ir.Constant(_i32, 0))
+    dev = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    return_if_failed(builder, call(builder, "cuDeviceGet",
+                                                 [dev, ir.Constant(_i32, 0)]))
+    return_if_failed(builder, call(
+        builder, "cuDevicePrimaryCtxRetain", [ctx, builder.load(dev)]))
+    builder.ret(call(builder, "cuCtxSetCurrent", [builder.load(ctx)]))
+
+
+def emit_ensure_context(builder):
+    """Emit making device 0's primary context current for a thread with none
+    (a thread that has one keeps it); returns the status (0 on success)."""
+    return builder.call(_ensure_context(builder.module), [])
+
+
+def emit_with_context(builder, emit_call):
+    """Emit binding a context as :func:`emit_ensure_context` does, then
+    *emit_call()* (a driver call returning its ``CUresult``) if that
+    succeeded; returns the status. For calls whose answer with no context
+    current must never be relied on."""
+    status = cgutils.alloca_once_value(builder, emit_ensure_context(builder))
+    with builder.if_then(builder.icmp_signed("==", builder.load(status), ir.Constant(_i32, 0)),
+                         likely=True):
+        builder.store(emit_call(), status)
+    return builder.load(status)
+
+
+def emit_in_context(builder, emit_call):
+    """Emit *emit_call()* (emits a driver call, returns its ``CUresult``)
+    once, in a block run again when it fails for want of a context
+    (``CUDA_ERROR_INVALID_CONTEXT``, or ``CUDA_ERROR_NOT_INITIALIZED`` in a
+    process that never initialised the driver) after initialising the driver
+    and binding a context as :func:`emit_ensure_context` does. Returns the
+    status. The common case costs one compare: no context query first."""
+    status = cgutils.alloca_once(builder, _i32)
+    retried = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    attempt = builder.append_basic_block("ncl.in_context")
+    done = builder.append_basic_block("ncl.in_context.done")
+    builder.branch(attempt)
+    builder.position_at_end(attempt)
+    first = emit_call()
+    builder.store(first, status)
+    retry = builder.and_(builder.not_(builder.load(retried)), builder.or_(
+        builder.icmp_signed("==", first, ir.Constant(_i32, CUDA_ERROR_INVALID_CONTEXT)),
+        builder.icmp_signed("==", first, ir.Constant(_i32, CUDA_ERROR_NOT_INITIALIZED))))
+    with builder.if_then(retry, likely=False):
+        builder.store(cgutils.true_bit, retried)
+        bound = cgutils.alloca_once_value(builder, call(builder, "cuInit", [ir.Constant(_i32, 0)]))
+        with builder.if_then(builder.icmp_signed("==", builder.load(bound), ir.Constant(_i32, 0))):
+            builder.store(emit_ensure_context(builder), bound)
+        # bound: try again; not: the first status stands
+        builder.cbranch(builder.icmp_signed("==", builder.load(bound), ir.Constant(_i32, 0)),
+                        attempt, done)
+    builder.branch(done)
+    builder.position_at_end(done)
+    return builder.load(status)

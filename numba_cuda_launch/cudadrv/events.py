@@ -12,7 +12,7 @@ from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
 from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.cudadrv.context import emit_in_context, emit_with_context
+from numba_cuda_launch.cudadrv.driver import emit_in_context, emit_with_context
 
 __all__ = [
     "CU_EVENT_BLOCKING_SYNC",
@@ -27,13 +27,19 @@ __all__ = [
     "emit_event_synchronize",
     "emit_event_elapsed_time",
     "emit_event_destroy",
+    "emit_event_handle",
+    "event_problems",
     "event_destructor",
+    "RECORDED",
     "init_payload",
     "payload_field",
 ]
 
 CU_EVENT_BLOCKING_SYNC = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
+#: Set in an event's payload flags (beside the CU_EVENT_* creation flags) once
+#: it was recorded: what elapsed_time's error says of an event never recorded.
+RECORDED = 0x40000000
 
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
@@ -146,6 +152,20 @@ def emit_event_elapsed_time(builder, ms, start, end):
             builder, lambda: driver.call(builder, "cuEventElapsedTime",
                                          [ms, start_event, end_event])))
     return _with_event(builder, start, with_end)
+
+
+def event_problems(builder, payload):
+    """Why the event at *payload* cannot be timed: ``i1`` flags, destroyed
+    (or never made), made without timing, never recorded."""
+    flags = builder.load(payload_field(builder, payload, "flags"))
+    return [cgutils.is_null(builder, builder.load(payload_field(builder, payload, "event")))] + [
+        builder.icmp_signed(op, builder.and_(flags, _i32c(bit)), _i32c(0))
+        for op, bit in (("!=", CU_EVENT_DISABLE_TIMING), ("==", RECORDED))]
+
+
+def emit_event_handle(builder, payload):
+    """The payload's ``CUevent`` (``i8*``; NULL once destroyed)."""
+    return builder.load(payload_field(builder, payload, "event"))
 
 
 @driver.cold_function("numba_cuda_launch_event_destroy", (_i8p,))

@@ -12,7 +12,7 @@ from numba.core import cgutils
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.cudadrv.context import emit_in_context, emit_with_context
+from numba_cuda_launch.cudadrv.driver import emit_in_context, emit_with_context
 
 __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",

@@ -12,18 +12,15 @@ import ctypes
 import functools
 import hashlib
 import threading
-import weakref
 from dataclasses import dataclass
 
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.config import get_compute_capabilities
 from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.cudadrv.context import emit_ensure_context
-from numba_cuda_launch.cudadrv.fatbin import build_fatbin
+from numba_cuda_launch.cudadrv.driver import emit_ensure_context
 
-__all__ = ["KernelImage", "kernel_image", "image_bytes", "emit_get_kernel", "emit_load",
+__all__ = ["KernelImage", "emit_get_kernel", "emit_load",
            "load_image", "remember_param_sizes", "param_sizes"]
 
 _i8 = ir.IntType(8)
@@ -43,33 +40,6 @@ class KernelImage:
         h = hashlib.sha256(self.data)
         h.update(self.entry_name.encode())
         return h.hexdigest()[:24]
-
-
-_fatbins = weakref.WeakKeyDictionary()  # overload -> {architectures: fatbin}
-
-
-def image_bytes(compiler, kernel):
-    """The image of overload *kernel* of *compiler* (its adapter): one cubin,
-    as the adapter builds it, or, with a list of compute capabilities
-    configured and a compiler that builds per architecture (``cubin_for``,
-    ``ptx_for``), a fatbin of a cubin for each and the lowest one's PTX.
-    Images of other compilers (kernels of other tools) are used as given."""
-    ccs = get_compute_capabilities()
-    if ccs is None or not hasattr(compiler, "cubin_for"):
-        return compiler.image(kernel)
-    try:
-        known = _fatbins.setdefault(kernel, {})
-    except TypeError:  # not weakly referenceable: built each time
-        known = {}
-    if ccs not in known:
-        known[ccs] = build_fatbin({cc: compiler.cubin_for(kernel, cc) for cc in ccs},
-                                  (ccs[0], compiler.ptx_for(kernel, ccs[0])))
-    return known[ccs]
-
-
-def kernel_image(compiler, kernel):
-    """The :class:`KernelImage` of overload *kernel* of *compiler*."""
-    return KernelImage(compiler.entry_name(kernel), image_bytes(compiler, kernel))
 
 
 def _global_constant(module, name, data):
@@ -134,8 +104,8 @@ def emit_get_kernel(builder, image):
     first = builder.load_atomic(slot, "acquire", 8)
     before = builder.block
     with builder.if_then(cgutils.is_null(builder, first), likely=False):
-        status = emit_load(builder, slot, builder.bitcast(data, _i8p),
-                           builder.bitcast(name, _i8p))
+        status = builder.call(_loader(module), [slot, builder.bitcast(data, _i8p),
+                                                builder.bitcast(name, _i8p)])
         builder.store(status, status_ptr)
         loaded = builder.load_atomic(slot, "acquire", 8)
         after_load = builder.block
@@ -159,6 +129,7 @@ def _compile_python_loader():
     @intrinsic
     def load(typingctx, slot, image, name):
         def codegen(context, builder, sig, args):
+            driver.link_runtime(context)
             slot_ptr = builder.bitcast(args[0], _i8p.as_pointer())
             return emit_load(builder, slot_ptr, args[1], args[2])
         return types.int32(types.voidptr, types.voidptr, types.voidptr), codegen

@@ -9,7 +9,7 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.cudadrv.launchex import emit_launch_config
+from numba_cuda_launch.cudadrv.launch import emit_launch_config
 
 __all__ = ["emit_max_active_blocks", "emit_max_potential_block_size",
            "emit_max_active_clusters"]

@@ -26,7 +26,6 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED as _CAPTURE_UNSUPPORTED,
     error_name,
 )
-from numba_cuda_launch.compat.numba_cuda import simulator_enabled
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.fatbin import driver_choice, fatbin_entries, is_fatbin
 from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED as _RELAXED
@@ -709,12 +708,10 @@ class RecordingDriver:
         return 0
 
     def __enter__(self):
-        if simulator_enabled():
+        unused = driver.unused_reason()
+        if unused:
             warnings.warn("RecordingDriver records the driver calls of compiled launches; "
-                          "under numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels "
-                          "run in Python on host memory (the addresses given are dereferenced) "
-                          "and their launches are not recorded: run without "
-                          "NUMBA_ENABLE_CUDASIM to record them",
+                          "%s, so their launches are not recorded" % unused,
                           RuntimeWarning, stacklevel=2)
         if self._active:
             raise RuntimeError("this RecordingDriver is already active: one instance "

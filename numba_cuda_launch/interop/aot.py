@@ -27,7 +27,7 @@ from numba_cuda_launch import config
 from numba_cuda_launch._version import __version__
 from numba_cuda_launch.compat import numba_cfunc
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat.foreign_kernels import live_kernel_name
+from numba_cuda_launch.kernels.foreign import live_kernel_name
 from numba_cuda_launch.cudadrv import driver, pointers
 
 __all__ = ["ABI_VERSION", "AotBuildError", "Library", "build", "check_library", "main"]

@@ -19,10 +19,11 @@ import numba
 import numpy as np
 from numba.core import types as nt
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import jax_handler, xla_ffi
-from numba_cuda_launch.launch.selection import COMPILERS, compiler_for, select_kernel
+from numba_cuda_launch.kernels import SOURCES, source_of
+from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.plan import plan_launch
 
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
            "registered_targets", "missing_targets"]
@@ -189,29 +190,25 @@ def _signature_text(key, scalar_dtypes):
 def _kernel_compiler(kernel):
     """The adapter of *kernel*'s compiler; a TypeError for anything but a kernel."""
     try:
-        compiler = compiler_for(kernel)
+        compiler = source_of(kernel)
     except TypeError:
         raise TypeError(
             "jax_kernel() needs a kernel: a @cuda.jit kernel of numba-cuda or numba-cuda-mlir, "
             "or a foreign kernel (numba_cuda_launch.foreign_kernel); got %s (kernels of %s)"
-            % (_describe(kernel), ", ".join(c.name for c in COMPILERS))) from None
+            % (_describe(kernel), ", ".join(c.name for c in SOURCES))) from None
     if compiler.is_device_function(kernel):
         raise TypeError("jax_kernel() needs a kernel; %r is a device function (device=True)"
                         % compiler.kernel_name(kernel))
     return compiler
 
 
-def _refuse_unsimulated(compiler, kernel, kname):
-    """Under the CUDA simulator, refuse a kernel the simulator cannot run."""
-    if _compat.simulator_enabled() and not compiler.is_simulated(kernel):
-        raise TypeError(
-            "jax_kernel(): %s %r cannot run under numba-cuda's CUDA simulator "
-            "(NUMBA_ENABLE_CUDASIM=1), where jax_kernel runs kernels on XLA:CPU in the "
-            "simulator: the simulator runs numba-cuda @cuda.jit kernels (their Python code) "
-            "only, and this kernel is %s. Run it on a GPU, without NUMBA_ENABLE_CUDASIM"
-            % (jax_handler.kind(compiler.name), kname,
-               "machine code" if compiler.name == "foreign kernel"
-               else "compiled by %s" % compiler.name))
+def _refuse_unlaunchable(compiler, kernel, kname):
+    """Refuse a kernel this process's backend cannot launch (one the
+    simulator cannot run, under it)."""
+    why = BACKEND.refusal(compiler, kernel)
+    if why:
+        raise TypeError("jax_kernel(): %s %r cannot be launched here: %s"
+                        % (jax_handler.kind(compiler.name), kname, why))
 
 
 class JaxKernel:
@@ -222,7 +219,7 @@ class JaxKernel:
         self._compiler = compiler = _kernel_compiler(kernel)
         self.kernel = kernel
         self.kernel_name = kname = compiler.kernel_name(kernel)
-        _refuse_unsimulated(compiler, kernel, kname)
+        _refuse_unlaunchable(compiler, kernel, kname)
         self.scalars = self._bind_scalars(scalars)
         if out_shapes is None:
             raise TypeError("kernel %r: out_shapes is required: a jax.ShapeDtypeStruct, a list "
@@ -492,7 +489,7 @@ class JaxKernel:
                     for extra in ((0, 1) if self.batch_aware else (0,))]
         for argtypes in variants:
             try:
-                select_kernel(self.kernel, argtypes)
+                plan_launch(self.kernel, argtypes, self._compiler)
             except KernelTypingError as exc:
                 raise TypeError(
                     "%s\n(the kernel is called with the inputs, then the outputs, "
@@ -507,7 +504,7 @@ class JaxKernel:
             stages["initialize"] = stages["execute"]
         # A simulator kernel runs on host memory: its handler is XLA:CPU's, and
         # the other platform gets a handler saying why the call cannot run there.
-        simulated = self._compiler.is_simulated(self.kernel)
+        simulated = BACKEND.runs_on_host
         runs_on, refused_on = ("cpu", "CUDA") if simulated else ("CUDA", "cpu")
         jax.ffi.register_ffi_target(name, stages, platform=runs_on, api_version=1)
         refusal = jax_handler.refusal(self.kernel_name, simulated, self._compiler.name)

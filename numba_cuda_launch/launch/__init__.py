@@ -4,9 +4,9 @@ package registers them all. README.md lists the modules; docs/architecture.md
 follows one launch through them.
 """
 
-from numba_cuda_launch.compat import numba_cuda as _nc
 from numba_cuda_launch.compat.numba_dispatcher import lead_typing_errors_with
-from numba_cuda_launch.errors import leading_line
+from numba_cuda_launch.kernels import foreign, numba_cuda, numba_cuda_mlir  # noqa: F401
+from numba_cuda_launch.launch.refusals import leading_line
 from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     halffloat,
     stream,
@@ -17,13 +17,7 @@ from numba_cuda_launch.launch import (  # noqa: F401  (registrations)
     events,
     occupancy,
 )
-from numba_cuda_launch.launch import mlirkernel  # noqa: F401  (registrations)
-from numba_cuda_launch.launch import foreignkernel  # noqa: F401  (registrations)
-from numba_cuda_launch.launch.backends import driver as _driver_backend  # noqa: F401
 
 # A launch's typing error says what is wrong in its first line, before
 # Numba's pipeline headers.
 lead_typing_errors_with(leading_line)
-
-if _nc.simulator_enabled():
-    from numba_cuda_launch.launch.backends import simulator as _simulator_backend  # noqa: F401

@@ -12,32 +12,30 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.cudadrv.driver import link_runtime
 from numba_cuda_launch.cudadrv.image import remember_param_sizes
 from numba_cuda_launch.compat.numba_caching import (
     LaunchTargetChanged,
-    add_reload_check,
+    add_reload_checks,
 )
+from numba_cuda_launch.launch.backends import BACKEND
 
 __all__ = [
     "package_build",
     "BuildCheck",
     "current_target",
     "LaunchTargetCheck",
-    "record_launch_target",
     "DriverCallCheck",
     "record_driver_calls",
     "ParamSizes",
-    "record_param_sizes",
 ]
 
 
 def current_target():
-    """This process's launch target, as recorded in cached code:
-    ``("simulator",)`` or ``("driver", compat.numba_cuda.image_target())``."""
-    if _compat.simulator_enabled():
-        return ("simulator",)
-    return ("driver", _compat.image_target())
+    """This process's launch target, as recorded in cached code: the
+    backend's :meth:`~.backends.LaunchBackend.cache_target` (``("driver",
+    architectures)`` or ``("simulator",)``)."""
+    return BACKEND.cache_target()
 
 
 def _portable_runs_on(built, now):
@@ -100,33 +98,27 @@ class BuildCheck:
             raise LaunchTargetChanged("cached by another build of numba-cuda-launch")
 
 
-def record_launch_target(context):
-    """Record, in the function being lowered, the target its launches use."""
-    add_reload_check(context, LaunchTargetCheck(current_target()))
-    add_reload_check(context, BuildCheck(package_build()))
-
-
 @dataclass(frozen=True)
 class DriverCallCheck:
-    """Run by Numba when it loads cached code that synchronises or uses
-    events (no image, so no architecture to match): used in any process not
-    under the simulator, never when built under it."""
+    """Run by Numba when it loads cached code that synchronises, uses events
+    or graphs (no image, so no architecture to match): used in a process of
+    the same backend, and never when built by one whose code calls back into
+    its own process (the simulator's)."""
 
-    simulated: bool
+    backend: str
 
     def __call__(self):
-        now = _compat.simulator_enabled()
-        if self.simulated or now:
-            raise LaunchTargetChanged("cached for %s, this process uses %s" % (
-                "the simulator" if self.simulated else "the CUDA driver",
-                "the simulator" if now else "the CUDA driver"))
+        if self.backend != BACKEND.name or BACKEND.runs_on_host:
+            raise LaunchTargetChanged("cached for the %s backend, this process uses the %s "
+                                      "backend" % (self.backend, BACKEND.name))
 
 
 def record_driver_calls(context):
-    """Record, in the function being lowered, that it calls the driver's
-    synchronisation or event functions (or their simulated forms)."""
-    add_reload_check(context, DriverCallCheck(_compat.simulator_enabled()))
-    add_reload_check(context, BuildCheck(package_build()))
+    """Record, in the function being lowered, that it calls the backend's
+    synchronisation, event or graph functions (and link the package's
+    runtime, which they call, into it)."""
+    add_reload_checks(context, [DriverCallCheck(BACKEND.name), BuildCheck(package_build())])
+    link_runtime(context)
 
 
 @dataclass(frozen=True)
@@ -140,11 +132,3 @@ class ParamSizes:
 
     def __call__(self):
         remember_param_sizes(self.entry_name, self.sizes)
-
-
-def record_param_sizes(context, entry_name, sizes):
-    """Remember kernel *entry_name*'s parameter sizes now, and in any
-    process that loads the function being lowered from the cache."""
-    sizes = tuple(sizes)
-    remember_param_sizes(entry_name, sizes)
-    add_reload_check(context, ParamSizes(entry_name, sizes))

@@ -1,7 +1,7 @@
 """Calling a configured kernel: ``cfg(args...)`` (raises
 :class:`~numba_cuda_launch.CudaLaunchError`), ``cfg.launch_status(args...)``
 (the ``CUresult``) and ``cfg.preload(args...)`` (loads the image only). Lowering
-looks up the overload typing selected (:mod:`.selection`), checks and converts
+looks up the plan typing made (:mod:`.plan`), checks and converts
 the arguments and hands the launch to a backend. See docs/architecture.md.
 """
 
@@ -13,17 +13,21 @@ from numba.core.datamodel import default_manager
 from numba.extending import lower_builtin
 
 from numba_cuda_launch.errors import CudaLaunchError, NopythonUnsupportedError
-from numba_cuda_launch.launch.backends import backend_for
-from numba_cuda_launch.launch.caching import record_launch_target
+from numba_cuda_launch.launch import backends
+from numba_cuda_launch.launch.caching import BuildCheck, LaunchTargetCheck, ParamSizes, \
+    package_build
+from numba_cuda_launch.compat.numba_caching import add_reload_checks
+from numba_cuda_launch.cudadrv.driver import link_runtime
+from numba_cuda_launch.cudadrv.image import remember_param_sizes
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
-from numba_cuda_launch.launch.guards import Guards, check_config
-from numba_cuda_launch.launch.launchconfig import LaunchConfig, config_values
+from numba_cuda_launch.launch.refusals import Guards, emit_raise_if_failed, raiser
+from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig, config_values
+from numba_cuda_launch.launch.devicearray import DeviceArray
 from numba_cuda_launch.launch.devicearray.producer_wait import emit_producer_wait, producer_streams
-from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
-from numba_cuda_launch.cudadrv.pointers import emit_checked_mode
-from numba_cuda_launch.launch.selection import launch_signature, select_kernel
+from numba_cuda_launch.cudadrv.launch import emit_checked_mode
+from numba_cuda_launch.launch.plan import launch_signature, plan_launch
 
-__all__ = ["emit_launch", "launch_error_raiser", "start_launch"]
+__all__ = ["emit_launch", "launch_error_raiser", "start_launch", "planned"]
 
 
 def _to_formal(context, builder, val, actual, formal):
@@ -40,22 +44,30 @@ def _to_formal(context, builder, val, actual, formal):
     return context.cast(builder, val, actual, formal)
 
 
-def _selected(context, cfg_ty, argtypes):
-    """The selection typing made for *argtypes* and its backend; records the
-    launch target in the function being lowered."""
-    selection = select_kernel(cfg_ty.dispatcher, argtypes)
-    record_launch_target(context)
-    return selection, backend_for(selection.kernel)
+def planned(context, cfg_ty, argtypes):
+    """The plan typing made for *argtypes*. Records in the function being
+    lowered what its cached form checks (:mod:`.caching`: the launch target
+    and the package build), and the parameter sizes of the plan's kernel for
+    tools reading parameters (the recording driver), now and in any process
+    that loads the function from the cache."""
+    plan = plan_launch(cfg_ty.dispatcher, argtypes, cfg_ty.source, cfg_ty.kernel_name)
+    checks = [LaunchTargetCheck(backends.BACKEND.cache_target()), BuildCheck(package_build())]
+    if plan.entry_name is not None:
+        remember_param_sizes(plan.entry_name, plan.param_sizes)
+        checks.append(ParamSizes(plan.entry_name, plan.param_sizes))
+    add_reload_checks(context, checks)
+    link_runtime(context)
+    return plan
 
 
 def start_launch(context, builder, cfg_ty, cfg_val, argtypes):
-    """``(selection, backend, cfg, guards)`` for a launch or an occupancy
-    query: *cfg* the configuration struct, *guards* with its checks."""
-    selection, backend = _selected(context, cfg_ty, argtypes)
-    cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=cfg_val)
+    """``(plan, cfg, guards)`` for a launch or an occupancy query: *cfg*
+    the configuration's values, *guards* with its checks."""
+    plan = planned(context, cfg_ty, argtypes)
+    cfg = config_values(context, builder, cfg_ty, cfg_val)
     guards = Guards(builder)
-    check_config(builder, guards, cfg)
-    return selection, backend, cfg, guards
+    guards.check_code(cfg.problem, CONFIG_PROBLEMS)  # an item out of the driver's range
+    return plan, cfg, guards
 
 
 def _emit_out_of_range(builder, val, actual, formal):
@@ -131,52 +143,59 @@ def _check_arrays(context, builder, guards, backend, ty, val, where):
                      "(checked mode: cuPointerGetAttribute does not know it)" % where)
 
 
+# Argument types whose memory is checked (tuples searched): host memory is refused.
+_MEMORY_TYPES = (types.Array, types.CPointer, types.BaseTuple)
+
+
 def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True,
                 submit=None, check=None):
-    """Emit the launch of a configured kernel through its backend; returns
+    """Emit the launch of a configured kernel through the backend; returns
     ``(status, reason, messages)``: the ``CUresult`` and, when refused before
     the driver, the index in *messages* of the sentence saying why (else 0).
     Without *catch*, the simulator's exceptions propagate. *submit*
-    (``submit(backend, kernel, cfg_values, formal_types, values) ->
-    CUresult``) emits something else with the checked, converted arguments
-    (an update of a recorded launch); *check* (``check(guards, backend,
-    kernel, cfg)``) adds checks after the configuration's."""
-    selection, backend, cfg, guards = start_launch(context, builder, cfg_ty, cfg_val, argtypes)
-    kernel = selection.kernel
+    (``submit(plan, cfg, values) -> CUresult``) emits something else with
+    the checked, converted arguments (an update of a recorded launch);
+    *check* (``check(guards, plan, cfg)``) adds checks after the
+    configuration's."""
+    backend = backends.BACKEND
+    plan, cfg, guards = start_launch(context, builder, cfg_ty, cfg_val, argtypes)
     if check is not None:
-        check(guards, backend, kernel, cfg)
-    names = selection.param_names
+        check(guards, plan, cfg)
+    names = plan.param_names
     # Parameters left to their defaults: constants after the arguments given.
     given = len(argtypes)
-    argtypes = tuple(argtypes) + tuple(selection.argtypes[given:])
+    argtypes = tuple(argtypes) + tuple(plan.argtypes[given:])
     argvals = list(argvals) + [context.get_constant_generic(builder, t, v) for t, v in
-                               zip(selection.argtypes[given:], selection.defaults)]
+                               zip(plan.argtypes[given:], plan.defaults)]
     values, producers = [], []
-    for i, (v, a, f) in enumerate(zip(argvals, argtypes, selection.argtypes)):
+    for i, (v, a, f) in enumerate(zip(argvals, argtypes, plan.argtypes)):
         where = "parameter %r (argument %d)" % (names[i], i + 1)
-        _check_integer_ranges(builder, guards, v, a, f, where)
-        values.append(_to_formal(context, builder, v, a, f))
-        backend.emit_argument_checks(context, builder, guards, f, values[-1], where)
+        if isinstance(a, (types.Integer, types.BaseTuple)):
+            _check_integer_ranges(builder, guards, v, a, f, where)
+        values.append(v if a == f else _to_formal(context, builder, v, a, f))
+        if plan.source.emit_argument_checks is not None:
+            plan.source.emit_argument_checks(context, builder, guards, f, values[-1], where)
         # An array given for a pointer parameter (a foreign kernel's) is
         # checked as the array it is: its meminfo says host memory.
         as_given = type(a) is types.Array and not isinstance(f, types.Array)
-        _check_arrays(context, builder, guards, backend, a if as_given else f,
-                      v if as_given else values[-1], where)
-        producers += producer_streams(context, builder, a, v, where)
+        checked = a if as_given else f
+        if isinstance(checked, _MEMORY_TYPES) or checked == types.voidptr:
+            _check_arrays(context, builder, guards, backend, checked,
+                          v if as_given else values[-1], where)
+        if isinstance(a, (DeviceArray, types.BaseTuple)):
+            producers += producer_streams(context, builder, a, v, where)
     if backend.waits_for_producer_streams:
         for producer, where in producers:
             guards.check_status(
                 lambda p=producer: emit_producer_wait(builder, p, cfg.stream),
                 "cuStreamSynchronize of the producer stream of %s (its CUDA Array "
                 "Interface v3 'stream') failed" % where)
-    backend.emit_launch_checks(context, builder, guards, kernel, cfg)
+    backend.emit_launch_checks(context, builder, guards, plan, cfg)
     with builder.if_then(guards.ok(), likely=True):
-        launch = config_values(builder, cfg)
         if submit is not None:
-            status = submit(backend, kernel, launch, selection.argtypes, values)
+            status = submit(plan, cfg, values)
         else:
-            status = backend.emit_launch(context, builder, kernel, launch, selection.argtypes,
-                                         values, catch)
+            status = backend.emit_launch(context, builder, plan, cfg, values, catch)
         builder.store(status, guards.status)
     return guards.result()
 
@@ -208,7 +227,7 @@ def launch_error_raiser(kernel_name, messages, what="launch"):
     occupancy query *what*): :class:`CudaLaunchError` with the text of
     *messages* (see :func:`emit_launch`) for *reason*."""
     return raiser(CudaLaunchError, (kernel_name, "", what),
-                  tuple((i, (kernel_name, text, what)) for i, text in enumerate(messages) if i))
+                  tuple([(i, (kernel_name, text, what)) for i, text in enumerate(messages) if i]))
 
 
 class _LaunchMethod(types.BoundFunction):
@@ -260,5 +279,5 @@ def lower_launch_status(context, builder, sig, args):
 @lower_builtin("LaunchConfig.preload", LaunchConfig, types.VarArg(types.Any))
 def lower_preload(context, builder, sig, args):
     """``cfg.preload(args...)``: load the image into the current context."""
-    selection, backend = _selected(context, sig.args[0], sig.args[1:])
-    return backend.emit_preload(context, builder, selection.kernel)
+    return backends.BACKEND.emit_preload(context, builder, planned(context, sig.args[0],
+                                                                   sig.args[1:]))

@@ -4,10 +4,7 @@
 See docs/events.md.
 """
 
-import functools
-import time
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit
@@ -25,11 +22,10 @@ from numba.extending import (
     unbox,
 )
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CudaError, NopythonUsageError
-from numba_cuda_launch.launch.backends import call_jitted
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
-from numba_cuda_launch.launch.raising import raiser
+from numba_cuda_launch.launch.refusals import raiser
 from numba_cuda_launch.launch.sync import (
     check_status,
     check_stream,
@@ -46,9 +42,6 @@ __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
-# Set in an event's payload flags (beside the CU_EVENT_* creation flags) once
-# it was recorded: what elapsed_time's error says of an event never recorded.
-_RECORDED = 0x40000000
 
 
 class EventType(types.Type):
@@ -76,60 +69,6 @@ def _payload(context, builder, ty, value):
 
 # -- what compiled code calls ------------------------------------------------
 
-@njit
-def _host_ms():
-    # The simulator's clock: host time, in object mode.
-    with numba.objmode(t="float64"):
-        t = time.perf_counter() * 1e3
-    return t
-
-
-def _invalid_unless(builder, ok, emit=None):
-    """CUDA_ERROR_INVALID_HANDLE unless *ok* (an ``i1``); else *emit()*, then 0."""
-    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE))
-    with builder.if_then(ok, likely=True):
-        if emit is not None:
-            emit()
-        builder.store(ir.Constant(_i32, 0), status)
-    return builder.load(status)
-
-
-def _sim_status(builder, payload, emit=None):
-    """Under the simulator: CUDA_ERROR_INVALID_HANDLE for a destroyed event,
-    else *emit()* then 0."""
-    event = builder.load(_events.payload_field(builder, payload, "event"))
-    return _invalid_unless(builder, cgutils.is_not_null(builder, event), emit)
-
-
-def _create_simulated(builder, payload, flags):
-    """A simulated event: no CUevent, a non-NULL marker in its place (NULL
-    once destroyed), no destroy function, not recorded (NaN)."""
-    _events.init_payload(builder, payload, flags)
-    builder.store(builder.inttoptr(ir.Constant(ir.IntType(64), 1), _i8p),
-                  _events.payload_field(builder, payload, "event"))
-    return ir.Constant(_i32, 0)
-
-
-def _event_problems(builder, payload):
-    """Why the driver cannot time the event at *payload*: ``i1`` flags,
-    destroyed (or never made), made without timing, never recorded."""
-    field = functools.partial(_events.payload_field, builder, payload)
-    flags = builder.load(field("flags"))
-    return [cgutils.is_null(builder, builder.load(field("event")))] + [
-        builder.icmp_signed(op, builder.and_(flags, ir.Constant(_i32, bit)), ir.Constant(_i32, 0))
-        for op, bit in (("!=", _events.CU_EVENT_DISABLE_TIMING), ("==", _RECORDED))]
-
-
-def _elapsed_time_simulated(builder, ms, start, end):
-    """The host time between two simulated events; as the driver,
-    CUDA_ERROR_INVALID_HANDLE unless both exist, time and were recorded."""
-    usable = builder.not_(functools.reduce(
-        builder.or_, _event_problems(builder, start) + _event_problems(builder, end)))
-    times = [builder.load(_events.payload_field(builder, p, "host_ms")) for p in (start, end)]
-    return _invalid_unless(builder, usable, lambda: builder.store(
-        builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms))
-
-
 @intrinsic
 def _event_new(typingctx, flags):
     """(status, event) for a new event with *flags*; the event holds no
@@ -145,10 +84,7 @@ def _event_new(typingctx, flags):
                                               ("cannot allocate a CUDA event",))
         payload = context.nrt.meminfo_data(builder, meminfo)
         flags = context.cast(builder, args[0], sig.args[0], types.int32)
-        if _compat.simulator_enabled():
-            status = _create_simulated(builder, payload, flags)
-        else:
-            status = _events.emit_event_create(builder, payload, flags)
+        status = BACKEND.runtime(context).emit_event_create(builder, payload, flags)
         ev = cgutils.create_struct_proxy(event_type)(context, builder)
         ev.meminfo = meminfo
         return context.make_tuple(builder, sig.return_type, [status, ev._getvalue()])
@@ -160,24 +96,19 @@ def _event_record(typingctx, ev, stream):
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         payload = _payload(context, builder, sig.args[0], args[0])
-        if _compat.simulator_enabled():
-            status = _sim_status(builder, payload, lambda: builder.store(
-                call_jitted(context, builder, _host_ms, (), []),
-                _events.payload_field(builder, payload, "host_ms")))
-        else:
-            status = _events.emit_event_record(
-                builder, payload, emit_stream(context, builder, sig.args[1], args[1]))
+        status = BACKEND.runtime(context).emit_event_record(
+            builder, payload, emit_stream(context, builder, sig.args[1], args[1]))
         flags = _events.payload_field(builder, payload, "flags")
         with builder.if_then(builder.icmp_signed("==", status, status.type(0)), likely=True):
-            builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _RECORDED)), flags)
+            builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _events.RECORDED)),
+                          flags)
         return status
     return types.int32(ev, stream), codegen
 
 
-_event_synchronize = status_intrinsic(_events.emit_event_synchronize, _sim_status, _payload)
-_event_query = status_intrinsic(_events.emit_event_query, _sim_status, _payload)
-_event_destroy = status_intrinsic(_events.emit_event_destroy, _events.emit_event_destroy,
-                                  _payload)
+_event_synchronize = status_intrinsic("emit_event_synchronize", _payload)
+_event_query = status_intrinsic("emit_event_query", _payload)
+_event_destroy = status_intrinsic("emit_event_destroy", _payload)
 
 
 @intrinsic
@@ -187,10 +118,7 @@ def _event_elapsed_time(typingctx, start, end):
         start = _payload(context, builder, sig.args[0], args[0])
         end = _payload(context, builder, sig.args[1], args[1])
         ms = cgutils.alloca_once_value(builder, ir.Constant(ir.FloatType(), 0.0))
-        if _compat.simulator_enabled():
-            status = _elapsed_time_simulated(builder, ms, start, end)
-        else:
-            status = _events.emit_event_elapsed_time(builder, ms, start, end)
+        status = BACKEND.runtime(context).emit_event_elapsed_time(builder, ms, start, end)
         return context.make_tuple(builder, sig.return_type, [status, builder.load(ms)])
     return types.Tuple((types.int32, types.float32))(start, end), codegen
 
@@ -210,7 +138,8 @@ def _elapsed_reason(typingctx, start, end):
     def codegen(context, builder, sig, args):
         reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
         problems = [p for ty, value in zip(sig.args, args)
-                    for p in _event_problems(builder, _payload(context, builder, ty, value))]
+                    for p in _events.event_problems(builder, _payload(context, builder, ty,
+                                                                      value))]
         # Last first, so that the first problem found is the one kept.
         for index, problem in reversed(list(enumerate(problems, 1))):
             with builder.if_then(problem):
@@ -223,10 +152,8 @@ def _elapsed_reason(typingctx, start, end):
 def _event_handle(typingctx, ev):
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
-        if _compat.simulator_enabled():
-            return ir.Constant(_i8p, None)  # no CUevent behind a simulated event
         payload = _payload(context, builder, sig.args[0], args[0])
-        return builder.load(_events.payload_field(builder, payload, "event"))
+        return BACKEND.runtime(context).emit_event_handle(builder, payload)
     return types.voidptr(ev), codegen
 
 

@@ -1,7 +1,7 @@
 """CUDA graphs from nopython code and Python: record launches by stream
 capture, replay them, update a recorded launch's arguments (public as
-:mod:`numba_cuda_launch.graphs`); simulated graphs under numba-cuda's
-simulator (:mod:`.backends.simgraph`). See docs/graphs.md.
+:mod:`numba_cuda_launch.graphs`), each operation emitted by the backend's
+runtime (the driver's, or the simulator's graphs). See docs/graphs.md.
 """
 
 import functools
@@ -14,17 +14,16 @@ from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_at
                              models, overload, overload_method, register_model, typeof_impl,
                              unbox)
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
-from numba_cuda_launch.launch.backends import simgraph as _simgraph
+from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.call import emit_launch
-from numba_cuda_launch.launch.guards import Guards, check_node_update
-from numba_cuda_launch.launch.raising import emit_raise_if_failed, raiser
-from numba_cuda_launch.launch.launchconfig import LaunchConfig
-from numba_cuda_launch.launch.selection import select_kernel
-from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
-from numba_cuda_launch.launch.sync import jitted_call, python_stream
+from numba_cuda_launch.launch.refusals import Guards, emit_raise_if_failed, raiser
+from numba_cuda_launch.launch.launchconfig import LaunchConfig, is_stream_type, stream_value
+from numba_cuda_launch.launch.plan import plan_launch
+from numba_cuda_launch.launch.stream import python_stream
+from numba_cuda_launch.launch.sync import jitted_call
 from numba_cuda_launch.cudadrv import graph as _rt
 
 __all__ = [
@@ -189,12 +188,6 @@ def _check_stream(what, stream):
             "numba.cuda stream object passed in as an argument; got %s" % (what, stream))
 
 
-def _runtime(context):
-    """The emitters of the graph operations: the driver's, or under
-    numba-cuda's simulator those of the simulated graphs (same calls)."""
-    return _simgraph.Emitters(context) if _compat.simulator_enabled() else _rt
-
-
 def _check_graph(what, value):
     if not isinstance(value, GraphType):
         raise NopythonUsageError("graphs.%s: expected a Graph (from graphs.end_capture), got %s"
@@ -206,7 +199,7 @@ def _stream_ptr(typingctx, stream):
     _check_stream("stream", stream)
 
     def codegen(context, builder, sig, args):
-        return stream_handle_value(context, builder, sig.args[0], args[0])
+        return stream_value(context, builder, sig.args[0], args[0])
     return types.voidptr(stream), codegen
 
 
@@ -235,6 +228,7 @@ def _begin_capture(typingctx, stream, mode):
     ret = types.UniTuple(types.int32, 2)
 
     def codegen(context, builder, sig, args):
+        record_driver_calls(context)
         guards = Guards(builder, _BEGIN_MESSAGES)
         handle = builder.ptrtoint(args[0], ir.IntType(64))
         for value, message in enumerate(_BEGIN_MESSAGES[:2], 1):  # handles 1 and 2
@@ -243,7 +237,7 @@ def _begin_capture(typingctx, stream, mode):
         wide = context.cast(builder, args[1], sig.args[1], types.int64)
         guards.check(lambda: builder.icmp_unsigned("<", wide.type(_rt.CAPTURE_RELAXED), wide),
                      _BEGIN_MESSAGES[2])  # unsigned: a negative mode is out of range too
-        guards.check_status(lambda: _runtime(context).emit_begin_capture(
+        guards.check_status(lambda: BACKEND.runtime(context).emit_begin_capture(
             builder, args[0], builder.trunc(wide, _i32)), "")
         status = builder.load(guards.status)
         guards.explain(lambda: cgutils.is_null(builder, args[0]), _BEGIN_MESSAGES[3])
@@ -256,7 +250,7 @@ def _begin_capture(typingctx, stream, mode):
 
 def _driver_call(emit_name, *results):
     """An intrinsic ``f(*args)`` returning the *results* (types; a tuple of
-    them when more than one) of emitter *emit_name* of :func:`_runtime`. A
+    them when more than one) of emitter *emit_name* of the backend's runtime. A
     Graph, GraphExec or KernelNode argument reaches the emitter as its
     handle; a handle the emitter returns comes back as such a value."""
     ret = types.Tuple(results) if len(results) > 1 else results[0]
@@ -264,9 +258,10 @@ def _driver_call(emit_name, *results):
     @intrinsic
     def call(typingctx, *argtys):
         def codegen(context, builder, sig, args):
+            record_driver_calls(context)
             values = [_handle(context, builder, ty, v) if ty in _PY_CLASSES else v
                       for ty, v in zip(argtys, cgutils.unpack_tuple(builder, args[0]))]
-            out = getattr(_runtime(context), emit_name)(builder, *values)
+            out = getattr(BACKEND.runtime(context), emit_name)(builder, *values)
             if len(results) == 1:
                 return out
             return context.make_tuple(builder, ret, [
@@ -467,7 +462,7 @@ def _update_launch_signature(exe_ty, args, kws, what):
             "KernelNode (from graphs.last_launch) and the second argument a configured "
             "kernel; got %s" % (what, ", ".join(str(a) for a in args[:2]) or "nothing"))
     cfg_ty = args[1]
-    select_kernel(cfg_ty.dispatcher, args[2:])  # typing errors as a launch's
+    plan_launch(cfg_ty.dispatcher, args[2:], cfg_ty.source, cfg_ty.kernel_name)  # typing errors as a launch's
     return signature(types.int32 if what.endswith("_status") else types.none, *args,
                      recvr=exe_ty)
 
@@ -490,16 +485,13 @@ def _emit_update_launch(context, builder, sig, args):
     exe = _handle(context, builder, graph_exec_type, args[0])
     node = _handle(context, builder, kernel_node_type, args[1])
 
-    def submit(backend, kernel, cfg, formal_types, values):
-        return backend.emit_node_update(context, builder, kernel, cfg, formal_types, values,
-                                        exe, node)
+    def submit(plan, cfg, values):
+        return BACKEND.emit_node_update(context, builder, plan, cfg, values, exe, node)
 
-    def check(guards, backend, kernel, cfg):
-        check_node_update(builder, guards, cfg, node, backend.compiler.cooperative(kernel))
-    # A simulated replay runs what it is given: no cluster (refused when
-    # typing) and no cooperative attribute to keep.
+    def check(guards, plan, cfg):
+        BACKEND.emit_node_checks(builder, guards, plan, cfg, node)
     return emit_launch(context, builder, sig.args[2], args[2], sig.args[3:], args[3:],
-                       submit=submit, check=None if _compat.simulator_enabled() else check)
+                       submit=submit, check=check)
 
 
 @lower_builtin("GraphExec.update_launch_status", GraphExecType, types.VarArg(types.Any))

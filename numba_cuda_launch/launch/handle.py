@@ -11,9 +11,10 @@ from numba.core import types
 
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CudaLaunchError
-from numba_cuda_launch.launch.params import KernelParam, param_layout
-from numba_cuda_launch.launch.selection import compiler_for, select_kernel
-from numba_cuda_launch.cudadrv.image import KernelImage, image_bytes, load_image
+from numba_cuda_launch.kernels import source_of
+from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.plan import KernelParam, plan_launch
+from numba_cuda_launch.cudadrv.image import KernelImage, load_image
 
 __all__ = ["KernelHandle", "KernelParam", "kernel_handle"]
 
@@ -86,33 +87,26 @@ def kernel_handle(dispatcher, argtypes):
     signature or tuple of types, and KernelTypingError when the kernel
     cannot take those types."""
     try:
-        compiler = compiler_for(dispatcher)
+        source = source_of(dispatcher)
     except TypeError:
-        raise TypeError("kernel_handle() needs a @cuda.jit kernel of numba-cuda or "
-                        "numba-cuda-mlir, got %r" % (dispatcher,)) from None
-    name = compiler.kernel_name(dispatcher)
-    if compiler.is_device_function(dispatcher):
+        raise TypeError("kernel_handle() needs a kernel (a @cuda.jit kernel of numba-cuda or "
+                        "numba-cuda-mlir, or a foreign_kernel), got %r" % (dispatcher,)) from None
+    name = source.kernel_name(dispatcher)
+    if source.is_device_function(dispatcher):
         raise TypeError("kernel_handle(%r, ...): it is a CUDA device function "
                         "(cuda.jit(device=True)), which cannot be launched; kernel_handle() "
                         "takes a kernel" % name)
     argtypes = _argument_types(name, argtypes)
-    if compiler.is_simulated(dispatcher):
-        raise RuntimeError("kernel_handle(): under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) "
-                           "kernels run as Python and have no image or driver handle")
-    selection = select_kernel(dispatcher, argtypes)
-    kernel = selection.kernel
-    from numba.core.registry import cpu_target
-
-    layout = param_layout(compiler, selection.param_names, selection.argtypes,
-                          compiler.param_types(kernel), cpu_target.target_context.target_data)
-    live_handle, handle_kind = compiler.live_handle(kernel) or (0, "CUkernel")
+    if BACKEND.no_handles:
+        raise RuntimeError("kernel_handle(): %s" % BACKEND.no_handles)
+    plan = plan_launch(dispatcher, argtypes, source)
     return KernelHandle(
         kernel_name=name,
-        entry_name=compiler.entry_name(kernel),
-        argtypes=selection.argtypes,
-        params=layout,
-        cooperative=compiler.cooperative(kernel),
-        image=None if live_handle else image_bytes(compiler, kernel),
-        handle_kind=handle_kind,
-        live_handle=live_handle,
+        entry_name=plan.entry_name,
+        argtypes=plan.argtypes,
+        params=plan.params,
+        cooperative=plan.cooperative,
+        image=None if plan.live else plan.image.data,
+        handle_kind=plan.live[1] if plan.live else "CUkernel",
+        live_handle=plan.live[0] if plan.live else 0,
     )

@@ -1,30 +1,35 @@
 """``kernel[griddim, blockdim, stream, sharedmem, cluster]`` in CPU nopython code:
-the configured kernel's type (:class:`LaunchConfig`) and model, the typing and
-lowering of the ``getitem`` that makes one. Calling it is :mod:`.call`'s.
-See docs/architecture.md.
+the configured kernel's type (:class:`LaunchConfig`) and model, the one
+validator of launch configurations (constants when typing, ``jax_kernel``
+configurations when traced, run-time values when lowered: the ``problem``
+field), and the typing and lowering of the ``getitem`` that makes one.
+Calling it is :mod:`.call`'s. See docs/architecture.md.
 """
 
+import numbers
 import operator
 import re
-from typing import NamedTuple
+import weakref
+from typing import NamedTuple, Optional, Tuple
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.core.datamodel import default_manager
-from numba.core.imputils import lower_constant
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, infer, signature
 
-from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType as CUDADispatcher
-from numba_cuda_launch.errors import KernelTypingError, explain_lines, register_typer
-from numba_cuda_launch.launch.selection import compiler_for, launch_signature
-from numba_cuda_launch.launch.stream import is_stream_type, stream_handle_value
+from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType, target_compute_capability
+from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.kernels import KernelType
+from numba_cuda_launch.kernels.numba_cuda import SOURCE as NUMBA_CUDA
+from numba_cuda_launch.launch import backends
+from numba_cuda_launch.launch.plan import launch_signature
+from numba_cuda_launch.launch.stream import CUDAStream
+from numba_cuda_launch.launch.refusals import explain_lines, register_typer
 
-__all__ = ["LaunchConfig", "dim3_from_value", "ConfigValues", "config_values", "launch_dims",
-           "cluster_dims", "CONFIG_OK",
-           "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "BAD_CLUSTER",
-           "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC"]
+__all__ = ["LaunchConfig", "ConfigValues", "config_values", "config_problem",
+           "launch_dims_of", "is_stream_type",
+           "stream_value", "CONFIG_OK", "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM",
+           "BAD_CLUSTER", "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC"]
 
 _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
@@ -45,9 +50,79 @@ CONFIG_PROBLEMS = {
 #: Thread-block clusters need this compute capability or newer (Hopper).
 CLUSTER_MIN_CC = (9, 0)
 
+# -- the validator -----------------------------------------------------------------
+# CUDA's launch limits, the same on every device since compute capability 3.0
+# ((x, y, z) maxima and how messages state them); dynamic shared memory as the
+# driver takes it (an unsigned int). Run-time values are checked against the
+# driver's 32-bit range when lowered (the driver refuses the rest).
+LIMITS = {
+    "griddim": ((2**31 - 1, 65535, 65535), "1..2**31-1 in x and 1..65535 in y and z"),
+    "blockdim": ((1024, 1024, 64), "1..1024 in x and y and 1..64 in z"),
+    "cluster": ((_U32_MAX,) * 3, "1..2**32-1"),
+}
+BLOCK_THREADS_MAX = 1024
 
-def _kernel_name(dispatcher):
-    return compiler_for(dispatcher).kernel_name(dispatcher)
+
+def config_problem(grid=None, block=None, sharedmem=None, cluster=None
+                   ) -> Optional[Tuple[type, str]]:
+    """Why constant configuration items cannot be launched: ``(TypeError or
+    ValueError, sentence)``, or None. *grid*, *block* and *cluster* are an
+    int or a tuple/list of 1-3 ints (an item None: known only at run time;
+    the argument None: not given), *sharedmem* an int (None: not given or
+    known at run time). The one validator of constant configurations:
+    ``@njit`` typing and ``jax_kernel`` tracing use it."""
+    for what, value in (("griddim", grid), ("blockdim", block), ("cluster", cluster)):
+        if value is None:
+            continue
+        items = list(value) if isinstance(value, (tuple, list)) else [value]
+        maxima, text = LIMITS[what]
+        threads = 1
+        for axis, v, most in zip("xyz", items, maxima):
+            if v is not None and (not isinstance(v, numbers.Integral) or isinstance(v, bool)):
+                items = ()
+                break
+            if v is None:
+                threads = None
+            elif not 1 <= v <= most:
+                return ValueError, "%s must be %s, got %d in %s" % (what, text, v, axis)
+            elif threads is not None:
+                threads *= int(v)
+        if not 1 <= len(items) <= 3:
+            return TypeError, "%s must be an integer or a tuple of 1 to 3 integers, got %r" % (
+                what, value)
+        if what == "blockdim" and threads is not None and threads > BLOCK_THREADS_MAX:
+            return ValueError, ("blockdim %r has %d threads in all; CUDA takes at most %d "
+                                "per block" % (value, threads, BLOCK_THREADS_MAX))
+    if sharedmem is not None:
+        if not isinstance(sharedmem, numbers.Integral) or isinstance(sharedmem, bool):
+            return TypeError, "sharedmem must be an integer number of bytes, got %r" % (
+                sharedmem,)
+        if not 0 <= sharedmem <= _U32_MAX:
+            return ValueError, "sharedmem must be between 0 and 2**32-1 bytes, got %d" % sharedmem
+    if grid is not None and cluster is not None:
+        grid = list(grid) if isinstance(grid, (tuple, list)) else [grid]
+        cluster = list(cluster) if isinstance(cluster, (tuple, list)) else [cluster]
+        for axis, g, c in zip("xyz", grid + [1] * (3 - len(grid)),
+                              cluster + [1] * (3 - len(cluster))):
+            if g is not None and c is not None and c > 0 and g % c:
+                return ValueError, ("griddim must be a multiple of the cluster dimensions; "
+                                    "along %s the grid has %d blocks and the cluster %d"
+                                    % (axis, g, c))
+    return None
+
+
+def launch_dims_of(kernel: str, grid, block, where: str, error=None):
+    """``(grid, block)`` as 3-tuples of ints from Python values, checked by
+    :func:`config_problem`; the error (its class, or *error* when given)
+    names *kernel* and *where* the values came from."""
+    problem = config_problem(grid=grid, block=block)
+    if problem:
+        raise (error or problem[0])("kernel %r: %s (from %s)" % (kernel, problem[1], where))
+    out = []
+    for value in (grid, block):
+        items = [int(v) for v in (value if isinstance(value, (tuple, list)) else [value])]
+        out.append(tuple(items) + (1,) * (3 - len(items)))
+    return tuple(out)
 
 
 class LaunchConfig(types.Callable):
@@ -56,21 +131,20 @@ class LaunchConfig(types.Callable):
 
     Every configuration of one kernel has this one type, so configurations
     made at run time can be kept in a variable, merged across branches and
-    called several times.
+    called several times. It knows the kernel's source.
     """
 
+    #: the kernel's type: an instance attribute (no property call when Numba
+    #: hashes or compares types)
+    key = None
+
     def __init__(self, dispatcher_type):
-        self.dispatcher_type = dispatcher_type
-        self.kernel_name = _kernel_name(dispatcher_type.dispatcher)
+        self.dispatcher_type = self.key = dispatcher_type
+        self.dispatcher = dispatcher_type.dispatcher
+        self.source = dispatcher_type.source if isinstance(dispatcher_type, KernelType) \
+            else NUMBA_CUDA
+        self.kernel_name = self.source.kernel_name(self.dispatcher)
         super().__init__(name="LaunchConfig(%s)" % self.kernel_name)
-
-    @property
-    def key(self):
-        return self.dispatcher_type
-
-    @property
-    def dispatcher(self):
-        return self.dispatcher_type.dispatcher
 
     def get_call_type(self, context, args, kws):
         return launch_signature(self, args, kws)
@@ -79,7 +153,7 @@ class LaunchConfig(types.Callable):
         return [], True
 
     def get_impl_key(self, sig):
-        return type(self)
+        return LaunchConfig
 
 
 @register_model(LaunchConfig)
@@ -98,15 +172,8 @@ class LaunchConfigModel(models.StructModel):
         super().__init__(dmm, fe_type, members)
 
 
-# A kernel used as a global or closure variable in CPU code: numba-cuda
-# registers the data model of its dispatcher type only for the CUDA target.
-# The value carries nothing at run time (the kernel is known from its type).
-if CUDADispatcher not in default_manager._handlers:
-    register_model(CUDADispatcher)(models.OpaqueModel)
-
-
-#: Types of kernels ``kernel[...]`` configures (the simulator adds its own).
-KERNEL_TYPES = (CUDADispatcher,)
+#: Types of kernels ``kernel[...]`` configures.
+KERNEL_TYPES = (CUDADispatcherType, KernelType)
 
 
 @explain_lines
@@ -128,150 +195,109 @@ _KERNEL_ATTRIBUTE = re.compile(
     r"Unknown attribute '([^']+)' of type type\(CUDADispatcher\(<function ([\w.<>]+) at ")
 
 
-class KernelType(types.Type):
-    """The CPU type of a kernel Numba does not type itself; like numba-cuda's
-    dispatcher type it holds the kernel (``.dispatcher``)."""
-
-    def __init__(self, dispatcher, name):
-        self.dispatcher = dispatcher
-        super().__init__(name=name)
-
-    @property
-    def key(self):
-        return self.dispatcher
-
-
-def _no_value(context, builder, ty, pyval):
-    return context.get_dummy_value()
-
-
-def add_kernel_type(ty):
-    """Let ``kernel[...]`` configure kernels of type class *ty* too; their
-    values carry nothing at run time (the kernel is known from the type)."""
-    global KERNEL_TYPES
-    KERNEL_TYPES = KERNEL_TYPES + (ty,)
-    register_model(ty)(models.OpaqueModel)
-    lower_constant(ty)(_no_value)
-    lower_builtin(operator.getitem, ty, types.Any)(lower_kernel_configure)
-
-
 def _items(item):
     """The items of a configuration entry (a type, or a constant's value):
     a tuple's, else the entry alone."""
     return list(item) if isinstance(item, (tuple, types.BaseTuple)) else [item]
 
 
-def _padded(values):
-    """Constant dimensions padded to three with 1 (None where not a constant)."""
-    return [v if isinstance(v, int) else None for v in values] + [1] * (3 - len(values))
+def is_stream_type(ty) -> bool:
+    """Whether *ty* is accepted as the stream item of a launch configuration."""
+    return isinstance(ty, (types.Integer, CUDAStream, types.NoneType)) or ty == types.voidptr
 
 
-def _check_dim(kernel, what, ty):
-    """Typing check of a griddim/blockdim item: an integer or a tuple of 1-3
-    integers, positive where known at compile time."""
-    items = _items(ty)
-    if not (1 <= len(items) <= 3) or not all(
-        isinstance(t, types.Integer) for t in items
-    ):
-        raise KernelTypingError(
-            "kernel %r: %s must be an integer or a tuple of 1 to 3 integers, "
-            "got %s" % (kernel, what, ty)
-        )
-    for t in items:
-        _check_constant(kernel, what, getattr(t, "literal_value", None))
-
-
-def _check_constant(kernel, what, value):
-    """Refuse a constant configuration item the driver cannot take."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        return
-    low = 0 if what == "sharedmem" else 1
-    if not low <= value <= _U32_MAX:
-        raise KernelTypingError(
-            "kernel %r: %s must be %s, got %d" % (
-                kernel, what,
-                "between 0 and 2**32-1 bytes" if low == 0
-                else "between 1 and 2**32-1 (the driver takes 32-bit unsigned dimensions)",
-                value))
-
-
-def check_cluster_grid(kernel, grid, cluster):
-    """Refuse constant grid and cluster dimensions where the grid is not
-    made of whole clusters (lists of three items, None when not constant)."""
-    for axis, g, c in zip("xyz", grid, cluster):
-        if isinstance(g, int) and isinstance(c, int) and c > 0 and g % c:
-            raise KernelTypingError(
-                "kernel %r: griddim must be a multiple of the cluster dimensions; "
-                "along %s the grid has %d blocks and the cluster %d" % (kernel, axis, g, c))
-
-
-def _check_cluster(dispatcher, name, ty, grid_ty):
-    _check_dim(name, "cluster", ty)
-    if _compat.is_simulated(dispatcher):
-        raise KernelTypingError(
-            "kernel %r: thread-block clusters (the fifth configuration item) are not "
-            "simulated by numba-cuda's CUDA simulator" % name)
-    cc = _compat.target_compute_capability()
-    if cc is not None and tuple(cc) < CLUSTER_MIN_CC:
-        raise KernelTypingError(
-            "kernel %r: thread-block clusters need compute capability %d.%d or newer; "
-            "kernels are built for %d.%d here" % ((name,) + CLUSTER_MIN_CC + tuple(cc)))
-    grid, cluster = ([getattr(t, "literal_value", None) for t in _items(d)] for d in (grid_ty, ty))
-    check_cluster_grid(name, _padded(grid), _padded(cluster))
-
-
-def check_config_types(dispatcher, index_types):
+def check_config_types(cfg_source, dispatcher, name, index_types):
     """Raise a KernelTypingError naming the kernel unless *index_types* is a
-    valid ``(griddim, blockdim[, stream[, sharedmem[, cluster]]])``."""
-    name = _kernel_name(dispatcher)
-    if compiler_for(dispatcher).is_device_function(dispatcher):
+    valid ``(griddim, blockdim[, stream[, sharedmem[, cluster]]])``: the
+    items' types here, constants by :func:`config_problem`."""
+    if cfg_source.is_device_function(dispatcher):
         raise KernelTypingError(
             "%r is a CUDA device function (cuda.jit(device=True)); only "
-            "kernels can be launched with [griddim, blockdim, ...]" % name
-        )
-    if not 2 <= len(index_types) <= 5:
+            "kernels can be launched with [griddim, blockdim, ...]" % name)
+    count = len(index_types)
+    if not 2 <= count <= 5:
         raise KernelTypingError(
             "kernel %r: a launch configuration is [griddim, blockdim], "
             "[griddim, blockdim, stream], [griddim, blockdim, stream, "
             "sharedmem] or [griddim, blockdim, stream, sharedmem, cluster]; "
-            "got %d item(s)" % (name, len(index_types))
-        )
-    _check_dim(name, "griddim", index_types[0])
-    _check_dim(name, "blockdim", index_types[1])
-    if len(index_types) > 2 and not is_stream_type(index_types[2]):
+            "got %d item(s)" % (name, count))
+    constants = {}
+    for what, at in (("griddim", 0), ("blockdim", 1), ("cluster", 4)):
+        if at < count:
+            item = index_types[at]
+            items = list(item) if isinstance(item, types.BaseTuple) else [item]
+            values = []
+            for t in items:
+                if not isinstance(t, types.Integer):
+                    items = ()
+                    break
+                values.append(getattr(t, "literal_value", None))
+            if not 1 <= len(items) <= 3:
+                raise KernelTypingError("kernel %r: %s must be an integer or a tuple of 1 to 3 "
+                                        "integers, got %s" % (name, what, item))
+            constants[what] = values
+    if count > 2 and not is_stream_type(index_types[2]):
         raise KernelTypingError(
             "kernel %r: the stream must be a raw CUstream (voidptr or an "
             "integer, 0 for the default stream) or a numba.cuda stream "
-            "object passed in as an argument; got %s" % (name, index_types[2])
-        )
-    if len(index_types) > 3:
-        shmem = index_types[3]
-        if not isinstance(shmem, types.Integer):
+            "object passed in as an argument; got %s" % (name, index_types[2]))
+    if count > 3:
+        if not isinstance(index_types[3], types.Integer):
+            raise KernelTypingError("kernel %r: sharedmem must be an integer number of bytes, "
+                                    "got %s" % (name, index_types[3]))
+        constants["sharedmem"] = getattr(index_types[3], "literal_value", None)
+    if count > 4:
+        refused = backends.BACKEND.cluster_refusal()
+        if refused:
+            raise KernelTypingError("kernel %r: %s" % (name, refused))
+        cc = target_compute_capability()
+        if cc is not None and tuple(cc) < CLUSTER_MIN_CC:
             raise KernelTypingError(
-                "kernel %r: sharedmem must be an integer number of bytes, got "
-                "%s" % (name, shmem)
-            )
-        _check_constant(name, "sharedmem", getattr(shmem, "literal_value", None))
-    if len(index_types) > 4:
-        _check_cluster(dispatcher, name, index_types[4], index_types[0])
+                "kernel %r: thread-block clusters need compute capability %d.%d or newer; "
+                "kernels are built for %d.%d here" % ((name,) + CLUSTER_MIN_CC + tuple(cc)))
+    problem = config_problem(constants.get("griddim"), constants.get("blockdim"),
+                             constants.get("sharedmem"), constants.get("cluster"))
+    if problem:
+        raise KernelTypingError("kernel %r: %s" % (name, problem[1]))
 
 
-def _is_configure(args, kws):
-    """Whether *args* are a kernel and an index."""
-    return len(args) == 2 and not kws and isinstance(args[0], KERNEL_TYPES)
+# {kernel object: {key: signature or None}}: a configuration typed (and
+# checked) once per kernel and index types, and, with a cluster, target.
+_TYPED = weakref.WeakKeyDictionary()
+
+
+def _known(dispatcher, key, make):
+    """``make()``, the first time *key* is seen for *dispatcher*."""
+    try:
+        known = _TYPED.setdefault(dispatcher, {})
+    except TypeError:  # not weakly referenceable: typed each time
+        return make()
+    if key not in known:
+        known[key] = make()
+    return known[key]
 
 
 def _configure_signature(context, args, kws):
     """The signature of ``kernel[index]``; raises KernelTypingError for a
-    bad configuration, None when *args* are not a kernel and an index."""
-    if not _is_configure(args, kws):
+    bad configuration."""
+    if len(args) != 2 or kws:
         return None
     disp_ty, index = args
-    check_config_types(disp_ty.dispatcher, _items(index))
-    return signature(LaunchConfig(disp_ty), disp_ty, index)
+    clustered = isinstance(index, types.BaseTuple) and len(index) > 4
+    key = (args, target_compute_capability() if clustered else None)
+    known = _TYPED.get(disp_ty.dispatcher)
+    if known is not None and key in known:
+        return known[key]
+
+    def make():
+        cfg = LaunchConfig(disp_ty)
+        check_config_types(cfg.source, cfg.dispatcher, cfg.kernel_name,
+                           list(index) if isinstance(index, types.BaseTuple) else [index])
+        return signature(cfg, disp_ty, index)
+    return _known(disp_ty.dispatcher, key, make)
 
 
-register_typer(operator.getitem, _configure_signature, KernelTypingError)
+register_typer(operator.getitem, _configure_signature, KernelTypingError, KERNEL_TYPES)
 
 
 @infer
@@ -283,64 +309,56 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
     metadata = {"target": "cpu"}
 
     def generic(self, args, kws):
-        if not _is_configure(args, kws):
+        if not args or not isinstance(args[0], KERNEL_TYPES) or len(args) != 2 or kws:
             return None
-        items = _items(args[1])
-        name = _kernel_name(args[0].dispatcher)
-        for what, item in zip(("griddim", "blockdim"), items):
-            for v in _items(item):
-                _check_constant(name, what, v)
-        if len(items) > 3:
-            _check_constant(name, "sharedmem", items[3])
-        if len(items) > 4:
-            grid, cluster = _items(items[0]), _items(items[4])
-            for v in cluster:
-                _check_constant(name, "cluster", v)
-            if len(cluster) <= 3 and len(grid) <= 3:
-                check_cluster_grid(name, _padded(grid), _padded(cluster))
+        try:
+            return _known(args[0].dispatcher, ("static",) + tuple(args),
+                          lambda: self._check(args))
+        except TypeError:  # an unhashable constant: checked each time
+            return self._check(args)
+
+    @staticmethod
+    def _check(args):
+        items = _items(args[1]) + [None] * 5
+
+        def constant(item):  # a value given in the source, else None (typed by getitem)
+            return None if isinstance(item, types.Type) else item
+        problem = config_problem(constant(items[0]), constant(items[1]), constant(items[3]),
+                                 constant(items[4]))
+        if problem:
+            raise KernelTypingError("kernel %r: %s" % (LaunchConfig(args[0]).kernel_name,
+                                                       problem[1]))
         return None
 
 
-def _to_u32(context, builder, ty, val, low):
-    """``(value as u32, low <= value < 2**32)``, checked before truncating."""
-    cmp = builder.icmp_signed if ty.signed else builder.icmp_unsigned
-    if ty.bitwidth < 32 or (not ty.signed and ty.bitwidth == 32):
-        return context.cast(builder, val, ty, types.uint32), cmp(">=", val, val.type(low))
-    wide = context.cast(builder, val, ty, types.int64 if ty.signed else types.uint64)
-    ok = builder.and_(cmp(">=", wide, wide.type(low)), cmp("<=", wide, wide.type(_U32_MAX)))
-    return builder.trunc(wide, ir.IntType(32)), ok
-
-
-def dim3_from_value(context, builder, ty, val):
-    """Lower a griddim/blockdim value (integer or tuple) to ``(dim3, ok)``:
-    the dim3 tuple and whether every item is in ``1..2**32-1``."""
-    if isinstance(ty, types.BaseTuple):
-        pairs = [_to_u32(context, builder, t, builder.extract_value(val, i), 1)
-                 for i, t in enumerate(ty)]
-    else:
-        pairs = [_to_u32(context, builder, ty, val, 1)]
-    ok = pairs[0][1]
-    for _, item_ok in pairs[1:]:
-        ok = builder.and_(ok, item_ok)
-    items = [v for v, _ in pairs] + [ir.Constant(ir.IntType(32), 1)] * (3 - len(pairs))
-    return context.make_tuple(builder, _dim3, items), ok
-
-
-def launch_dims(builder, cfg):
-    """The six dimensions (grid x, y, z, block x, y, z) of a configuration
-    struct proxy, in ``cuLaunchKernel``'s order."""
-    return [builder.extract_value(dim, i) for dim in (cfg.grid, cfg.block) for i in range(3)]
-
-
-def cluster_dims(builder, cfg):
-    """``(given, [x, y, z])``: whether the configuration has a cluster (an
-    ``i1``) and its three dimensions."""
-    dims = [builder.extract_value(cfg.cluster, i) for i in range(3)]
-    return builder.icmp_unsigned("!=", dims[0], ir.Constant(ir.IntType(32), 0)), dims
+def _u32_items(context, builder, entries):
+    """For each ``(type, value, low)`` of *entries* (a configuration item:
+    an integer or a tuple of them): ``(items as u32, ok)``, *ok* an ``i1``
+    true when all are in ``low..2**32-1``, checked before truncating."""
+    out = []
+    for ty, val, low in entries:
+        if isinstance(ty, types.BaseTuple):
+            pairs = [(t, builder.extract_value(val, i)) for i, t in enumerate(ty)]
+        else:
+            pairs = [(ty, val)]
+        items, ok = [], cgutils.true_bit
+        for t, v in pairs:
+            cmp = builder.icmp_signed if t.signed else builder.icmp_unsigned
+            if t.bitwidth < 32 or (not t.signed and t.bitwidth == 32):
+                items.append(context.cast(builder, v, t, types.uint32))
+                ok = builder.and_(ok, cmp(">=", v, v.type(low)))
+            else:
+                wide = context.cast(builder, v, t, types.int64 if t.signed else types.uint64)
+                ok = builder.and_(ok, builder.and_(cmp(">=", wide, wide.type(low)),
+                                                   cmp("<=", wide, wide.type(_U32_MAX))))
+                items.append(builder.trunc(wide, ir.IntType(32)))
+        out.append((items, ok))
+    return out
 
 
 class ConfigValues(NamedTuple):
-    """A configuration's values as a backend takes them (LLVM values)."""
+    """A configuration's values as the checks and a backend take them (LLVM
+    values), read once from the configuration struct."""
 
     #: grid x, y, z, block x, y, z (``i32``), in ``cuLaunchKernel``'s order
     dims: list
@@ -350,13 +368,31 @@ class ConfigValues(NamedTuple):
     has_cluster: ir.Value
     #: its x, y, z (0 when none was given)
     cluster: list
+    #: CONFIG_OK or which item is out of range (:data:`CONFIG_PROBLEMS`)
+    problem: ir.Value
 
 
-def config_values(builder, cfg):
-    """The :class:`ConfigValues` of a configuration struct proxy."""
-    has_cluster, cluster = cluster_dims(builder, cfg)
-    return ConfigValues(launch_dims(builder, cfg), cfg.sharedmem, cfg.stream, has_cluster,
-                        cluster)
+def config_values(context, builder, cfg_ty, value):
+    """The :class:`ConfigValues` of a configuration value of type *cfg_ty*."""
+    cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=value)
+    dims = [builder.extract_value(dim, i) for dim in (cfg.grid, cfg.block) for i in range(3)]
+    cluster = [builder.extract_value(cfg.cluster, i) for i in range(3)]
+    has_cluster = builder.icmp_unsigned("!=", cluster[0], ir.Constant(ir.IntType(32), 0))
+    return ConfigValues(dims, cfg.sharedmem, cfg.stream, has_cluster, cluster, cfg.problem)
+
+
+def stream_value(context, builder, ty, val):
+    """The raw ``CUstream`` (``i8*``) of a stream item of type *ty*."""
+    if isinstance(ty, CUDAStream):
+        return cgutils.create_struct_proxy(ty)(context, builder, value=val).handle
+    if isinstance(ty, types.Integer):  # sign-extended by its signedness
+        if ty.bitwidth < 64:
+            val = builder.sext(val, ir.IntType(64)) if ty.signed else \
+                builder.zext(val, ir.IntType(64))
+        return builder.inttoptr(val, ir.IntType(8).as_pointer())
+    if isinstance(ty, types.NoneType):
+        return ir.Constant(ir.IntType(8).as_pointer(), None)
+    return builder.bitcast(val, ir.IntType(8).as_pointer())
 
 
 def _whole_clusters(builder, grid, cluster, cluster_ok):
@@ -373,31 +409,33 @@ def _whole_clusters(builder, grid, cluster, cluster_ok):
     return builder.or_(ok, builder.not_(cluster_ok))
 
 
-@lower_builtin(operator.getitem, CUDADispatcher, types.Any)
+@lower_builtin(operator.getitem, CUDADispatcherType, types.Any)
+@lower_builtin(operator.getitem, KernelType, types.Any)
 def lower_kernel_configure(context, builder, sig, args):
     _disp, index = args
     index_ty = sig.args[1]
-    item_types = _items(index_ty)
+    item_types = list(index_ty) if isinstance(index_ty, types.BaseTuple) else [index_ty]
     items = ([builder.extract_value(index, i) for i in range(len(item_types))]
              if isinstance(index_ty, types.BaseTuple) else [index])
     cfg = cgutils.create_struct_proxy(sig.return_type)(context, builder)
     i32 = ir.IntType(32)
-    cfg.grid, grid_ok = dim3_from_value(context, builder, item_types[0], items[0])
-    cfg.block, block_ok = dim3_from_value(context, builder, item_types[1], items[1])
-    if len(items) > 2:
-        cfg.stream = stream_handle_value(context, builder, item_types[2], items[2])
-    else:
-        cfg.stream = ir.Constant(ir.IntType(8).as_pointer(), None)
-    if len(items) > 3:
-        cfg.sharedmem, shmem_ok = _to_u32(context, builder, item_types[3], items[3], 0)
-    else:
-        cfg.sharedmem, shmem_ok = ir.Constant(i32, 0), cgutils.true_bit
-    if len(items) > 4:
-        cfg.cluster, cluster_ok = dim3_from_value(context, builder, item_types[4], items[4])
-        whole = _whole_clusters(builder, cfg.grid, cfg.cluster, cluster_ok)
-    else:
-        cfg.cluster = ir.Constant(context.get_value_type(_dim3), None)
-        cluster_ok = whole = cgutils.true_bit
+    one, zero = ir.Constant(i32, 1), ir.Constant(i32, 0)
+    # grid, block, sharedmem (0 when not given) and cluster ((0, 0, 0) when
+    # not given: a plain cuLaunchKernel)
+    given = [(item_types[at], items[at], low) if at < len(items) else None
+             for at, low in ((0, 1), (1, 1), (3, 0), (4, 1))]
+    lowered = iter(_u32_items(context, builder, [g for g in given if g is not None]))
+    (grid, grid_ok), (block, block_ok) = next(lowered), next(lowered)
+    (shmem, shmem_ok) = next(lowered) if given[2] else ([zero], cgutils.true_bit)
+    (cluster, cluster_ok) = next(lowered) if given[3] else ([zero] * 3, cgutils.true_bit)
+    cfg.grid = context.make_tuple(builder, _dim3, grid + [one] * (3 - len(grid)))
+    cfg.block = context.make_tuple(builder, _dim3, block + [one] * (3 - len(block)))
+    cfg.cluster = context.make_tuple(builder, _dim3, cluster + [one] * (3 - len(cluster)))
+    cfg.sharedmem = shmem[0]
+    cfg.stream = stream_value(context, builder, item_types[2], items[2]) if len(items) > 2 \
+        else ir.Constant(ir.IntType(8).as_pointer(), None)
+    whole = _whole_clusters(builder, cfg.grid, cfg.cluster, cluster_ok) if given[3] \
+        else cgutils.true_bit
     # The first item out of range, else CONFIG_OK.
     problem = builder.select(whole, ir.Constant(i32, CONFIG_OK), ir.Constant(i32, BAD_CLUSTER_GRID))
     problem = builder.select(cluster_ok, problem, ir.Constant(i32, BAD_CLUSTER))

@@ -9,14 +9,14 @@ from numba.core import cgutils, types
 from numba.core.typing.templates import bound_function
 from numba.extending import lower_builtin
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.call import LaunchConfigAttributes, launch_error_raiser, \
     start_launch
-from numba_cuda_launch.launch.guards import block_threads, check_block_threads
-from numba_cuda_launch.launch.launchconfig import LaunchConfig, cluster_dims, launch_dims
-from numba_cuda_launch.launch.raising import emit_raise_if_failed
-from numba_cuda_launch.launch.selection import launch_signature, select_kernel
+from numba_cuda_launch.launch.refusals import block_threads, check_block_threads, \
+    emit_raise_if_failed
+from numba_cuda_launch.launch.launchconfig import LaunchConfig
+from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.cudadrv import occupancy as _rt
 
 __all__ = ["QUERIES"]
@@ -40,9 +40,8 @@ def _max_potential_block_size(builder, guards, func, cfg):
 
 
 def _max_active_clusters(builder, guards, func, cfg):
-    has_cluster, cluster = cluster_dims(builder, cfg)
+    has_cluster, cluster, dims = cfg.has_cluster, cfg.cluster, cfg.dims
     count = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-    dims = launch_dims(builder, cfg)
 
     def query(cluster):
         status, n = _rt.emit_max_active_clusters(builder, func, dims, cfg.sharedmem,
@@ -76,19 +75,19 @@ def _result_type(count, status):
 
 def _emit_query(context, builder, sig, args, name):
     """Emit query *name*; returns ``(status, reason, values, messages)``."""
-    selection, backend, cfg, guards = start_launch(context, builder, sig.args[0], args[0],
-                                                   sig.args[1:])
-    kernel = selection.kernel
+    plan, cfg, guards = start_launch(context, builder, sig.args[0], args[0], sig.args[1:])
+    backend = BACKEND
     emit, count, uses_block = QUERIES[name]
     results = [cgutils.alloca_once_value(builder, ir.Constant(_i32, 0)) for _ in range(count)]
     if uses_block:
         check_block_threads(builder, guards, cfg)
     with builder.if_then(guards.ok(), likely=True):
-        modelled = backend.emit_occupancy(builder, name, cfg)  # the simulator's model
+        # a backend's own model (the simulator's), else the driver's answer
+        modelled = backend.emit_occupancy(builder, name, cfg, block_threads(builder, cfg)[0])
         if modelled is None:
-            status_ptr, func = backend.emit_function(context, builder, kernel)
+            status_ptr, func = backend.emit_function(context, builder, plan)
             guards.check_status(lambda: builder.load(status_ptr), "")
-            backend.emit_launch_checks(context, builder, guards, kernel, cfg)
+            backend.emit_launch_checks(context, builder, guards, plan, cfg)
 
         def ask():
             answer, values = modelled if modelled is not None else \
@@ -108,12 +107,10 @@ def _register(name, status_form):
     @bound_function("LaunchConfig." + method)
     def resolve(self, cfg_ty, args, kws):
         sig = launch_signature(cfg_ty, args, kws, _result_type(QUERIES[name][1], status_form))
-        if name == "max_active_clusters" and \
-                _compat.is_simulated(select_kernel(cfg_ty.dispatcher, args).kernel):
-            raise KernelTypingError(
-                "kernel %r: %s: thread-block clusters are not simulated by numba-cuda's CUDA "
-                "simulator (the other occupancy queries answer its model there)"
-                % (cfg_ty.kernel_name, method))
+        refused = BACKEND.cluster_refusal() if name == "max_active_clusters" else None
+        if refused:
+            raise KernelTypingError("kernel %r: %s: %s (the other occupancy queries answer its "
+                                    "model there)" % (cfg_ty.kernel_name, method, refused))
         return sig
 
     @lower_builtin("LaunchConfig." + method, LaunchConfig, types.VarArg(types.Any))

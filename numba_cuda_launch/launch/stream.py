@@ -6,6 +6,8 @@ handle (``voidptr`` or integer) is.
 
 import operator
 
+import numpy as np
+
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import (
@@ -18,13 +20,12 @@ from numba.extending import (
     unbox,
 )
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_dispatcher import register_typeof
-from numba_cuda_launch.launch.pointer import integer_to_voidptr
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.pyobjects import python_object
 
-__all__ = ["CUDAStream", "cuda_stream", "stream_handle", "stream_handle_value",
-           "is_stream_object"]
+__all__ = ["CUDAStream", "cuda_stream", "stream_handle", "python_stream", "is_stream_object",
+           "learn_stream_class"]
 
 
 class CUDAStream(types.Type):
@@ -90,11 +91,11 @@ def _checked_handle(value, what):
 
 def stream_handle(obj):
     """The raw ``CUstream`` (an integer, 0 for the default stream) of a stream
-    object or an integer handle; the CUDA simulator's stream gets its ``id``
-    (unique while it lives, so that simulated graphs capture on it as on a
-    real one). Anything else, or a handle outside 0..2**64-1, is a TypeError."""
-    if isinstance(obj, _compat.stream_classes()) and not _compat.simulator_enabled():
-        return int(obj)
+    object or an integer handle (the backend's own streams: its
+    :meth:`~..backends.LaunchBackend.stream_handle`). Anything else, or a
+    handle outside 0..2**64-1, is a TypeError."""
+    if isinstance(obj, _BACKEND_STREAMS):
+        return BACKEND.stream_handle(obj)
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
         what = "%s.__cuda_stream__()" % type(obj).__name__
@@ -108,9 +109,19 @@ def stream_handle(obj):
     attr = _foreign_stream_attribute(obj)
     if attr is not None:
         return _checked_handle(getattr(obj, attr), "%s.%s" % (type(obj).__name__, attr))
-    if _compat.is_simulator_stream(obj):
-        return id(obj)  # an address, as a CUstream: never 0, 1 or 2
     return _checked_handle(obj, "a stream")
+
+
+def python_stream(stream):
+    """A stream given to a Python form, as compiled code takes it: None and
+    the backend's own streams (numba-cuda's) as they are, anything else as
+    its raw handle."""
+    if stream is None or isinstance(stream, _BACKEND_STREAMS):
+        return stream
+    # An integer is checked as a stream object's handle; one above int64
+    # crosses into compiled code as uint64.
+    handle = stream_handle(stream)
+    return handle if handle < (1 << 63) else np.uint64(handle)
 
 
 _HANDLES = {}  # stream class -> fn(stream) -> raw handle, for unboxing
@@ -134,11 +145,11 @@ def _unbox_handle(obj):
     return stream_handle(obj)  # says what is wrong with it
 
 
-for _cls in _compat.stream_classes():
+_BACKEND_STREAMS = BACKEND.stream_classes()
+for _cls in _BACKEND_STREAMS:
     typeof_impl.register(_cls)(lambda val, c: cuda_stream)
     register_typeof(_cls, lambda val: cuda_stream)
-    if not _compat.simulator_enabled():
-        _HANDLES[_cls] = int  # numba-cuda's Stream: int() is its handle
+    _HANDLES[_cls] = BACKEND.stream_handle
 
 
 @unbox(CUDAStream)
@@ -157,20 +168,3 @@ def _unbox_stream(typ, obj, c):
 @lower_cast(CUDAStream, types.voidptr)
 def _stream_to_voidptr(context, builder, fromty, toty, val):
     return cgutils.create_struct_proxy(fromty)(context, builder, value=val).handle
-
-
-def is_stream_type(ty):
-    """Whether *ty* is accepted as the stream item of a launch configuration."""
-    return isinstance(ty, (types.Integer, CUDAStream, types.NoneType)) or ty == types.voidptr
-
-
-def stream_handle_value(context, builder, ty, val):
-    """The raw ``CUstream`` (``i8*``) of a stream value of type *ty*."""
-    voidp = ir.IntType(8).as_pointer()
-    if isinstance(ty, CUDAStream):
-        return cgutils.create_struct_proxy(ty)(context, builder, value=val).handle
-    if isinstance(ty, types.Integer):
-        return integer_to_voidptr(context, builder, ty, val)
-    if isinstance(ty, types.NoneType):
-        return ir.Constant(voidp, None)
-    return builder.bitcast(val, voidp)

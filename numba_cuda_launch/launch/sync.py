@@ -6,23 +6,17 @@ graphs share. See docs/events.md.
 
 import functools
 
-import numpy as np
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload, overload_method
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_NOT_READY, CudaError, NopythonUsageError
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
-from numba_cuda_launch.launch.raising import raiser
-from numba_cuda_launch.launch.stream import (
-    CUDAStream,
-    is_stream_type,
-    stream_handle,
-    stream_handle_value,
-)
-from numba_cuda_launch.cudadrv import events as _events
+from numba_cuda_launch.launch.launchconfig import is_stream_type, stream_value
+from numba_cuda_launch.launch.refusals import raiser
+from numba_cuda_launch.launch.stream import CUDAStream, python_stream
 
 _i32 = ir.IntType(32)
 
@@ -60,17 +54,6 @@ def query_result(status, operation):
     return True
 
 
-def python_stream(stream):
-    """A stream given to a Python form, as compiled code takes it: None and
-    numba-cuda's Stream as they are, anything else as its raw handle."""
-    if stream is None or isinstance(stream, _compat.stream_classes()):
-        return stream
-    # An integer is checked as a stream object's handle; one above int64
-    # crosses into compiled code as uint64.
-    handle = stream_handle(stream)
-    return handle if handle < (1 << 63) else np.uint64(handle)
-
-
 def check_stream(where, ty):
     """Refuse at typing anything that is not a stream."""
     if not isinstance(ty, types.Type) or isinstance(ty, types.Omitted) or is_stream_type(ty):
@@ -84,14 +67,14 @@ def emit_stream(context, builder, ty, val):
     """The raw ``CUstream`` (``i8*``) of a stream argument, omitted or not."""
     if isinstance(ty, types.Omitted):
         return ir.Constant(ir.IntType(8).as_pointer(), None)
-    return stream_handle_value(context, builder, ty, val)
+    return stream_value(context, builder, ty, val)
 
 
 # -- what compiled code calls ------------------------------------------------
 
-def status_intrinsic(emit, emit_simulated, *values):
-    """An intrinsic ``f(*x) -> CUresult``: ``emit(builder, *v)``, or
-    ``emit_simulated`` under the simulator, each ``v`` read from its ``x`` by
+def status_intrinsic(emit, *values):
+    """An intrinsic ``f(*x) -> CUresult``: the backend's runtime emitter
+    named *emit* (``emit(builder, *v)``), each ``v`` read from its ``x`` by
     its *values* function ``(context, builder, type, x)``."""
     @intrinsic
     def call(typingctx, *xs):
@@ -99,19 +82,14 @@ def status_intrinsic(emit, emit_simulated, *values):
             record_driver_calls(context)
             vs = [value(context, builder, ty, x) for value, ty, x
                   in zip(values, xs, cgutils.unpack_tuple(builder, args[0]))]
-            return (emit_simulated if _compat.simulator_enabled() else emit)(builder, *vs)
+            return getattr(BACKEND.runtime(context), emit)(builder, *vs)
         return types.int32(types.StarArgTuple.from_types(xs)), codegen
     return call
 
 
-def _simulated_idle(builder, *args):
-    return ir.Constant(_i32, 0)  # simulated launches have completed when they return
-
-
-_context_synchronize = status_intrinsic(_events.emit_context_synchronize, _simulated_idle)
-_stream_synchronize = status_intrinsic(_events.emit_stream_synchronize, _simulated_idle,
-                                       emit_stream)
-_stream_query = status_intrinsic(_events.emit_stream_query, _simulated_idle, emit_stream)
+_context_synchronize = status_intrinsic("emit_context_synchronize")
+_stream_synchronize = status_intrinsic("emit_stream_synchronize", emit_stream)
+_stream_query = status_intrinsic("emit_stream_query", emit_stream)
 
 
 # -- the public functions ----------------------------------------------------

@@ -1,28 +1,30 @@
 """The CUDA driver backend: a launch is ``cuLaunchKernel``
-(``cuLaunchCooperativeKernel``, or ``cuLaunchKernelEx`` with a cluster) of the
-kernel's image, loaded on first use, or of another library's live handle,
-with its parameters packed into stack slots; the same packing serves graph
-node updates. One backend per kernel compiler: the image, entry point, layout
-and cooperativeness come from its adapter. docs/architecture.md, steps 5-7;
+(``cuLaunchCooperativeKernel``, or ``cuLaunchKernelEx`` with a cluster) of
+the plan's image, loaded on first use, or of another library's live handle,
+with its parameters packed into stack slots (the packing step: each value
+checked against the entry point's own parameter size); the same packing
+serves graph node updates. docs/architecture.md, steps 5-7;
 docs/kernel-sources.md.
 """
 
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.launch.backends import LaunchBackend, register
-from numba_cuda_launch.launch.caching import record_param_sizes
-from numba_cuda_launch.launch.params import emit_param_array
-from numba_cuda_launch.launch.selection import COMPILERS
+from numba_cuda_launch.compat.numba_cuda import array_base_class, array_classes, image_target, \
+    stream_class
 from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.cudadrv.context import emit_ensure_context, emit_in_context
-from numba_cuda_launch.cudadrv.graph import emit_kernel_node_set_params
-from numba_cuda_launch.cudadrv.image import emit_get_kernel, kernel_image
-from numba_cuda_launch.cudadrv.launchex import emit_launch_ex
-from numba_cuda_launch.cudadrv.pointers import emit_is_device_accessible
-from numba_cuda_launch.cudadrv.sharedmem import TOO_LARGE, emit_dynamic_shared_opt_in
+from numba_cuda_launch.cudadrv import events as _events
+from numba_cuda_launch.cudadrv import graph as _graph
+from numba_cuda_launch.cudadrv.driver import emit_ensure_context
+from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute, \
+    emit_kernel_node_set_params
+from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
+from numba_cuda_launch.cudadrv.launch import ATTRIBUTE_CLUSTER_DIMENSION, \
+    ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch
+from numba_cuda_launch.cudadrv.launch import emit_is_device_accessible
+from numba_cuda_launch.launch.backends import LaunchBackend
 
-__all__ = ["DriverBackend"]
+__all__ = ["DriverBackend", "emit_param_array"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
@@ -36,60 +38,129 @@ SHARED_OPT_IN_FAILED = (
     "(cuKernelSetAttribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) failed")
 
 
+def emit_param_array(builder, flat_values, kernel_llvm_types, target_data):
+    """Store each flattened value in a stack slot and return the ``void**``
+    array of slot addresses (NULL for a kernel without parameters). The
+    value's size must equal the kernel parameter's: the driver copies the
+    parameter's size from each address."""
+    if not flat_values:
+        return ir.Constant(_i8p.as_pointer(), None)
+    ptrs = cgutils.alloca_once(builder, _i8p, size=len(flat_values), name="kernel_params")
+    for i, (value, kty) in enumerate(zip(flat_values, kernel_llvm_types)):
+        vsize = value.type.get_abi_size(target_data)
+        ksize = kty.get_abi_size(target_data)
+        if vsize != ksize:
+            raise AssertionError(
+                "kernel parameter %d is %d bytes; the packed value %s is %d"
+                % (i, ksize, value.type, vsize))
+        slot = cgutils.alloca_once_value(builder, value)
+        builder.store(builder.bitcast(slot, _i8p), cgutils.gep_inbounds(builder, ptrs, i))
+    return ptrs
+
+
+class DriverRuntime:
+    """The driver's emitters of synchronisation, events and graph operations
+    (:mod:`...cudadrv.events`, :mod:`...cudadrv.graph`), as
+    :meth:`DriverBackend.runtime` gives them; each returns the ``CUresult``
+    (with the handle made, for those that make one)."""
+
+    emit_context_synchronize = staticmethod(_events.emit_context_synchronize)
+    emit_stream_synchronize = staticmethod(_events.emit_stream_synchronize)
+    emit_stream_query = staticmethod(_events.emit_stream_query)
+    emit_event_create = staticmethod(_events.emit_event_create)
+    emit_event_record = staticmethod(_events.emit_event_record)
+    emit_event_query = staticmethod(_events.emit_event_query)
+    emit_event_synchronize = staticmethod(_events.emit_event_synchronize)
+    emit_event_elapsed_time = staticmethod(_events.emit_event_elapsed_time)
+    emit_event_destroy = staticmethod(_events.emit_event_destroy)
+    emit_event_handle = staticmethod(_events.emit_event_handle)
+    emit_begin_capture = staticmethod(_graph.emit_begin_capture)
+    emit_end_capture = staticmethod(_graph.emit_end_capture)
+    emit_abort_capture = staticmethod(_graph.emit_abort_capture)
+    emit_last_node = staticmethod(_graph.emit_last_node)
+    emit_instantiate = staticmethod(_graph.emit_instantiate)
+    emit_graph_launch = staticmethod(_graph.emit_graph_launch)
+    emit_exec_update = staticmethod(_graph.emit_exec_update)
+    emit_graph_destroy = staticmethod(_graph.emit_graph_destroy)
+    emit_exec_destroy = staticmethod(_graph.emit_exec_destroy)
+
+
+_RUNTIME = DriverRuntime()
+
+
 def _if_ok(builder, status_ptr):
     ok = builder.icmp_signed("==", builder.load(status_ptr), ir.Constant(_i32, 0))
     return builder.if_then(ok, likely=True)
 
 
 class DriverBackend(LaunchBackend):
-    """Launches the kernels of one kernel compiler (its adapter,
-    *compiler*) through the CUDA driver."""
+    """Launches every kernel source's kernels through the CUDA driver."""
 
-    def __init__(self, compiler):
-        self.compiler = compiler
+    name = "driver"
 
-    def claims(self, kernel):
-        return self.compiler.owns(kernel)
+    def cache_target(self):
+        return ("driver", image_target())
+
+    def runtime(self, context):
+        return _RUNTIME
+
+    def __init__(self):
+        stream = stream_class()
+        self._streams = () if stream is None else (stream,)
+        self._arrays, self._fast_arrays = (array_base_class(),), array_classes()
+
+    def array_classes(self):
+        return self._arrays
+
+    def fast_array_classes(self):
+        return self._fast_arrays
+
+    def stream_classes(self):
+        return self._streams
+
+    def stream_handle(self, stream):
+        return int(stream)  # numba-cuda's Stream: int() is its handle
+
+    def refusal(self, source, kernel):
+        return None  # every source's kernels launch through the driver
+
+    def plan_parts(self, source, overload):
+        live = source.live_handle(overload)
+        entry = source.entry_name(overload)
+        return dict(entry_name=entry, live=live,
+                    image=None if live else KernelImage(entry, source.image(overload)),
+                    param_types=tuple(source.param_types(overload)),
+                    cooperative=source.cooperative(overload))
 
     def emit_is_device_accessible(self, builder, address, host_allocated):
         return emit_is_device_accessible(builder, address)
 
-    def _emit_params(self, context, builder, kernel, formal_types, values):
+    def _emit_params(self, context, builder, plan, values):
         """Emit the ``kernelParams`` array (``void**``) of a launch."""
-        param_types = self.compiler.param_types(kernel)
-        # Tools that read parameters (the recording driver) learn their sizes.
-        record_param_sizes(context, self.compiler.entry_name(kernel),
-                           [t.get_abi_size(context.target_data) for t in param_types])
-        flat = [v for ty, value in zip(formal_types, values)
-                for v in self.compiler.flatten(context, builder, ty, value)]
-        return emit_param_array(builder, flat, param_types, context.target_data)
+        return emit_param_array(builder, plan.flatten(context, builder, values),
+                                plan.param_types, context.target_data)
 
-    def _emit_kernel(self, context, builder, kernel):
-        """``(status_ptr, handle)``: the ``CUkernel`` of the kernel's image,
-        loaded on first use, or the kernel's live handle (status 0)."""
-        live = self.compiler.live_handle(kernel)
-        if live is None:
-            return emit_get_kernel(builder, kernel_image(self.compiler, kernel))
-        address, kind = live
+    def _emit_kernel(self, context, builder, plan):
+        """``(status_ptr, handle)``: the ``CUkernel`` of the plan's image,
+        loaded on first use, or its live handle (status 0)."""
+        if plan.live is None:
+            return emit_get_kernel(builder, plan.image)
+        address, kind = plan.live
         status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-        info = "%s of kernel %r" % (kind, self.compiler.entry_name(kernel))
+        info = "%s of kernel %r" % (kind, plan.entry_name)
         return status_ptr, context.add_dynamic_addr(builder, address, info=info)
 
-    def emit_argument_checks(self, context, builder, guards, ty, value, where):
-        self.compiler.emit_argument_checks(context, builder, guards, ty, value, where)
-
-    def emit_launch_checks(self, context, builder, guards, kernel, cfg):
+    def emit_launch_checks(self, context, builder, guards, plan, cfg):
         # More dynamic shared memory than 48 KiB (less the static) needs the
         # kernel's limit raised on the device first: one compare when known.
-        live = self.compiler.live_handle(kernel)
-        if live is not None and live[1] != "CUkernel":
+        if plan.live is not None and plan.live[1] != "CUkernel":
             return  # a CUfunction's limit is its owner's to raise (docs/kernel-sources.md)
-        tag = kernel_image(self.compiler, kernel).digest if live is None else "live_%x" % live[0]
+        tag = plan.image.digest if plan.live is None else "live_%x" % plan.live[0]
         result = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
 
         def opt_in():
             builder.store(emit_dynamic_shared_opt_in(
-                builder, tag, cfg.sharedmem, lambda: self._emit_kernel(context, builder, kernel)),
+                builder, tag, cfg.sharedmem, lambda: self._emit_kernel(context, builder, plan)),
                 result)
             return builder.load(result)
 
@@ -97,13 +168,12 @@ class DriverBackend(LaunchBackend):
                      SHARED_TOO_LARGE)
         guards.check_status(lambda: builder.load(result), SHARED_OPT_IN_FAILED)
 
-    def emit_function(self, context, builder, kernel):
-        status_ptr, handle = self._emit_kernel(context, builder, kernel)
-        live = self.compiler.live_handle(kernel)
+    def emit_function(self, context, builder, plan):
+        status_ptr, handle = self._emit_kernel(context, builder, plan)
         func = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
-            if live is not None and live[1] == "CUfunction":
+            if plan.live is not None and plan.live[1] == "CUfunction":
                 builder.store(handle, func)  # already the function of its context
             else:
                 # cuKernelGetFunction forces the per-context load of a CUkernel.
@@ -112,52 +182,76 @@ class DriverBackend(LaunchBackend):
                                               [func, handle]), status_ptr)
         return status_ptr, builder.load(func)
 
-    def emit_preload(self, context, builder, kernel):
-        status_ptr, _ = self.emit_function(context, builder, kernel)
+    def emit_preload(self, context, builder, plan):
+        status_ptr, _ = self.emit_function(context, builder, plan)
         return builder.load(status_ptr)
 
-    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
-        params = self._emit_params(context, builder, kernel, formal_types, values)
-        status_ptr, handle = self._emit_kernel(context, builder, kernel)
+    def emit_launch(self, context, builder, plan, cfg, values, catch):
+        params = self._emit_params(context, builder, plan, values)
+        status_ptr, handle = self._emit_kernel(context, builder, plan)
         with _if_ok(builder, status_ptr):
-            dims = cfg.dims
-            common = [handle] + dims + [cfg.sharedmem, cfg.stream, params]
-            cooperative = self.compiler.cooperative(kernel)
-
-            def plain():
-                if cooperative:
-                    return driver.call(builder, "cuLaunchCooperativeKernel", common)
-                null = ir.Constant(_i8p.as_pointer(), None)
-                return driver.call(builder, "cuLaunchKernel", common + [null])
-
-            def launch():
-                # With a cluster, cuLaunchKernelEx carries it (and the
-                # cooperative attribute); otherwise the plain launch.
-                out = cgutils.alloca_once(builder, _i32)
-                with builder.if_else(cfg.has_cluster, likely=False) as (clustered, unclustered):
-                    with clustered:
-                        builder.store(emit_launch_ex(builder, handle, dims, cfg.sharedmem,
-                                                     cfg.stream, params, cfg.cluster,
-                                                     cooperative),
-                                      out)
-                    with unclustered:
-                        builder.store(plain(), out)
-                return builder.load(out)
-
-            # A thread with no current context (a fresh thread of the
-            # caller's) gets device 0's primary context, then launches again.
-            builder.store(emit_in_context(builder, launch), status_ptr)
+            builder.store(emit_kernel_launch(builder, handle, cfg.dims, cfg.sharedmem,
+                                             cfg.stream, params, cfg.has_cluster, cfg.cluster,
+                                             plan.cooperative), status_ptr)
         return builder.load(status_ptr)
 
-    def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):
-        params = self._emit_params(context, builder, kernel, formal_types, values)
-        status_ptr, func = self.emit_function(context, builder, kernel)
+    def emit_node_update(self, context, builder, plan, cfg, values, exe, node):
+        params = self._emit_params(context, builder, plan, values)
+        status_ptr, func = self.emit_function(context, builder, plan)
         with _if_ok(builder, status_ptr):
             builder.store(emit_kernel_node_set_params(
                 builder, exe, node, func, cfg.dims, cfg.sharedmem, params),
                 status_ptr)
         return builder.load(status_ptr)
 
+    def emit_node_checks(self, builder, guards, plan, cfg, node):
+        """Refuse an update of kernel node *node* that its replay would not
+        launch as a launch of *cfg* would: a grid-sync (cooperative) kernel
+        in a node recorded from a plain launch, a cluster other than the
+        node's (an update cannot change it), a grid that is not made of
+        whole clusters of the node's cluster."""
+        if plan.cooperative:
+            coop, = _node_attribute(builder, guards, node, ATTRIBUTE_COOPERATIVE, 1,
+                                    "cooperative attribute")
+            guards.check(lambda: builder.icmp_unsigned("==", coop, ir.Constant(_i32, 0)),
+                         "the kernel synchronises its grid (a cooperative launch), but the "
+                         "node was recorded from a plain launch and its replay would not be "
+                         "cooperative: record the node with this kernel (or another "
+                         "grid-sync kernel)")
+        # A node without a cluster reads as (0, 0, 0): a cluster of 1, none.
+        recorded = [builder.select(builder.icmp_unsigned("==", c, c.type(0)), c.type(1), c)
+                    for c in _node_attribute(builder, guards, node, ATTRIBUTE_CLUSTER_DIMENSION,
+                                             3, "cluster dimensions")]
+        guards.check(lambda: builder.and_(cfg.has_cluster,
+                                          _any(builder, "!=", cfg.cluster, recorded)),
+                     "the cluster differs from the one the node was recorded with; an update "
+                     "cannot change a node's cluster (record the launch with this cluster)")
+        grid = cfg.dims[:3]
+        guards.check(lambda: _any(builder, "!=",
+                                  [builder.urem(g, c) for g, c in zip(grid, recorded)],
+                                  [g.type(0) for g in grid]),
+                     "griddim is not a multiple of the cluster dimensions the node was "
+                     "recorded with in every direction (the grid is made of whole clusters)")
 
-for _compiler in COMPILERS:
-    register(DriverBackend(_compiler))
+
+def _node_attribute(builder, guards, node, attr, count, what):
+    """Ask the driver for attribute *attr* of kernel node *node*; returns
+    the *count* values (zero when the query failed)."""
+    slots = [cgutils.alloca_once_value(builder, ir.Constant(_i32, 0)) for _ in range(count)]
+
+    def query():
+        status, values = emit_kernel_node_attribute(builder, node, attr, count)
+        for slot, v in zip(slots, values):
+            builder.store(v, slot)
+        return status
+    guards.check_status(query, "cuGraphKernelNodeGetAttribute could not read the node's %s"
+                        % what)
+    return [builder.load(s) for s in slots]
+
+
+def _any(builder, op, lhs, rhs):
+    """An ``i1``: some pair of *lhs* and *rhs* compares *op* (unsigned)."""
+    out = cgutils.false_bit
+    for a, b in zip(lhs, rhs):
+        out = builder.or_(out, builder.icmp_unsigned(op, a, b))
+    return out

@@ -13,8 +13,7 @@ from llvmlite import ir
 from numba.core import types
 
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE
-from numba_cuda_launch.launch.backends import call_jitted
-from numba_cuda_launch.launch.caching import record_driver_calls
+from numba_cuda_launch.launch.refusals import call_jitted
 from numba_cuda_launch.cudadrv.graph import (
     NODE_NOT_CAPTURING, NODE_NOT_KERNEL, NODE_NOT_ONE, NODE_OK)
 from numba_cuda_launch.cudadrv.graphstate import GraphState
@@ -149,9 +148,6 @@ class Emitters:
     def _call(self, builder, op, *values):
         """``(status, reason, handle)`` of *op* (of :data:`_OPERATIONS`) on
         *values* (handles, ``i8*``, or integers)."""
-        # Code calling back into this process's Python state is never
-        # reused from Numba's cache.
-        record_driver_calls(self.context)
         args = [ir.Constant(_i64, _OPERATIONS.index(op))]
         for v in values + (ir.Constant(_i64, 0),) * (2 - len(values)):
             if v.type == _i8p:

@@ -8,31 +8,88 @@ CUDA simulator" and "what works where".
 
 import ctypes
 import functools
+import inspect
 import threading
+import time
 
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
-from numba.extending import NativeValue, typeof_impl, unbox
-from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-from numba.cuda.simulator.kernel import FakeCUDAKernel
+from numba.core import cgutils, types
+from numba.extending import typeof_impl
 
-from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.errors import CUDA_ERROR_LAUNCH_FAILED
-from numba_cuda_launch.launch import launchconfig
-from numba_cuda_launch.launch.backends import LaunchBackend, call_jitted, register, simgraph
-from numba_cuda_launch.launch.guards import block_threads
+from numba_cuda_launch.compat import simulator as _simulator
+from numba_cuda_launch.cudadrv import driver as _driver
+from numba_cuda_launch.cudadrv import events as _events
+from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED
+from numba_cuda_launch.kernels import KernelSource, KernelType, register
+from numba_cuda_launch.launch.backends import LaunchBackend, simgraph
+from numba_cuda_launch.launch.refusals import call_jitted
 
-__all__ = ["SimulatedKernel", "SimulatorBackend", "CUDA_ERROR_LAUNCH_FAILED"]
+__all__ = ["SimulatedKernel", "SimulatedKernels", "SimulatedRuntime", "SimulatorBackend",
+           "CUDA_ERROR_LAUNCH_FAILED"]
 
 MAX_BLOCK = 1024  # threads per block in the occupancy model
 # A simulator kernel is not thread-safe (configuring it mutates it): one launch at a time.
 _lock = threading.RLock()
+FakeCUDAKernel = _simulator.simulated_kernel_class()
+FakeCUDAArray = _simulator.array_class()
 
 
-class SimulatedKernel(launchconfig.KernelType):
+class SimulatedKernels(KernelSource):
+    """The source of the simulator's kernels: the signatures they were
+    declared with (:mod:`...compat.simulator` records them), nothing to
+    compile, the Python function run as it is."""
+
+    name = "numba-cuda"
+
+    def claims(self, obj):
+        return isinstance(obj, FakeCUDAKernel)
+
+    def kernel_name(self, kernel):
+        return kernel.fn.__name__
+
+    def qualified_name(self, kernel):
+        fn = kernel.fn
+        return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
+
+    def parameters(self, kernel):
+        return list(inspect.signature(kernel.fn).parameters.values())
+
+    def is_device_function(self, kernel):
+        return bool(kernel._device)
+
+    def can_compile(self, kernel):
+        return not _simulator.declared_signatures(kernel)
+
+    def compiled_kernels(self, kernel):
+        return {sig: kernel for sig in _simulator.declared_signatures(kernel)}
+
+    def compile(self, kernel, argtypes):
+        return kernel  # nothing to compile: the simulator runs the Python function
+
+    def lazy_problem(self, kernel, problem):
+        if _simulator.declared_through_package(kernel):
+            return problem
+        return ("it was made by a cuda.jit bound before numba_cuda_launch was imported "
+                "(from numba.cuda import jit), and numba-cuda's simulator keeps no "
+                "signature, so it is launched as a lazily compiled kernel (%s); import "
+                "numba_cuda_launch before binding jit, or write cuda.jit" % problem)
+
+    def launch_problems(self, kernel, overload):
+        # The simulator accepts any signature; on a GPU cuda.jit would have
+        # refused this one.
+        refused = _simulator.signature_refusal(kernel)
+        return [refused] if refused else []
+
+
+SOURCE = register(SimulatedKernels(), first=True)
+
+
+class SimulatedKernel(KernelType):
     """The CPU type of a simulator kernel."""
+
+    source = SOURCE
 
     def __init__(self, kernel):
         super().__init__(kernel, "SimulatedKernel(%s)" % kernel.fn.__name__)
@@ -41,15 +98,6 @@ class SimulatedKernel(launchconfig.KernelType):
 @typeof_impl.register(FakeCUDAKernel)
 def _typeof_sim_kernel(val, c):
     return SimulatedKernel(val)
-
-
-@unbox(SimulatedKernel)
-def _unbox_sim_kernel(typ, obj, c):
-    # The type is the kernel (its key): a kernel passed in carries no data.
-    return NativeValue(c.context.get_dummy_value())
-
-
-launchconfig.add_kernel_type(SimulatedKernel)
 
 
 def _ctype_of(ty):
@@ -83,7 +131,7 @@ def _as_kernel_arg(value, pointer_type):
 def _run(launch, catch):
     """Run a :class:`~.simgraph.KernelLaunch` in the simulator (GIL held);
     the ``CUresult``. With *catch* false the kernel's exception propagates."""
-    with _lock, _compat.simulator_numba_spelling(launch.kernel):
+    with _lock, _simulator.numba_spelling(launch.kernel):
         try:
             launch.kernel[launch.grid, launch.block, 0, launch.sharedmem](*launch.args)
         except Exception:
@@ -132,25 +180,137 @@ def _helper(kernel, argtypes, catch, target):
     return launch
 
 
+_i32 = ir.IntType(32)
+_i8p = ir.IntType(8).as_pointer()
+
+
+@numba.njit
+def _host_ms():
+    # The simulator's clock: host time, in object mode.
+    with numba.objmode(t="float64"):
+        t = time.perf_counter() * 1e3
+    return t
+
+
+def _invalid_unless(builder, ok, emit=None):
+    """CUDA_ERROR_INVALID_HANDLE unless *ok* (an ``i1``); else *emit()*, then 0."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_INVALID_HANDLE))
+    with builder.if_then(ok, likely=True):
+        if emit is not None:
+            emit()
+        builder.store(ir.Constant(_i32, 0), status)
+    return builder.load(status)
+
+
+class SimulatedRuntime(simgraph.Emitters):
+    """The simulator's emitters of synchronisation, events and graph
+    operations, with the driver's arguments and results
+    (:class:`.driver.DriverRuntime`): simulated launches have completed when
+    they return, events time on the host clock, graphs are
+    :mod:`.simgraph`'s."""
+
+    def _idle(self, builder, *args):
+        return ir.Constant(_i32, 0)
+
+    emit_context_synchronize = emit_stream_synchronize = emit_stream_query = _idle
+
+    def _event_status(self, builder, payload, emit=None):
+        """CUDA_ERROR_INVALID_HANDLE for a destroyed event, else *emit()* then 0."""
+        event = builder.load(_events.payload_field(builder, payload, "event"))
+        return _invalid_unless(builder, cgutils.is_not_null(builder, event), emit)
+
+    def emit_event_create(self, builder, payload, flags):
+        """No CUevent: a non-NULL marker in its place (NULL once destroyed),
+        no destroy function, not recorded (NaN)."""
+        _events.init_payload(builder, payload, flags)
+        builder.store(builder.inttoptr(ir.Constant(ir.IntType(64), 1), _i8p),
+                      _events.payload_field(builder, payload, "event"))
+        return ir.Constant(_i32, 0)
+
+    def emit_event_record(self, builder, payload, stream):
+        return self._event_status(builder, payload, lambda: builder.store(
+            call_jitted(self.context, builder, _host_ms, (), []),
+            _events.payload_field(builder, payload, "host_ms")))
+
+    emit_event_query = emit_event_synchronize = _event_status
+    emit_event_destroy = staticmethod(_events.emit_event_destroy)
+
+    def emit_event_elapsed_time(self, builder, ms, start, end):
+        """The host time between two simulated events; as the driver,
+        CUDA_ERROR_INVALID_HANDLE unless both exist, time and were recorded."""
+        usable = builder.not_(functools.reduce(
+            builder.or_, _events.event_problems(builder, start)
+            + _events.event_problems(builder, end)))
+        times = [builder.load(_events.payload_field(builder, p, "host_ms")) for p in (start, end)]
+        return _invalid_unless(builder, usable, lambda: builder.store(
+            builder.fptrunc(builder.fsub(times[1], times[0]), ir.FloatType()), ms))
+
+    def emit_event_handle(self, builder, payload):
+        return ir.Constant(_i8p, None)  # no CUevent behind a simulated event
+
+
 class SimulatorBackend(LaunchBackend):
     """Runs simulator kernels in Python through an object-mode helper."""
 
+    name = "simulator"
     waits_for_producer_streams = False
+    runs_on_host = True
+    device_memory = False
+    no_handles = ("under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels run as Python "
+                  "and have no image or driver handle")
 
-    def claims(self, kernel):
-        return _compat.is_simulated(kernel)
+    def __init__(self):
+        _driver.set_unused(
+            "under numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) kernels run in Python "
+            "on host memory (the addresses given are dereferenced): run without "
+            "NUMBA_ENABLE_CUDASIM to record them")
 
-    def emit_preload(self, context, builder, kernel):
+    def runtime(self, context):
+        return SimulatedRuntime(context)
+
+    def array_classes(self):
+        return (FakeCUDAArray,)
+
+    def describe_array(self, obj):
+        if not isinstance(obj, FakeCUDAArray):
+            return None
+        ary = obj._ary
+        return ary.ctypes.data, ary.shape, ary.strides, ary.dtype, not ary.flags.writeable
+
+    def stream_classes(self):
+        return (_simulator.stream_class(),)
+
+    def stream_handle(self, stream):
+        # unique while it lives, so that simulated graphs capture on it as on
+        # a real one; an address, as a CUstream: never 0, 1 or 2
+        return id(stream)
+
+    def refusal(self, source, kernel):
+        if source is SOURCE:
+            return None
+        # a launch would put host memory in a real GPU launch
+        return ("this process runs numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which "
+                "simulates numba-cuda kernels only, and %s; run without NUMBA_ENABLE_CUDASIM to "
+                "launch it on a GPU, or simulate a numba-cuda kernel (from numba import cuda)"
+                % source.simulation_refusal(kernel))
+
+    def plan_parts(self, source, overload):
+        return {}
+
+    def cluster_refusal(self):
+        return ("thread-block clusters (the fifth configuration item) are not simulated by "
+                "numba-cuda's CUDA simulator")
+
+    def emit_preload(self, context, builder, plan):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
 
-    def emit_occupancy(self, builder, query, cfg):
+    def emit_occupancy(self, builder, query, cfg, threads):
         # The model: one multiprocessor running one block at a time (the
         # simulator's own max_cooperative_grid_blocks is 1), of up to 1024
         # threads. max_active_clusters is refused when typing.
         i32 = ir.IntType(32)
         if query == "max_potential_block_size":
             return ir.Constant(i32, 0), [ir.Constant(i32, 1), ir.Constant(i32, MAX_BLOCK)]
-        threads = block_threads(builder, cfg)[0]  # at most 2**31-1: checked before
         fits = builder.icmp_unsigned("<=", threads, ir.Constant(i32, MAX_BLOCK))
         return ir.Constant(i32, 0), [builder.zext(fits, i32)]
 
@@ -159,10 +319,10 @@ class SimulatorBackend(LaunchBackend):
         # Numba or NumPy allocated is known to be host-only, as on a GPU.
         return builder.not_(host_allocated)
 
-    def _emit_call(self, context, builder, kernel, cfg, formal_types, values, catch,
-                   handles, target):
+    def _emit_call(self, context, builder, plan, cfg, values, catch, handles, target):
         # Pointers travel as integers and float16 as its bits (Numba cannot
         # box either); the Python side rebuilds them (_as_kernel_arg).
+        formal_types = plan.argtypes
         hosted = types.Tuple([types.uintp if isinstance(t, types.CPointer)
                               else types.uint16 if t == types.float16 else t
                               for t in formal_types])
@@ -171,19 +331,16 @@ class SimulatorBackend(LaunchBackend):
                 for v, t in zip(values, formal_types)]
         handles = [builder.ptrtoint(h, ir.IntType(64)) for h in handles]
         args = context.make_tuple(builder, hosted, vals)
-        helper = _helper(kernel, tuple(formal_types), catch, target)
+        helper = _helper(plan.overload, tuple(formal_types), catch, target)
         return call_jitted(context, builder, helper,
                            (types.uintp,) * 2 + (types.uint32,) * 7 + (hosted,),
                            handles + cfg.dims + [cfg.sharedmem, args])
 
-    def emit_launch(self, context, builder, kernel, cfg, formal_types, values, catch):
+    def emit_launch(self, context, builder, plan, cfg, values, catch):
         null = ir.Constant(ir.IntType(8).as_pointer(), None)
-        return self._emit_call(context, builder, kernel, cfg, formal_types, values, catch,
+        return self._emit_call(context, builder, plan, cfg, values, catch,
                                [cfg.stream, null], _simulate)
 
-    def emit_node_update(self, context, builder, kernel, cfg, formal_types, values, exe, node):
-        return self._emit_call(context, builder, kernel, cfg, formal_types, values, True,
-                               [exe, node], _set_node)
-
-
-register(SimulatorBackend())
+    def emit_node_update(self, context, builder, plan, cfg, values, exe, node):
+        return self._emit_call(context, builder, plan, cfg, values, True, [exe, node],
+                               _set_node)

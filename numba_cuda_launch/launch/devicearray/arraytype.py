@@ -16,7 +16,9 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, inf
 from numba.core.imputils import lower_getattr
 from numba.extending import lower_builtin, lower_cast, register_model
 
-from numba_cuda_launch.errors import NopythonUsageError, explain_lines, register_typer
+from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.kernels.foreign import PointerParam
+from numba_cuda_launch.launch.refusals import explain_lines, register_typer
 
 __all__ = ["DeviceArray", "as_array_type", "make_device_array", "device_array_parts"]
 
@@ -152,7 +154,7 @@ def _view_signature(context, args, kws):
                      ary, res.args[1])
 
 
-register_typer(operator.getitem, _view_signature, NopythonUsageError)
+register_typer(operator.getitem, _view_signature, NopythonUsageError, DeviceArray)
 
 
 def _cpu_template(name, key, generic):
@@ -204,39 +206,31 @@ def _lower_len(context, builder, sig, args):
     return builder.extract_value(shape, 0)
 
 
-# Operators and iteration would read the elements on the host. Numba
-# quotes an operator template's error in its list of candidates (the
-# package's line then leads the message); iteration's builtin template
-# (``infer``) lets it through as it is.
-_ELEMENT_OPERATORS = (
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-    operator.mod, operator.pow, operator.matmul, operator.neg, operator.pos,
-    operator.invert, operator.eq, operator.ne, operator.lt, operator.le, operator.gt,
-    operator.ge, operator.and_, operator.or_, operator.xor, operator.lshift,
-    operator.rshift, operator.iadd, operator.isub, operator.imul, operator.itruediv,
-    operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
-    operator.ixor, operator.contains, "getiter")
+# Operators and iteration would read the elements on the host. No template
+# refuses them (one would run for every operator of all CPU code): Numba's
+# "No implementation" error is led by the reason instead.
+_ELEMENT_OPERATORS = frozenset((
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos",
+    "invert", "eq", "ne", "lt", "le", "gt", "ge", "and_", "or_", "xor", "lshift",
+    "rshift", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
+    "ixor", "contains"))
+_OPERATOR_CALL = re.compile(r">>> (\w+)\((.*DeviceArray\(.*)\)$")
+_GETITER = re.compile(r"Invalid use of getiter with parameters \((DeviceArray\(.*\))\)$")
+# Numba's literal types as the types a call is typed with
+_LITERAL = re.compile(r"Literal\[(\w+)\]\([^()]*\)")
+_UNLITERAL = {"int": "int64", "float": "float64", "bool": "bool", "complex": "complex128",
+              "str": "unicode_type"}
 
 
-def _refuse_on_elements(key):
-    def generic(self, args, kws):
-        ary = next((a for a in args if isinstance(a, DeviceArray)), None)
-        if ary is not None:
-            what = "iterating over %s" % ary if key == "getiter" else \
-                "%s on %s" % (getattr(key, "__name__", key), ", ".join(map(str, args)))
-            raise NopythonUsageError(_ON_DEVICE % what)
-        return None
-
-    template = _cpu_template("DeviceArrayElements_%s" % getattr(key, "__name__", key), key,
-                             generic)
-    if key == "getiter":
-        infer(template)
-    else:
-        infer_global(key)(template)
-
-
-for _key in _ELEMENT_OPERATORS:
-    _refuse_on_elements(_key)
+@explain_lines
+def _element_access(line):
+    """An operator on, or iteration over, a device array's elements."""
+    m = _OPERATOR_CALL.match(line)
+    if m and m.group(1) in _ELEMENT_OPERATORS:
+        args = _LITERAL.sub(lambda lit: _UNLITERAL.get(lit.group(1), lit.group(0)), m.group(2))
+        return _ON_DEVICE % ("%s on %s" % (m.group(1), args))
+    m = _GETITER.match(line)
+    return _ON_DEVICE % ("iterating over %s" % m.group(1)) if m else None
 
 
 # -- lists of device arrays passed in ---------------------------------------------------
@@ -286,3 +280,12 @@ def _list_item_change(key):
 
 for _key in (operator.setitem, operator.delitem, "static_setitem"):
     _list_item_change(_key)
+
+
+@lower_cast(DeviceArray, PointerParam)
+def _device_array_address(context, builder, fromty, toty, val):
+    """A device array given for a foreign kernel's pointer parameter: its data."""
+    array_ty = as_array_type(fromty)
+    array = context.make_array(array_ty)(context, builder,
+                                         context.cast(builder, val, fromty, array_ty))
+    return builder.bitcast(array.data, ir.IntType(8).as_pointer())

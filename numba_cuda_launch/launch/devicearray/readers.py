@@ -6,7 +6,6 @@ DLPack ownership and the producer-stream rules: ``docs/devicearrays.md``.
 
 import ctypes
 import datetime
-import functools
 import math
 import operator
 import struct
@@ -17,10 +16,9 @@ import numpy as np
 from numba.core.errors import NumbaError
 from numba.cuda import config as _cuda_config
 
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
-from numba_cuda_launch.launch.stream import stream_handle
-from numba_cuda_launch.launch.sync import python_stream
+from numba_cuda_launch.launch.stream import python_stream, stream_handle
 
 __all__ = ["on_stream", "describe", "device_array_type", "c_strides", "cai_stream",
            "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember",
@@ -500,42 +498,19 @@ def read_dlpack(obj):
     return _read_dlpack(obj, consumer)
 
 
-# -- numba-cuda and the simulator ------------------------------------------------------
+# -- the backend's own device arrays -----------------------------------------------
 
-# Cached: the simulator is chosen when numba.cuda is imported.
-@functools.cache
-def numba_cuda_array_classes():
-    """numba-cuda's device array base class (none under the simulator)."""
-    if _compat.simulator_enabled():
-        return ()
-    from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
-
-    return (DeviceNDArrayBase,)
-
-
-@functools.cache
 def declaring_classes():
-    """numba-cuda's device array classes (simulated ones under the
-    simulator): their objects declare their type with ``_numba_type_``."""
-    if _compat.simulator_enabled():
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-        return (FakeCUDAArray,)
-    return numba_cuda_array_classes()
+    """The backend's device array classes (numba-cuda's; the simulator's
+    under it): their objects declare their type with ``_numba_type_``."""
+    return BACKEND.array_classes()
 
 
-def _from_simulator(obj):
-    """numba-cuda's simulated device arrays (host memory standing for device
-    memory) and objects exposing the CUDA Array Interface under the
-    simulator."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-    if isinstance(obj, FakeCUDAArray):
-        ary = obj._ary
-        return _Described(ary.ctypes.data, ary.shape, ary.strides, ary.dtype,
-                          not ary.flags.writeable)
-    cai = read_cai(obj)
-    return _from_cai(cai) if cai is not None else None
+def _from_backend(obj):
+    """The backend's own reading of *obj* (the simulator's arrays: host
+    memory standing for device memory), or None."""
+    own = BACKEND.describe_array(obj)
+    return None if own is None else _Described(*own)
 
 
 def describe(obj):
@@ -543,14 +518,16 @@ def describe(obj):
     consumer = None
     if isinstance(obj, on_stream):
         obj, consumer = obj.obj, obj._consumer_stream()
-    if isinstance(obj, np.ndarray) and not isinstance(obj, numba_cuda_array_classes()):
+    if isinstance(obj, np.ndarray) and not isinstance(obj, declaring_classes()):
         return None
-    if _compat.simulator_enabled():
-        return _from_simulator(obj)
+    own = _from_backend(obj)
+    if own is not None:
+        return own
     cai = read_cai(obj)
     if cai is not None:
         return _from_cai(cai)
-    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+    if BACKEND.device_memory and hasattr(obj, "__dlpack__") and \
+            hasattr(obj, "__dlpack_device__"):
         return _from_dlpack(obj, consumer)
     return None
 
@@ -575,15 +552,17 @@ def sync_enabled():
 def why_not_a_device_array(val):
     """Why an object that offers a device-array interface cannot be passed
     as one (its interface raised, or says something unusable), or None."""
-    if isinstance(val, on_stream) and not _compat.simulator_enabled():
+    if not BACKEND.device_memory:
+        return None  # host memory stands for device memory: whatever describe() reads
+    if isinstance(val, on_stream):
         inner = val.obj
-        if isinstance(inner, np.ndarray) and not isinstance(inner, numba_cuda_array_classes()):
+        if isinstance(inner, np.ndarray) and not isinstance(inner, declaring_classes()):
             return "on_stream() wraps a device array; it was given a NumPy array (host memory)"
         if not (hasattr(inner, "__cuda_array_interface__") or hasattr(inner, "__dlpack__")):
             return ("on_stream() wraps a device array (an object with __cuda_array_interface__ "
                     "or __dlpack__); it was given %s" % type(inner).__name__)
         return why_not_a_device_array(inner)
-    if isinstance(val, np.ndarray) or _compat.simulator_enabled():
+    if isinstance(val, np.ndarray):
         return None
     try:
         cai = read_cai(val)

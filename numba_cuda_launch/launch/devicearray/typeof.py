@@ -12,14 +12,14 @@ from types import SimpleNamespace
 from numba.core import types
 from numba.core.typing.typeof import typeof_impl
 
-from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.compat.numba_caching import has_reload_checks
-from numba_cuda_launch.compat.numba_typeof import type_unknown_objects_with
-from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arguments_with
+from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arguments_with, \
+    type_unknown_objects_with
 from numba_cuda_launch.launch.devicearray import fastpaths
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
-    device_array_type, keep_type, numba_cuda_array_classes, on_stream, read_cai, read_dlpack, \
+    device_array_type, keep_type, on_stream, read_cai, read_dlpack, \
     remember, sync_enabled, why_not_a_device_array, _from_cai
 from numba_cuda_launch.launch.devicearray.unbox import READERS, TYPED_FIELDS
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
@@ -62,7 +62,7 @@ def _typeof_device_array(val, c):
         ty = _typeof_declared(val)
         if ty is not None:
             return ty
-    if _compat.simulator_enabled():
+    if not BACKEND.device_memory:  # the backend's own reading of host memory
         desc = describe(val)
         return None if desc is None else keep_type(device_array_type(desc))
     cai = read_cai(val.obj if isinstance(val, on_stream) else val)
@@ -87,9 +87,9 @@ def _typeof_cai(cai):
 
 
 def _typeof_dlpack(val):
-    """A DLPack producer's type, its tensor released at once (None under the
-    simulator)."""
-    found = None if _compat.simulator_enabled() else read_dlpack(val)
+    """A DLPack producer's type, its tensor released at once (None where
+    kernels run on host memory)."""
+    found = read_dlpack(val) if BACKEND.device_memory else None
     return None if found is None else found[0].type()
 
 
@@ -158,7 +158,7 @@ def _learn_class(cls, ty):
     """Give *cls*, whose instance was just typed *ty*, a typing function the
     dispatcher calls directly (and a reader for unboxing, where its
     library has one)."""
-    if cls in _LEARNT or _compat.simulator_enabled():
+    if cls in _LEARNT or not BACKEND.device_memory:
         return
     _LEARNT.add(cls)
     if ty is cuda_stream:
@@ -231,14 +231,12 @@ ARGUMENT_TYPING = SimpleNamespace(should_route=_route, guard=_guard,
 
 
 def _register():
-    for cls in numba_cuda_array_classes() + (on_stream,):
+    for cls in declaring_classes() + (on_stream,):
         typeof_impl.register(cls)(_typeof_device_array)
-    if _compat.simulator_enabled():
-        typeof_impl.register(declaring_classes()[0])(_typeof_device_array)
-    else:
-        for cls in _compat.numba_cuda_array_classes():
-            register_typeof(cls, _typeof_declared)
-            READERS[cls] = fastpaths.read_numba_cuda
+    for cls in BACKEND.fast_array_classes():
+        register_typeof(cls, _typeof_declared)
+        READERS[cls] = fastpaths.read_numba_cuda
+    if BACKEND.device_memory:
         register_typeof(on_stream, _typeof_on_stream_argument)
     # Before Numba's generic typeof, which tries the buffer protocol (some
     # device arrays refuse it with an error).

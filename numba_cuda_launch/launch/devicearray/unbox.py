@@ -17,7 +17,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import NativeValue, box, unbox
 
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
 from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
 from numba_cuda_launch.launch.devicearray.readers import Layout, cai_stream, describe, \
@@ -176,7 +176,7 @@ def read_fields(obj, ty):
         fields = reader(obj, ty.ndim)
         if fields is not None:
             return fields
-    if type(obj) is not np.ndarray and not _compat.simulator_enabled():
+    if type(obj) is not np.ndarray and BACKEND.device_memory:
         cai = read_cai(obj.obj if isinstance(obj, on_stream) else obj)
         if cai is not None:
             fields = _fields_from_cai(obj, cai, ty)
@@ -209,7 +209,7 @@ class _Ref:
 def _get_cached_classes():
     """The classes whose objects may carry :data:`CACHED_FIELDS` (cached
     code refers to this function by name)."""
-    return _compat.numba_cuda_array_classes()
+    return BACKEND.fast_array_classes()
 
 
 _cached_classes_ref = _Ref(_get_cached_classes)

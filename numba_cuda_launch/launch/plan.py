@@ -1,14 +1,17 @@
-"""Which kernel overload a launch calls, and the typing errors that say why not.
-
-What depends on a kernel's compiler is asked of its adapter in compat
-(:data:`COMPILERS`; docs/architecture.md). A selection is made once, when the
-call is typed, and looked up again by the lowering and anything else given
-the same kernel and argument types: a function of those alone, so a fresh
-process (a ``cache=True`` miss) makes the same one.
+"""The launch plan: what one launch site runs, decided once when its call is
+typed and carried as an immutable value (:class:`LaunchPlan`) to the
+lowering, the backend, ``cache=True``, ``kernel_handle``, ``jax_kernel``
+handlers and ``aot.build``: the kernel source, the overload (chosen by the
+conversion rules below, or compiled for a lazy kernel), its image or live
+handle, its parameter layout and how it is launched. A plan is a function of
+the kernel, the argument types and the launch target alone, so a fresh
+process (a ``cache=True`` miss) makes the same one. docs/architecture.md.
 """
 
+import functools
 import weakref
 from dataclasses import dataclass
+from typing import Any, Optional, Tuple
 
 from numba import typeof
 from numba.core import types
@@ -16,46 +19,103 @@ from numba.core.registry import cpu_target
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import signature
 
-from numba_cuda_launch.compat import foreign_kernels as _foreign
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import overrides as _overrides
+from numba_cuda_launch.cudadrv.image import KernelImage
 from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.kernels import ImageError, KernelSource, source_of
+from numba_cuda_launch.kernels.numba_cuda import SOURCE as NUMBA_CUDA
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
-from numba_cuda_launch.launch.params import param_layout
 
-__all__ = ["COMPILERS", "compiler_for", "KernelSelection", "select_kernel",
-           "launch_signature", "lossy_conversion"]
+__all__ = ["LaunchPlan", "KernelParam", "plan_launch", "launch_signature", "lossy_conversion",
+           "param_layout", "LAUNCHABLE_SCALARS"]
 
-#: The kernel compilers' adapters, asked in order which one a kernel object
-#: belongs to; a new kernel source is one adapter in compat and one entry here.
-COMPILERS = (_compat.KERNELS, _mlir.KERNELS, _foreign.KERNELS)
-
-
-def compiler_for(dispatcher):
-    """The adapter of the compiler *dispatcher* (a kernel object) belongs to."""
-    for compiler in COMPILERS:
-        if compiler.claims(dispatcher):
-            return compiler
-    raise TypeError("%r is not a kernel of %s" % (
-        dispatcher, " or ".join(c.name for c in COMPILERS)))
+# Argument types a kernel takes (numba-cuda's _Kernel._prepare_args).
+LAUNCHABLE_SCALARS = (types.Integer, types.Float, types.Boolean, types.Complex,
+                      types.NPDatetime, types.NPTimedelta)
 
 
 @dataclass(frozen=True)
-class KernelSelection:
-    """The kernel overload a launch calls, the types it takes and the names
-    of its parameters."""
+class KernelParam:
+    """One parameter of a kernel entry point: where it comes from (``name``,
+    e.g. ``"x.shape[1]"``), its size in bytes and its offset when all
+    parameters are laid out in one buffer with natural alignment (the layout
+    ``cuLaunchKernel``'s ``extra`` / ``CU_LAUNCH_PARAM_BUFFER_POINTER`` form
+    expects)."""
 
-    kernel: object
-    argtypes: tuple
-    param_names: tuple = ()
-    #: values of trailing parameters left to their defaults, after the
-    #: arguments given (their types end *argtypes*)
-    defaults: tuple = ()
+    name: str
+    size: int
+    offset: int
+
+
+def param_layout(source, names, argtypes, llvm_types, target_data) -> Tuple[KernelParam, ...]:
+    """The parameters of a kernel of *source* taking *argtypes*, as
+    :class:`KernelParam` records."""
+    flat_names = [n for name, ty in zip(names, argtypes)
+                  for n in source.flat_param_names(name, ty)]
+    if len(flat_names) != len(llvm_types):
+        raise AssertionError(
+            "parameter layout mismatch: %d names for %d kernel parameters"
+            % (len(flat_names), len(llvm_types)))
+    out, offset = [], 0
+    for name, lty in zip(flat_names, llvm_types):
+        size = lty.get_abi_size(target_data)
+        offset = (offset + size - 1) // size * size if size else offset
+        out.append(KernelParam(name, size, offset))
+        offset += size
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a launch site with these argument types runs (see the module)."""
+
+    source: KernelSource
+    #: what the user launches (a dispatcher, a foreign kernel)
+    kernel: Any
+    name: str
+    #: the compiled overload launched
+    overload: Any
+    #: the overload's parameter types: the arguments given, then the defaults
+    argtypes: Tuple[types.Type, ...]
+    param_names: Tuple[str, ...] = ()
+    #: values of trailing parameters left to their defaults
+    defaults: Tuple[Any, ...] = ()
+    #: the entry point; None when the backend launches no image (the simulator)
+    entry_name: Optional[str] = None
+    image: Optional[KernelImage] = None
+    #: ``(address, "CUkernel" or "CUfunction")`` of a kernel another library loaded
+    live: Optional[Tuple[int, str]] = None
+    #: the LLVM types of the entry point's parameters
+    param_types: Tuple[Any, ...] = ()
+    cooperative: bool = False
+
+    @functools.cached_property
+    def params(self) -> Tuple[KernelParam, ...]:
+        """The entry point's parameters: where each comes from, its size and
+        offset (:class:`KernelParam`)."""
+        return param_layout(self.source, self.param_names, self.argtypes, self.param_types,
+                            cpu_target.target_context.target_data)
+
+    @functools.cached_property
+    def param_sizes(self) -> Tuple[int, ...]:
+        """The byte size of each of the entry point's parameters."""
+        target_data = cpu_target.target_context.target_data
+        return tuple([t.get_abi_size(target_data) for t in self.param_types])
+
+    def flatten(self, context, builder, values) -> list:
+        """The LLVM values of the entry point's parameters for *values* of
+        the plan's argument types."""
+        return self.source.flatten(context, builder, self.argtypes, values)
 
 
 def _describe(names, argtypes):
     return "(%s)" % ", ".join("%s: %s" % p for p in zip(names, argtypes))
+
+
+# argument types a kernel is compiled for as other types (:func:`_unliteral`)
+_COMPILED_AS = (types.Literal, types.BaseTuple, DeviceArray)
 
 
 def _unliteral(ty):
@@ -63,7 +123,8 @@ def _unliteral(ty):
     as the arrays the kernel receives."""
     if isinstance(ty, types.BaseTuple):
         return types.BaseTuple.from_types([_unliteral(t) for t in ty])
-    return as_array_type(types.unliteral(ty))
+    ty = types.unliteral(ty)
+    return as_array_type(ty) if isinstance(ty, DeviceArray) else ty
 
 
 def _launchable_problem(ty):
@@ -75,7 +136,7 @@ def _launchable_problem(ty):
             "numba.carray(ptr, shape, dtype), or give the kernel a signature "
             "(cuda.jit(sig)) with a CPointer parameter"
         )
-    if isinstance(ty, (types.Array, types.CPointer, DeviceArray) + _compat.LAUNCHABLE_SCALARS):
+    if isinstance(ty, (types.Array, types.CPointer, DeviceArray) + LAUNCHABLE_SCALARS):
         return None
     if isinstance(ty, (types.NamedTuple, types.NamedUniTuple)):
         return ("a namedtuple (%s) is not passed to kernels from compiled code; pass "
@@ -144,13 +205,13 @@ def _conversion(typingctx, actual, formal):
 
 
 def _rating(convs):
-    return tuple(sum(1 for c in convs if c == kind)
-                 for kind in (Conversion.unsafe, Conversion.safe, Conversion.promote))
+    return tuple([convs.count(kind)
+                  for kind in (Conversion.unsafe, Conversion.safe, Conversion.promote)])
 
 
-def _select_compiled(compiler, dispatcher, args, name, names):
+def _select_compiled(source, dispatcher, args, name, names):
     typingctx = cpu_target.typing_context
-    compiled = compiler.compiled_kernels(dispatcher)
+    compiled = source.compiled_kernels(dispatcher)
     candidates, first_failure = [], None
     for argtypes, kernel in compiled.items():
         if len(argtypes) != len(args):
@@ -195,25 +256,25 @@ def _check_count(name, names, args):
             % (name, len(names), ", ".join(names), len(args)))
 
 
-def _compile_for(compiler, dispatcher, args, name, names):
-    argtypes = tuple(_unliteral(t) for t in args)
-    exact = compiler.compiled_kernels(dispatcher).get(argtypes)
+def _compile_for(source, dispatcher, args, name, names):
+    argtypes = tuple([_unliteral(t) if isinstance(t, _COMPILED_AS) else t for t in args])
+    exact = source.compiled_kernels(dispatcher).get(argtypes)
     if exact is not None:  # compiled already (by a Python launch, say)
         return exact, argtypes
     _check_count(name, names, args)
     for i, ty in enumerate(args):
         # The adapter is asked about the type the kernel is compiled for (a
         # device array as the array the kernel receives).
-        problem = _launchable_problem(ty) or compiler.argument_problem(argtypes[i])
+        problem = _launchable_problem(ty) or source.argument_problem(argtypes[i])
         if problem:
             raise KernelTypingError(
                 "kernel %r parameter %r (argument %d): got %s: %s"
-                % (name, names[i], i + 1, ty, _compat.lazy_argument_problem(dispatcher, problem)))
+                % (name, names[i], i + 1, ty, source.lazy_problem(dispatcher, problem)))
     # numba-cuda-mlir may have been imported after this package: its no-GPU
     # override applies before it compiles
     _overrides.install()
     try:
-        return compiler.compile(dispatcher, argtypes), argtypes
+        return source.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
         cause, text = _compat.no_gpu_cause(exc)  # what to do goes first
         hint = ""
@@ -236,7 +297,7 @@ def _parameter_bytes(names, argtypes):
     context = cpu_target.target_context
     try:
         argtypes = [as_array_type(t) for t in argtypes]
-        layout = param_layout(_compat.KERNELS, names, argtypes,
+        layout = param_layout(NUMBA_CUDA, names, argtypes,
                               context.get_arg_packer(argtypes).argument_types,
                               context.target_data)
     except Exception:  # a type without a CPU data model: no hint
@@ -244,11 +305,11 @@ def _parameter_bytes(names, argtypes):
     return layout[-1].offset + layout[-1].size if layout else 0
 
 
-def _fill_defaults(compiler, dispatcher, args, name):
+def _fill_defaults(params, args, name):
     """The argument types with the kernel's defaults for trailing parameters
-    not given, and those defaults' values; refuses ``*args``/``**kwargs``
-    kernels, whose parameter list compiled code cannot know."""
-    params = compiler.parameters(dispatcher)
+    (*params*, ``inspect.Parameter``) not given, and those defaults' values;
+    refuses ``*args``/``**kwargs`` kernels, whose parameter list compiled
+    code cannot know."""
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
             raise KernelTypingError(
@@ -272,51 +333,58 @@ def _fill_defaults(compiler, dispatcher, args, name):
     return tuple(args) + types_, values
 
 
-def _select(dispatcher, args):
-    compiler = compiler_for(dispatcher)
-    name = compiler.kernel_name(dispatcher)
-    why = compiler.unavailable(dispatcher)
+def _make_plan(source, dispatcher, args, name):
+    name = name or source.kernel_name(dispatcher)
+    why = BACKEND.refusal(source, dispatcher)
     if why:
         raise KernelTypingError("kernel %r cannot be launched here: %s" % (name, why))
-    names = tuple(p.name for p in compiler.parameters(dispatcher))
-    args, defaults = _fill_defaults(compiler, dispatcher, args, name)
-    choose = _compile_for if compiler.can_compile(dispatcher) else _select_compiled
-    kernel, argtypes = choose(compiler, dispatcher, args, name, names)
-    reasons = compiler.launch_problems(dispatcher, kernel)
+    params = source.parameters(dispatcher)
+    names = tuple([p.name for p in params])
+    args, defaults = _fill_defaults(params, args, name)
+    choose = _compile_for if source.can_compile(dispatcher) else _select_compiled
+    overload, argtypes = choose(source, dispatcher, args, name, names)
+    reasons = source.launch_problems(dispatcher, overload)
     if reasons:
         raise KernelTypingError("kernel %r cannot be launched from compiled code: %s"
                                 % (name, "; ".join(reasons)))
-    return KernelSelection(kernel, argtypes, names, defaults)
+    try:
+        parts = BACKEND.plan_parts(source, overload)
+    except ImageError as exc:
+        raise KernelTypingError("kernel %r cannot be launched from compiled code: %s"
+                                % (name, exc)) from exc
+    return LaunchPlan(source, dispatcher, name, overload, argtypes, names, defaults, **parts)
 
 
-# {kernel object: {(argument types, target architecture): selection}}
-_selections = weakref.WeakKeyDictionary()
+# {kernel object: {(argument types, target architecture): plan}}
+_plans = weakref.WeakKeyDictionary()
 
 
-def select_kernel(dispatcher, args):
-    """The :class:`KernelSelection` of the overload of *dispatcher* a launch
-    with argument types *args* calls, chosen the first time these types are
-    seen for the architecture images are built for. Eagerly compiled kernels
-    (``cuda.jit(sig)``) match under Numba's conversion rules (a ``voidptr``
-    converts to any ``CPointer``); lazy kernels compile through their
-    compiler's dispatcher, sharing its caches with Python launches. Raises
+def plan_launch(dispatcher, args, source=None, name=None) -> LaunchPlan:
+    """The :class:`LaunchPlan` of a launch of *dispatcher* with argument
+    types *args*, made the first time these types are seen for the
+    architecture images are built for (*source*: the kernel's, when the
+    caller knows it, and *name* the kernel's). Eagerly compiled kernels (``cuda.jit(sig)``) match
+    under Numba's conversion rules (a ``voidptr`` converts to any
+    ``CPointer``); lazy kernels compile through their source's
+    dispatcher, sharing its caches with Python launches. Raises
     :class:`KernelTypingError` naming the kernel and the parameter."""
     key = (tuple(args), _compat.image_target())
     try:
-        known = _selections.setdefault(dispatcher, {})
-    except TypeError:  # not weakly referenceable: chosen at each call
+        known = _plans.setdefault(dispatcher, {})
+    except TypeError:  # not weakly referenceable: planned at each call
         known = {}
-    if key not in known:
-        known[key] = _select(dispatcher, key[0])
-    return known[key]
+    plan = known.get(key)
+    if plan is None:
+        plan = known[key] = _make_plan(source or source_of(dispatcher), dispatcher, key[0], name)
+    return plan
 
 
 def launch_signature(cfg_ty, args, kws, return_type=types.none):
     """Typing of a call on a configured kernel (see :class:`LaunchConfig`):
-    selects the overload the lowering will launch."""
+    plans the launch the lowering will emit."""
     if kws:
         raise KernelTypingError(
             "kernel %r: keyword arguments are not supported in kernel "
             "launches (got %s)" % (cfg_ty.kernel_name, ", ".join(kws)))
-    select_kernel(cfg_ty.dispatcher, args)
+    plan_launch(cfg_ty.dispatcher, args, cfg_ty.source, cfg_ty.kernel_name)
     return signature(return_type, *args, recvr=cfg_ty)

@@ -1,0 +1,170 @@
+"""Layer 1.5, kernels: the compilers whose kernels ``kernel[...]`` launches
+from CPU code, one module per source (its CPU type, ``typeof``, the reading
+of its kernel objects and its :class:`KernelSource`), as awkward-array keeps
+one concept's type, model and lowering together: :mod:`.numba_cuda`,
+:mod:`.numba_cuda_mlir`, :mod:`.foreign` (cubin/PTX/fatbin, cuda.core, CuPy,
+Triton); the simulator's kernels are its backend's. A launch asks a source
+once, when its plan is made (``launch/plan.py``). docs/architecture.md,
+"Kernel sources".
+"""
+
+import inspect
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+
+from numba.core import types
+from numba.core.datamodel import models
+from numba.core.imputils import lower_constant
+from numba.extending import NativeValue, register_model, unbox
+
+__all__ = ["KernelSource", "KernelType", "SOURCES", "register", "source_of"]
+
+
+class KernelSource:
+    """What the launch path asks of one kernel compiler (a source), with
+    the defaults of the attributes marked so: a kernel object *d* is what
+    the user launches (a dispatcher), an overload *k* what it compiles to.
+    docs/architecture.md lists every attribute."""
+
+    #: the compiler's name, for messages
+    name: ClassVar[str] = "kernel source"
+
+    def claims(self, obj: Any) -> bool:
+        """True for a kernel object of this compiler."""
+        raise NotImplementedError
+
+    def kernel_name(self, d: Any) -> str:
+        raise NotImplementedError
+
+    def qualified_name(self, d: Any) -> str:
+        """A stable ``module.qualname``-like name (``jax_kernel``'s FFI targets)."""
+        raise NotImplementedError
+
+    def parameters(self, d: Any) -> List[inspect.Parameter]:
+        raise NotImplementedError
+
+    def param_names(self, d: Any) -> List[str]:
+        """The parameters a caller gives (default: all of them)."""
+        return [p.name for p in self.parameters(d)]
+
+    def is_device_function(self, d: Any) -> bool:
+        return False
+
+    def compiled_kernels(self, d: Any) -> Dict[Tuple[types.Type, ...], Any]:
+        """``{CPU argument types: overload}`` compiled so far."""
+        raise NotImplementedError
+
+    def can_compile(self, d: Any) -> bool:
+        """Lazy (True) or eager (False, the default)."""
+        return False
+
+    def compile(self, d: Any, argtypes: Tuple[types.Type, ...]) -> Any:
+        """The overload for *argtypes*, compiled or cached as a Python launch
+        would (asked only when :meth:`can_compile`)."""
+        raise NotImplementedError
+
+    def argument_problem(self, ty: types.Type) -> Optional[str]:
+        """Why this compiler cannot take an argument of CPU type *ty*."""
+        return None
+
+    def lazy_problem(self, d: Any, problem: str) -> str:
+        """*problem* (why lazily compiled *d* cannot take an argument), with
+        what this source knows of why *d* is lazy (default: as it is)."""
+        return problem
+
+    def launch_problems(self, d: Any, k: Any) -> List[str]:
+        """Why overload *k* cannot be launched from compiled code."""
+        return []
+
+    def simulation_refusal(self, d: Any) -> str:
+        """What this kernel is, saying why numba-cuda's simulator cannot run it."""
+        return "%s kernels are not simulated" % self.name
+
+    # -- what a driver launch takes ------------------------------------------------
+
+    def entry_name(self, k: Any) -> str:
+        raise NotImplementedError
+
+    def image(self, k: Any) -> bytes:
+        """The overload's image (bytes); raises :class:`ImageError` saying why
+        it cannot be built."""
+        raise NotImplementedError
+
+    def live_handle(self, k: Any) -> Optional[Tuple[int, str]]:
+        """``(address, "CUkernel" or "CUfunction")`` of an overload another
+        library loaded, launched as it is (default: None, an image)."""
+        return None
+
+    def cooperative(self, k: Any) -> bool:
+        return False
+
+    def param_types(self, k: Any) -> Sequence[Any]:
+        """The LLVM types of the entry point's parameters, in order."""
+        raise NotImplementedError
+
+    def flat_param_names(self, name: str, ty: types.Type) -> List[str]:
+        """The names of the parameters one argument becomes (default: one)."""
+        return [name]
+
+    def flatten(self, context, builder, argtypes: Sequence[types.Type], values) -> list:
+        """The LLVM values of the entry point's parameters, for argument
+        *values* of the overload's *argtypes*."""
+        raise NotImplementedError
+
+    #: ``emit_argument_checks(context, builder, guards, ty, value, where)``:
+    #: refuse (``guards.check``) argument values this compiler's parameters
+    #: cannot express; None (the default) when there are none to refuse.
+    emit_argument_checks = None
+
+
+class ImageError(Exception):
+    """A kernel image could not be built; the message says why."""
+
+
+class KernelType(types.Type):
+    """The CPU type of a kernel Numba does not type itself; like numba-cuda's
+    dispatcher type it holds the kernel (``.dispatcher``), and its class
+    names the :class:`KernelSource` (``source``). A value carries nothing at
+    run time: the kernel is known from the type (an opaque model, registered
+    for every subclass)."""
+
+    source: ClassVar[KernelSource]
+    #: the kernel: an instance attribute, so Numba's hashing and comparing of
+    #: types calls no Python property
+    key: Any = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register_model(cls)(models.OpaqueModel)
+
+    def __init__(self, dispatcher, name):
+        self.dispatcher = self.key = dispatcher
+        super().__init__(name=name)
+
+
+@lower_constant(KernelType)
+def _no_value(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+@unbox(KernelType)
+def _unbox_kernel(typ, obj, c):
+    # The type is the kernel (its key): a kernel passed in carries no data.
+    return NativeValue(c.context.get_dummy_value())
+
+
+#: The kernel sources, asked in order which one a kernel object belongs to.
+SOURCES: List[KernelSource] = []
+
+
+def register(source: KernelSource, first: bool = False) -> KernelSource:
+    """Add *source* (asked first if *first*)."""
+    SOURCES.insert(0, source) if first else SOURCES.append(source)
+    return source
+
+
+def source_of(obj: Any) -> KernelSource:
+    """The source *obj* (a kernel object) belongs to; TypeError else."""
+    for source in SOURCES:
+        if source.claims(obj):
+            return source
+    raise TypeError("%r is not a kernel of %s" % (obj, " or ".join(s.name for s in SOURCES)))

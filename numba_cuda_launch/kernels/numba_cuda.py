@@ -1,0 +1,246 @@
+"""numba-cuda's ``@cuda.jit`` kernels as a kernel source: Numba types them
+itself (numba-cuda's ``CUDADispatcher`` type, given a CPU data model here);
+this module reads their overloads (cubin, PTX, the features a Python launch
+handles specially) and packs their arguments in numba-cuda's parameter ABI
+(``_Kernel._prepare_args``). docs/architecture.md, "Kernel sources".
+"""
+
+import inspect
+import re
+import warnings
+import weakref
+from typing import Any, List
+
+from numba.core import types
+from numba.core.datamodel import default_manager, models
+from numba.extending import register_model
+
+from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType, target_compute_capability, \
+    unsupported_architectures
+from numba_cuda_launch.config import get_compute_capabilities
+from numba_cuda_launch.cudadrv.fatbin import build_fatbin
+from numba_cuda_launch.kernels import ImageError, KernelSource, register
+
+__all__ = ["DispatcherKernels", "NumbaCudaKernels", "SOURCE", "kernel_cubin", "kernel_ptx",
+           "flat_param_names"]
+
+# A kernel used as a global or closure variable in CPU code: numba-cuda
+# registers the data model of its dispatcher type only for the CUDA target.
+# The value carries nothing at run time (the kernel is known from its type).
+if CUDADispatcherType not in default_manager._handlers:
+    register_model(CUDADispatcherType)(models.OpaqueModel)
+
+
+def kernel_cubin(kernel, cc=None) -> bytes:
+    """The linked cubin of *kernel* for compute capability *cc* (``sm_XY``,
+    never ``sm_XYa``), or by default for the current device (with no GPU the
+    configured architecture). numba-cuda caches it, so a Python launch does
+    not link it again; a failed link raises."""
+    obj = kernel._codelibrary.get_cubin(cc=None if cc is None else tuple(cc))
+    return bytes(getattr(obj, "code", obj))
+
+
+def kernel_ptx(kernel, cc) -> str:
+    """The PTX of *kernel* for *cc*, complete (the driver compiles it with
+    nothing to link): NVVM's output for a kernel that links no files, the
+    LTO-linked PTX for one that links files through nvJitLink. Raises
+    ValueError when code it links cannot be part of PTX."""
+    library = kernel._codelibrary
+    cc = tuple(cc)
+    linked = bool(library._linking_files) or library.needs_cudadevrt
+    if not linked:
+        ptx = library.get_asm_str(cc=cc)
+    elif library._lto:
+        with warnings.catch_warnings():
+            # a file nvJitLink cannot take is left out: reported below as
+            # the functions the PTX lacks
+            warnings.filterwarnings("ignore", "Not adding .* not optimizable at link time")
+            ptx = library.get_lto_ptx(cc=cc)
+    else:
+        raise ValueError("it links files without link-time optimization, so no PTX holds "
+                         "all of its code")
+    externs = sorted(set(_PTX_EXTERN.findall(ptx)) - _PTX_SYSTEM_CALLS)
+    if externs:
+        raise ValueError("its PTX calls functions it links from other files (%s), which the "
+                         "driver cannot link when it compiles PTX" % ", ".join(externs))
+    return ptx
+
+
+# A function the PTX declares but does not define; the PTX system calls are
+# the driver's own (cudaGraphSetConditional is a builtin ptxas resolves).
+_PTX_EXTERN = re.compile(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([\w$]+)", re.M)
+_PTX_SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail",
+                               "cudaGraphSetConditional"})
+
+
+def _unsupported_features(kernel) -> List[str]:
+    """Reasons this kernel cannot be launched from compiled code, if any."""
+    reasons = []
+    if kernel.debug:
+        reasons.append(
+            "it was compiled with debug=True, whose device-side exceptions "
+            "numba-cuda reads back from module globals after each Python "
+            "launch; compile it without debug=True (or launch it from Python)")
+    if getattr(kernel, "launch_config_sensitive", False):
+        reasons.append(
+            "its code depends on the launch configuration (a launch-config-"
+            "sensitive kernel), which compiled code only knows at run time")
+    if any(not _harmless_setup(f) for f in kernel._codelibrary._setup_functions):
+        reasons.append(
+            "it links code with module setup callbacks, which only "
+            "numba-cuda's own module loader runs")
+    if getattr(kernel, "shared_memory_carveout", None) is not None:
+        reasons.append(
+            "it sets shared_memory_carveout, a per-device function attribute "
+            "only numba-cuda's Python launch applies")
+    return reasons
+
+
+def _harmless_setup(fn) -> bool:
+    # numba-cuda's float16 setup callback only warns when nvJitLink is
+    # missing; it does not touch the module.
+    return (getattr(fn, "__name__", "") == "lto_warning_callback"
+            and getattr(fn, "__module__", "").startswith("numba.cuda"))
+
+
+_fatbins = weakref.WeakKeyDictionary()  # overload -> {architectures: fatbin}
+
+
+def _image(kernel) -> bytes:
+    """One cubin for the target architecture, or with a list configured a
+    fatbin of a cubin for each and the lowest one's PTX, built once per
+    overload and list; :class:`ImageError` saying why it cannot be."""
+    ccs = get_compute_capabilities()
+    if ccs is None:
+        try:
+            return kernel_cubin(kernel)
+        except Exception as exc:
+            raise ImageError(
+                "building its cubin for compute capability %s failed (is that architecture "
+                "supported by the installed CUDA toolkit?):\n%s"
+                % (target_compute_capability(), exc)) from exc
+    known = _fatbins.setdefault(kernel, {})
+    if ccs in known:
+        return known[ccs]
+    bad, supported = unsupported_architectures(ccs)
+    if bad:  # numba-cuda would build the nearest older one under the wrong name
+        raise ImageError(
+            "the installed CUDA toolkit does not build for compute capability %s "
+            "(NUMBA_CUDA_LAUNCH_CC; it builds for %s)" % (
+                ", ".join("%d.%d" % c for c in bad), ", ".join("%d.%d" % c for c in supported)))
+    # the PTX first: code it cannot hold is the reason a list fails (a cubin
+    # build may fail on it too, with the linker's words)
+    try:
+        ptx = kernel_ptx(kernel, ccs[0])
+    except Exception as exc:
+        why = exc if isinstance(exc, ValueError) else "building it failed:\n%s" % exc
+        raise ImageError("its image for several architectures needs the PTX of compute "
+                         "capability %d.%d, for newer GPUs, and %s" % (*ccs[0], why)) from exc
+    cubins = {}
+    for cc in ccs:
+        try:
+            cubins[cc] = kernel_cubin(kernel, cc)
+        except Exception as exc:
+            raise ImageError("building its cubin for compute capability %d.%d failed (is that "
+                             "architecture supported by the installed CUDA toolkit?):\n%s"
+                             % (*cc, exc)) from exc
+    known[ccs] = build_fatbin(cubins, (ccs[0], ptx))
+    return known[ccs]
+
+
+def flat_param_names(name, ty, array_fields=("meminfo", "parent", "nitems", "itemsize", "data"),
+                     complex_parts=("real", "imag")) -> List[str]:
+    """Names of the kernel parameters one argument of type *ty* becomes: an
+    array's *array_fields*, shape[ndim] and strides[ndim]; a complex number
+    its *complex_parts* (none: one parameter); a tuple its items. The
+    defaults are numba-cuda's ABI (``_Kernel._prepare_args``)."""
+    if isinstance(ty, types.Array):
+        fields = list(array_fields)
+        fields += ["shape[%d]" % i for i in range(ty.ndim)]
+        fields += ["strides[%d]" % i for i in range(ty.ndim)]
+        return ["%s.%s" % (name, f) for f in fields]
+    if isinstance(ty, types.Complex) and complex_parts:
+        return ["%s.%s" % (name, part) for part in complex_parts]
+    if isinstance(ty, types.BaseTuple):
+        return [n for i, t in enumerate(ty)
+                for n in flat_param_names("%s[%d]" % (name, i), t, array_fields, complex_parts)]
+    return [name]
+
+
+class DispatcherKernels(KernelSource):
+    """What the sources of ``@cuda.jit`` dispatchers (numba-cuda's and
+    numba-cuda-mlir's, which keep the Python function, options and laziness
+    alike) share."""
+
+    def kernel_name(self, dispatcher) -> str:
+        return dispatcher.py_func.__name__
+
+    def qualified_name(self, dispatcher) -> str:
+        fn = dispatcher.py_func
+        return "%s.%s" % (getattr(fn, "__module__", None) or "_", fn.__qualname__)
+
+    def parameters(self, dispatcher) -> List[inspect.Parameter]:
+        return list(inspect.signature(dispatcher.py_func).parameters.values())
+
+    def is_device_function(self, dispatcher) -> bool:
+        return bool(dispatcher.targetoptions.get("device"))
+
+    def can_compile(self, dispatcher) -> bool:
+        """False for eagerly compiled kernels (``@cuda.jit(signature)``)."""
+        return bool(dispatcher._can_compile)
+
+    def compiled_kernels(self, dispatcher):
+        return dict(dispatcher.overloads)
+
+    def compile(self, dispatcher, argtypes) -> Any:
+        """The kernel for *argtypes*, compiled or taken from the dispatcher's
+        caches as a Python launch would."""
+        return dispatcher.compile(tuple(argtypes))
+
+
+class NumbaCudaKernels(DispatcherKernels):
+    """The source of numba-cuda's ``@cuda.jit`` kernels."""
+
+    name = "numba-cuda"
+
+    def claims(self, obj) -> bool:
+        from numba.cuda.dispatcher import CUDADispatcher
+
+        return isinstance(obj, CUDADispatcher)
+
+    def launch_problems(self, dispatcher, kernel) -> List[str]:
+        return _unsupported_features(kernel)
+
+    def simulation_refusal(self, dispatcher) -> str:
+        return "it was made by numba-cuda's CUDA target, not its simulator"
+
+    def entry_name(self, kernel) -> str:
+        return kernel.entry_name
+
+    def image(self, kernel) -> bytes:
+        return _image(kernel)
+
+    def live_handle(self, kernel):
+        return None  # launched from its image, loaded by the package
+    def cooperative(self, kernel) -> bool:
+        return bool(kernel.cooperative)
+
+    def param_types(self, kernel):
+        return list(kernel._codelibrary.get_function(kernel.entry_name).function_type.args)
+
+    def flat_param_names(self, name, ty) -> List[str]:
+        return flat_param_names(name, ty)
+
+    def flatten(self, context, builder, argtypes, values) -> list:
+        """CPU data models flatten as numba-cuda's ABI does; a float16 is its
+        two bytes (its bits converted from a CPU number, or a ``half`` read
+        from memory)."""
+        if types.float16 not in argtypes:
+            return context.get_arg_packer(argtypes).as_arguments(builder, values)
+        return [v for ty, value in zip(argtypes, values)
+                for v in ([value] if ty == types.float16 else
+                          context.get_arg_packer([ty]).as_arguments(builder, [value]))]
+
+
+#: The source of numba-cuda kernels.
+SOURCE = register(NumbaCudaKernels())

@@ -1,0 +1,345 @@
+"""numba-cuda-mlir's ``@cuda.jit`` kernels as a kernel source: their CPU type
+(:class:`MLIRKernel`) and ``typeof``, the translation of CPU types to
+numba-cuda-mlir's own copy of Numba's (by kind and name), and the parameter
+layout of its C++ launcher, checked against each kernel's PTX. Nothing here
+imports numba_cuda_mlir: its modules are taken from ``sys.modules`` once the
+user imported it. docs/numba-cuda-mlir.md.
+"""
+
+import abc
+import functools
+import sys
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import typeof_impl
+
+from numba_cuda_launch.compat.ptx import ptx_param_sizes
+from numba_cuda_launch.compat.versions import SUPPORTED
+from numba_cuda_launch.config import get_compute_capabilities
+from numba_cuda_launch.kernels import KernelType, register
+from numba_cuda_launch.kernels.numba_cuda import DispatcherKernels, flat_param_names
+
+__all__ = ["MLIRKernel", "SOURCE", "UntranslatableType", "is_mlir_dispatcher_class",
+           "to_mlir_type", "from_mlir_type", "kernel_param_sizes"]
+
+
+class UntranslatableType(TypeError):
+    """A CPU type with no numba-cuda-mlir kernel parameter counterpart."""
+
+
+def _module(name):
+    return sys.modules.get("numba_cuda_mlir." + name)
+
+
+def is_mlir_dispatcher_class(cls):
+    """True for numba-cuda-mlir's ``@cuda.jit`` dispatcher class (or a
+    subclass), without importing numba-cuda-mlir."""
+    descriptor = _module("descriptor")
+    return descriptor is not None and issubclass(cls, descriptor.MLIRDispatcher)
+
+
+# -- types -------------------------------------------------------------------
+
+_SCALARS = (types.Boolean, types.Integer, types.Float, types.Complex)
+
+
+def to_mlir_type(ty):
+    """numba-cuda-mlir's type for a CPU kernel argument type *ty*: scalars,
+    pointers, arrays of scalars and tuples of these. Raises
+    :class:`UntranslatableType` saying why for anything else."""
+    mt = _module("types")
+    if isinstance(ty, types.Boolean):
+        return mt.boolean
+    if isinstance(ty, _SCALARS):
+        return getattr(mt, ty.name)
+    if ty == types.voidptr:
+        return mt.voidptr
+    if isinstance(ty, types.CPointer):
+        return mt.CPointer(to_mlir_type(ty.dtype))
+    if isinstance(ty, types.Array):
+        if not isinstance(ty.dtype, _SCALARS):
+            raise UntranslatableType(
+                "arrays of %s are not translated to numba-cuda-mlir (only arrays "
+                "of booleans, integers, floats and complex numbers)" % ty.dtype)
+        return mt.Array(to_mlir_type(ty.dtype), ty.ndim, ty.layout,
+                        readonly=not ty.mutable, aligned=ty.aligned)
+    if isinstance(ty, types.UniTuple):
+        return mt.UniTuple(to_mlir_type(ty.dtype), ty.count)
+    if isinstance(ty, types.Tuple):
+        return mt.Tuple(tuple(to_mlir_type(t) for t in ty.types))
+    raise UntranslatableType(
+        "%s has no numba-cuda-mlir counterpart here; numba-cuda-mlir kernels "
+        "launched from compiled code take booleans, integers, floats, complex "
+        "numbers, pointers, arrays of these over device memory and tuples of "
+        "these" % ty)
+
+
+def from_mlir_type(mty):
+    """The CPU type of a numba-cuda-mlir parameter type, or None."""
+    mt = _module("types")
+    if isinstance(mty, mt.Boolean):
+        return types.boolean
+    if isinstance(mty, (mt.Integer, mt.Float, mt.Complex)):
+        return getattr(types, mty.name, None)
+    if mty == mt.voidptr:
+        return types.voidptr
+    if isinstance(mty, mt.CPointer):
+        dtype = from_mlir_type(mty.dtype)
+        return None if dtype is None else types.CPointer(dtype)
+    if isinstance(mty, mt.Array):
+        dtype = from_mlir_type(mty.dtype)
+        if dtype is None or not isinstance(dtype, _SCALARS):
+            return None
+        return types.Array(dtype, mty.ndim, mty.layout, readonly=not mty.mutable,
+                           aligned=mty.aligned)
+    if isinstance(mty, mt.BaseTuple):
+        items = [from_mlir_type(t) for t in mty]
+        return None if None in items else types.BaseTuple.from_types(items)
+    return None
+
+
+# -- kernels -----------------------------------------------------------------
+
+def kernel_image(kernel):
+    """The kernel's linked cubin (bytes), what the C++ launcher loads."""
+    return bytes(kernel.metadata["cubin"])
+
+
+def kernel_entry_name(kernel):
+    return kernel.metadata["func_name"]
+
+
+def kernel_param_sizes(kernel):
+    """The byte sizes of the kernel entry point's parameters, read from its
+    PTX ``.entry`` declaration; None if the PTX is not available."""
+    try:
+        ptx = kernel.ptx
+    except Exception:
+        return None
+    if not isinstance(ptx, str):
+        return None
+    return ptx_param_sizes(ptx, kernel_entry_name(kernel))
+
+
+def unsupported_kernel_features(dispatcher, kernel):
+    """Reasons this numba-cuda-mlir kernel cannot be launched from compiled
+    code, if any: what its Python launch does besides ``cuLaunchKernel``."""
+    reasons = []
+    options = dispatcher.targetoptions
+    if options.get("debug"):
+        reasons.append(
+            "it was compiled with debug=True, whose device-side exceptions "
+            "numba-cuda-mlir's launcher reads back (__numba_cuda_mlir_error_code) "
+            "after each Python launch; compile it without debug=True")
+    if options.get("extensions"):
+        reasons.append(
+            "it has argument extensions (extensions=...), which rewrite the "
+            "arguments of each Python launch")
+    if options.get("shared_memory_carveout") is not None:
+        reasons.append(
+            "it sets shared_memory_carveout, a function attribute only "
+            "numba-cuda-mlir's own module load applies")
+    # filled from link= items and from what lowering discovers
+    # (MLIRDispatcher._propagate_compile_callbacks)
+    if getattr(dispatcher, "_module_setup_callbacks", None) \
+            or getattr(dispatcher, "_module_teardown_callbacks", None):
+        reasons.append(
+            "it links code with module setup/teardown callbacks, which only "
+            "numba-cuda-mlir's launcher runs")
+    if getattr(dispatcher, "_requires_launch_config", False) \
+            or getattr(dispatcher, "_literal_arg_positions", ()):
+        reasons.append(
+            "it is specialised per launch (on the launch configuration or on "
+            "argument values), which compiled code only knows at run time")
+    if any(_module("descriptor").get_constant_args(dispatcher.py_func)):
+        reasons.append(
+            "it has compile-time constant parameters, compiled per value")
+    if kernel.metadata.get("needs_nrt"):
+        reasons.append(
+            "it uses numba-cuda-mlir's device runtime (NRT), which its launcher "
+            "sets up")
+    return reasons
+
+
+# -- parameters --------------------------------------------------------------
+# The layout of numba-cuda-mlir's launcher: an array is an MLIR memref
+# descriptor (allocated pointer, aligned pointer, offset 0, shape[ndim],
+# strides[ndim] counted in elements), a complex number one parameter of its
+# 8 or 16 bytes, a tuple its items, other scalars and pointers themselves.
+
+def flatten_value(context, builder, ty, value):
+    """The LLVM values of the parameters one argument (of CPU type *ty*)
+    becomes, one per parameter."""
+    if isinstance(ty, types.Array):
+        ary = context.make_array(ty)(context, builder, value)
+        itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+        strides = cgutils.unpack_tuple(builder, ary.strides, ty.ndim)
+        # memref strides count elements; Numba's count bytes.
+        return ([ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
+                + cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
+                + [builder.sdiv(s, ir.Constant(s.type, itemsize)) for s in strides])
+    if isinstance(ty, types.BaseTuple):
+        return [v for i, t in enumerate(ty)
+                for v in flatten_value(context, builder, t, builder.extract_value(value, i))]
+    if isinstance(ty, types.Complex) or ty == types.float16:
+        return [value]  # {real, imag} in one parameter; float16 as its 2 bytes
+    return context.get_arg_packer([ty]).as_arguments(builder, [value])
+
+
+def emit_argument_checks(context, builder, guards, ty, value, where):
+    """Refuse (through *guards*, before the launch) an array argument of
+    CPU type *ty* whose strides are not whole elements: a memref counts
+    strides in elements, so a byte stride such as 6 for float32 items has
+    no memref form (the division would launch another stride). Only arrays
+    of layout ``A`` can have such strides."""
+    if isinstance(ty, types.BaseTuple):
+        for i, t in enumerate(ty):
+            emit_argument_checks(context, builder, guards, t, builder.extract_value(value, i),
+                                 "%s[%d]" % (where, i))
+        return
+    if not isinstance(ty, types.Array) or ty.layout != "A" or ty.ndim == 0:
+        return
+    itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+    if itemsize == 1:
+        return
+
+    def bad():
+        ary = context.make_array(ty)(context, builder, value)
+        rests = [builder.srem(s, ir.Constant(s.type, itemsize))
+                 for s in cgutils.unpack_tuple(builder, ary.strides, ty.ndim)]
+        return builder.icmp_signed("!=", functools.reduce(builder.or_, rests),
+                                   ir.Constant(rests[0].type, 0))
+    guards.check(bad, "%s has strides that are not a whole number of its %d-byte items, which "
+                 "numba-cuda-mlir's array parameters (memrefs, strides counted in items) cannot "
+                 "express" % (where, itemsize))
+
+
+def _expected_sizes(ty):
+    if isinstance(ty, types.Array):
+        return [8] * (3 + 2 * ty.ndim)
+    if isinstance(ty, types.BaseTuple):
+        return [s for t in ty for s in _expected_sizes(t)]
+    if isinstance(ty, (types.CPointer, types.RawPointer)):
+        return [8]
+    if isinstance(ty, types.Boolean):
+        return [1]
+    return [ty.bitwidth // 8]
+
+
+def _layout_problem(kernel):
+    """Why the kernel's PTX entry point does not take the parameters packed
+    for its types, or None: a release that changes the layout is refused at
+    typing rather than launched wrongly."""
+    sizes = kernel_param_sizes(kernel)
+    if sizes is None:
+        return "its PTX is not available, so its parameter layout cannot be checked"
+    argtypes = [from_mlir_type(t) for t in kernel.signature.args]
+    if None in argtypes:
+        return "its parameter types have no CPU counterparts"
+    expected = [s for ty in argtypes for s in _expected_sizes(ty)]
+    if sizes != expected:
+        return ("its entry point takes parameters of %s bytes where this "
+                "package packs %s for numba-cuda-mlir's layout (tested with "
+                "numba-cuda-mlir %s to %s)" % ((sizes, expected) + SUPPORTED["numba-cuda-mlir"]))
+    return None
+
+
+class NumbaCudaMLIRKernels(DispatcherKernels):
+    """The source of numba-cuda-mlir's ``@cuda.jit`` kernels: overloads keyed
+    by CPU types translated from numba-cuda-mlir's, launched with its
+    launcher's parameter layout."""
+
+    name = "numba-cuda-mlir"
+
+    def claims(self, obj):
+        return is_mlir_dispatcher_class(type(obj))
+
+    def compiled_kernels(self, dispatcher):
+        """{CPU argument types: kernel} for the overloads compiled so far
+        whose parameter types all have CPU counterparts."""
+        out = {}
+        for argtypes, cres in list(dispatcher.overloads.items()):
+            cpu = tuple(from_mlir_type(t) for t in argtypes)
+            if None not in cpu:
+                out[cpu] = cres
+        return out
+
+    def compile(self, dispatcher, argtypes):
+        """The kernel for CPU *argtypes*, compiled or taken from the
+        dispatcher's overloads as ``kernel.compile(sig)`` does."""
+        mt = _module("types")
+        return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
+
+    def argument_problem(self, ty):
+        try:
+            to_mlir_type(ty)
+        except UntranslatableType as exc:
+            return str(exc)
+        return None
+
+    def simulation_refusal(self, dispatcher):
+        return "numba-cuda-mlir has no simulator"
+
+    def launch_problems(self, dispatcher, kernel):
+        reasons = unsupported_kernel_features(dispatcher, kernel)
+        problem = None if reasons else _layout_problem(kernel)
+        if problem:
+            reasons.append(problem)
+        if get_compute_capabilities() is not None:
+            reasons.append(
+                "images for several architectures (set_compute_capability with a list) are "
+                "built for numba-cuda kernels only; numba-cuda-mlir builds one cubin for one "
+                "architecture: set a single compute capability")
+        return reasons
+
+    def entry_name(self, kernel):
+        return kernel_entry_name(kernel)
+
+    def image(self, kernel):
+        return kernel_image(kernel)
+
+    def cooperative(self, kernel):
+        # what the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile)
+        return bool(kernel.metadata.get("use_cooperative", False))
+
+    def param_types(self, kernel):
+        return [ir.IntType(8 * s) for s in kernel_param_sizes(kernel)]
+
+    def flat_param_names(self, name, ty):
+        return flat_param_names(name, ty, ("allocated", "aligned", "offset"), complex_parts=())
+
+    def flatten(self, context, builder, argtypes, values):
+        return [v for ty, value in zip(argtypes, values)
+                for v in flatten_value(context, builder, ty, value)]
+
+    def emit_argument_checks(self, context, builder, guards, ty, value, where):
+        emit_argument_checks(context, builder, guards, ty, value, where)
+
+
+#: The source of numba-cuda-mlir kernels.
+SOURCE = register(NumbaCudaMLIRKernels())
+
+
+class MLIRKernel(KernelType):
+    """The CPU type of a numba-cuda-mlir kernel."""
+
+    source = SOURCE
+
+    def __init__(self, dispatcher):
+        super().__init__(dispatcher, "MLIRKernel(%s)" % SOURCE.kernel_name(dispatcher))
+
+
+class _MLIRDispatcherClass(abc.ABC):
+    """Virtual base class of numba-cuda-mlir's dispatcher class: ``typeof``
+    (a ``functools.singledispatch``) finds the registration below through
+    it without numba_cuda_mlir being imported here."""
+
+    @classmethod
+    def __subclasshook__(cls, other):
+        return True if is_mlir_dispatcher_class(other) else NotImplemented
+
+
+@typeof_impl.register(_MLIRDispatcherClass)
+def _typeof_mlir_kernel(val, c):
+    return MLIRKernel(val)
