@@ -621,9 +621,9 @@ def test_cached_code_is_refused_under_another_mode():
     from numba_cuda_launch.compat.numba_caching import LaunchTargetChanged
     from numba_cuda_launch.launch.caching import DriverCallCheck
 
-    DriverCallCheck(False)()  # built for the driver, used with the driver
+    DriverCallCheck("driver")()  # built for the driver, used with the driver
     with pytest.raises(LaunchTargetChanged):
-        DriverCallCheck(True)()  # built under the simulator: never reused
+        DriverCallCheck("simulator")()  # built under the simulator: never reused
 
 
 CACHE_MODULE = """

@@ -23,7 +23,8 @@ from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.kernels.numba_cuda import SOURCE as numba_cuda_source
+from numba_cuda_launch.launch import launchconfig
 from numba_cuda_launch.testing import RecordingDriver
 
 
@@ -474,7 +475,7 @@ def test_cooperative_cluster_launch_uses_attributes(fake_driver):
         coop_kernel[4, 32](x)
 
     launch(0x1000)
-    assert _compat.kernel_is_cooperative(coop_kernel.overloads[(nt.float32[::1],)])
+    assert coop_kernel.overloads[(nt.float32[::1],)].cooperative  # numba-cuda's own mark
     assert [(l.cooperative, l.cluster) for l in fake_driver.launches] == [
         (True, (2, 1, 1)), (True, None)]
 
@@ -504,7 +505,7 @@ def test_cluster_run_time_checks(fake_driver):
 @pytest.mark.parametrize("config, what", [
     ("[6, 32, 0, 0, 4]", "griddim must be a multiple of the cluster dimensions"),
     ("[(4, 3), 32, 0, 0, (2, 2)]", "along y the grid has 3 blocks and the cluster 2"),
-    ("[8, 32, 0, 0, 0]", "cluster must be between 1 and 2**32-1"),
+    ("[8, 32, 0, 0, 0]", "cluster must be 1..2**32-1, got 0 in x"),
     ("[8, 32, 0, 0, 1.5]", "cluster must be an integer or a tuple of 1 to 3 integers"),
     ("[8, 32, 0, 0, (1, 1, 1, 1)]", "cluster must be an integer or a tuple"),
 ])
@@ -516,7 +517,9 @@ def test_cluster_typing_errors(config, what):
 
 
 def test_cluster_needs_hopper(monkeypatch):
-    monkeypatch.setattr(_compat, "target_compute_capability", lambda: (8, 0))
+    # the architecture typing checks clusters against (the device's, or the
+    # configured one): an Ampere one here
+    monkeypatch.setattr(launchconfig, "target_compute_capability", lambda: (8, 0))
 
     def f(p):
         scale[8, 32, 0, 0, 2](view(p, 64), 1.0)
@@ -631,7 +634,7 @@ int main(void) {
     c = [list(map(int, line.split())) for line in
          subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()]
     from numba.core.registry import cpu_target
-    from numba_cuda_launch.cudadrv import graph as rt_graph, launchex
+    from numba_cuda_launch.cudadrv import graph as rt_graph, launch as launchex
     td = cpu_target.target_context.target_data
 
     def layout(ty, *fields):
@@ -686,7 +689,7 @@ def test_linked_cuda_c_kernels_compile_without_gpu(fake_driver):
         ((4, 2, 2), (2, 1, 1)), ((2, 1, 1), None)]
     for kernel in (cluster_info, dependent_copy):
         (overload,) = kernel.overloads.values()
-        assert _compat.unsupported_kernel_features(overload) == []
+        assert numba_cuda_source.launch_problems(kernel, overload) == []
         # The linked functions are in the image (not left unresolved).
         image = ncl.kernel_handle(kernel, tuple(kernel.overloads)[0]).image
         assert image[:4] == b"\x7fELF"

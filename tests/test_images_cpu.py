@@ -18,7 +18,7 @@ from numba.core.errors import TypingError
 import numba_cuda_launch as ncl
 from numba_cuda_launch import config
 from numba_cuda_launch.cudadrv import fatbin
-from numba_cuda_launch.compat import numba_cuda as compat
+from numba_cuda_launch.kernels.numba_cuda import kernel_cubin
 from numba_cuda_launch.launch import caching
 from numba_cuda_launch.testing import RecordingDriver
 from support import HAVE_GPU
@@ -50,7 +50,7 @@ def _fatbin_at(address):
 
 def _cubin(cc):
     kernel = axpy.compile((nt.float32, nt.float32[::1], nt.float32[::1]))
-    return compat.kernel_cubin(kernel, cc)
+    return kernel_cubin(kernel, cc)
 
 
 # -- the container ------------------------------------------------------------------
@@ -341,8 +341,7 @@ def test_code_linked_through_nvjitlink_is_in_the_ptx(architectures):
     ((9, 0), (8, 0), False),
 ])
 def test_cached_code_is_used_where_its_images_run(monkeypatch, built, now, used):
-    monkeypatch.setattr(compat, "simulator_enabled", lambda: False)
-    monkeypatch.setattr(compat, "image_target", lambda: now)
+    monkeypatch.setattr(caching, "current_target", lambda: ("driver", now))
     check = caching.LaunchTargetCheck(("driver", built))
     if used:
         check()

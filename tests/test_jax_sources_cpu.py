@@ -170,7 +170,7 @@ def mlir():
 
 
 def test_mlir_kernel_handler_passes_memref_descriptors(mlir):
-    from numba_cuda_launch.compat import numba_cuda_mlir as compat_mlir
+    from numba_cuda_launch.kernels import numba_cuda_mlir as compat_mlir
 
     _, mscale, _ = mlir
     k = jax_kernel(mscale, lambda x, a: x, lambda x, a: ((x.shape[0] + 127) // 128, 128),

@@ -517,22 +517,22 @@ def test_kernel_handle_loads_through_driver(fake_driver):
     assert len(fake_driver.loads) <= 1
 
 
-# -- selection ------------------------------------------------------------------
+# -- the launch plan ----------------------------------------------------------------
 
 def test_overload_selected_once_per_argument_types(fake_driver, monkeypatch):
-    """The overload is chosen once for a kernel and argument types: the
-    lowering of the launches below, and kernel_handle before them, reuse
-    that choice instead of choosing again."""
-    from numba_cuda_launch.launch import selection
+    """The launch is planned once for a kernel and argument types: the
+    typing and lowering of the launches below, and kernel_handle before
+    them, reuse that plan instead of choosing again."""
+    from numba_cuda_launch.launch import plan
 
     @cuda.jit
     def chosen_once(out, a):
         out[0] = a
 
     made = []
-    real = selection._select
-    monkeypatch.setattr(selection, "_select",
-                        lambda disp, args: made.append(args) or real(disp, args))
+    real = plan._make_plan
+    monkeypatch.setattr(plan, "_make_plan", lambda source, disp, args, name:
+                        made.append(args) or real(source, disp, args, name))
     h = handle_for(fake_driver, chosen_once, (nt.float32[::1], nt.float64))
 
     @njit

@@ -1,6 +1,10 @@
-"""The package's layers: imports point one way (interop -> launch -> cudadrv
--> compat, with errors/config below all) and no module imports another that
-imports it back. Every import counts, also one inside a function."""
+"""The package's layers: imports point one way (interop -> launch -> kernels
+-> cudadrv -> compat, with errors/config below all), no module imports
+another that imports it back, and inside every package the same holds for
+its rooms (its modules, and each subpackage taken whole): a module of a
+subpackage never imports a module of its parent that imports the subpackage
+(no arrow from a lower floor to a higher one). Every import counts, also one
+inside a function."""
 
 import ast
 import os
@@ -11,7 +15,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "numba_cuda_launch")
 
 # Higher numbers may import lower ones, never the reverse.
-LAYERS = {"compat": 0, "cudadrv": 1, "launch": 2, "interop": 3}
+LAYERS = {"compat": 0, "cudadrv": 1, "kernels": 2, "launch": 3, "interop": 4}
 BASE = {"errors", "config", "_version"}
 PUBLIC = {"__init__", "jax", "xla_ffi", "testing", "graphs", "aot"}  # the public surface, above all
 
@@ -38,7 +42,7 @@ def layer(name):
     if parts[0] in BASE:
         return -1
     assert parts[0] in PUBLIC, "module %s belongs to no layer" % name
-    return 4
+    return 5
 
 
 def _resolve(name):
@@ -123,3 +127,46 @@ def test_the_checks_can_fail():
     # The walk does see real edges, lazy (in-function) imports included.
     assert "numba_cuda_launch.cudadrv.driver" in GRAPH["numba_cuda_launch.launch.backends.driver"]
     assert "numba_cuda_launch.errors" in GRAPH["numba_cuda_launch.cudadrv.recording"]
+
+
+def _packages():
+    return sorted({m for m, path in MODULES.items() if path.endswith("__init__.py")})
+
+
+def room_graph(package, graph):
+    """The imports between the rooms of *package*: each module directly in
+    it, and each subpackage taken whole (the package's own ``__init__`` is
+    left out: it is the package's face, importing its rooms)."""
+    def room(module):
+        if not module.startswith(package + "."):
+            return None
+        return package + "." + module[len(package) + 1:].split(".")[0]
+
+    rooms = {}
+    for module, targets in graph.items():
+        source = room(module)
+        if source is None:
+            continue
+        rooms.setdefault(source, set())
+        for target in targets:
+            to = room(target)
+            if to is not None and to != source:
+                rooms[source].add(to)
+    return rooms
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_no_arrow_up_inside_a_package(package):
+    cycles = find_cycles(room_graph(package, GRAPH))
+    assert not cycles, "inside %s, rooms import each other: %s" % (
+        package, "; ".join(" -> ".join(c) for c in cycles))
+
+
+def test_the_room_check_can_fail():
+    # A subpackage's module importing a module of its parent that imports
+    # the subpackage: an arrow from a lower floor to a higher one.
+    graph = {m: set(t) for m, t in GRAPH.items()}
+    assert "numba_cuda_launch.launch.backends" in GRAPH["numba_cuda_launch.launch.plan"]
+    graph["numba_cuda_launch.launch.backends.driver"].add("numba_cuda_launch.launch.plan")
+    assert find_cycles(room_graph("numba_cuda_launch.launch", graph))
+    assert not find_cycles(room_graph("numba_cuda_launch.launch", GRAPH))

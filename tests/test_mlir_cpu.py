@@ -29,7 +29,7 @@ numba_cuda_mlir = pytest.importorskip("numba_cuda_mlir")
 
 import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch import graphs  # noqa: E402
-from numba_cuda_launch.compat import numba_cuda_mlir as compat_mlir  # noqa: E402
+from numba_cuda_launch.kernels import numba_cuda_mlir as compat_mlir  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
 from support.childenv import PREAMBLE, child_env  # noqa: E402
 from test_devicearray_cpu import CAI, CupyLikeStream, DLPackOnDevice, ProtocolStream  # noqa: E402

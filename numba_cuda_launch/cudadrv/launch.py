@@ -234,10 +234,10 @@ def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel):
 
 # -- the host-memory check ---------------------------------------------------------
 
-_FLAG_SYMBOL = "numba_cuda_launch_check_pointers"
+FLAG_SYMBOL = "numba_cuda_launch_check_pointers"
 _flag = ctypes.c_int32(1 if os.environ.get("NUMBA_CUDA_LAUNCH_CHECK_POINTERS", "0")
                        not in ("", "0") else 0)
-llvm_binding.add_symbol(_FLAG_SYMBOL, ctypes.addressof(_flag))
+llvm_binding.add_symbol(FLAG_SYMBOL, ctypes.addressof(_flag))
 
 _CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 
@@ -258,9 +258,9 @@ def pointer_checks_enabled():
 
 def emit_checked_mode(builder):
     """Emit reading the checked-mode switch (an ``i1``)."""
-    gv = builder.module.globals.get(_FLAG_SYMBOL)
+    gv = builder.module.globals.get(FLAG_SYMBOL)
     if gv is None:
-        gv = ir.GlobalVariable(builder.module, _i32, _FLAG_SYMBOL)
+        gv = ir.GlobalVariable(builder.module, _i32, FLAG_SYMBOL)
         gv.linkage = "external"
     return builder.icmp_signed("!=", builder.load(gv), ir.Constant(_i32, 0))
 

@@ -28,7 +28,8 @@ from numba_cuda_launch._version import __version__
 from numba_cuda_launch.compat import numba_cfunc
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.kernels.foreign import live_kernel_name
-from numba_cuda_launch.cudadrv import driver, pointers
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv import launch as _driver_launch
 
 __all__ = ["ABI_VERSION", "AotBuildError", "Library", "build", "check_library", "main"]
 
@@ -38,7 +39,7 @@ _RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clib")
 _RUNTIME = "ncl_runtime.c"
 # The symbols compiled launch code references in this package's process,
 # defined by the C runtime instead.
-_RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, pointers._FLAG_SYMBOL}
+_RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, _driver_launch.FLAG_SYMBOL}
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _C_KEYWORDS = frozenset(
     "auto bool break case char const continue default do double else enum extern float for "

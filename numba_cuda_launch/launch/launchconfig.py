@@ -235,7 +235,7 @@ def check_config_types(cfg_source, dispatcher, name, index_types):
             if not 1 <= len(items) <= 3:
                 raise KernelTypingError("kernel %r: %s must be an integer or a tuple of 1 to 3 "
                                         "integers, got %s" % (name, what, item))
-            constants[what] = values
+            constants[what] = tuple(values)
     if count > 2 and not is_stream_type(index_types[2]):
         raise KernelTypingError(
             "kernel %r: the stream must be a raw CUstream (voidptr or an "

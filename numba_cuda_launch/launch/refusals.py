@@ -124,6 +124,8 @@ def leading_line(lines):
             m = _QUOTED.match(text)
             if m and m.group(1) in made:
                 return None, m.group(1)
+    if others_failed_inside:
+        return None
     for text in plain:
         for rule in _LINE_RULES:
             sentence = rule(text)

@@ -22,7 +22,7 @@ from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.cudadrv.launch import ATTRIBUTE_CLUSTER_DIMENSION, \
     ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch
 from numba_cuda_launch.cudadrv.launch import emit_is_device_accessible
-from numba_cuda_launch.launch.backends import LaunchBackend
+from numba_cuda_launch.launch.backends.backend import LaunchBackend
 
 __all__ = ["DriverBackend", "emit_param_array"]
 

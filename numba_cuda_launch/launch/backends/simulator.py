@@ -23,7 +23,8 @@ from numba_cuda_launch.cudadrv import driver as _driver
 from numba_cuda_launch.cudadrv import events as _events
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED
 from numba_cuda_launch.kernels import KernelSource, KernelType, register
-from numba_cuda_launch.launch.backends import LaunchBackend, simgraph
+from numba_cuda_launch.launch.backends import simgraph
+from numba_cuda_launch.launch.backends.backend import LaunchBackend
 from numba_cuda_launch.launch.refusals import call_jitted
 
 __all__ = ["SimulatedKernel", "SimulatedKernels", "SimulatedRuntime", "SimulatorBackend",
