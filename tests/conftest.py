@@ -1,8 +1,6 @@
 """Test set-up: CPU tests compile kernels for a configured architecture when
 no GPU is present; GPU tests are marked ``gpu`` and skipped without one."""
 
-import importlib.abc
-import importlib.util
 import os
 
 import numpy as np
@@ -27,7 +25,7 @@ if PATCHED:
     sys.path.insert(0, alias)
     os.environ["PYTHONPATH"] = alias + os.pathsep + os.environ.get("PYTHONPATH", "")
 
-from support import HAVE_GPU, SIMULATED  # noqa: E402,F401  (HAVE_GPU: old-style imports)
+from support import HAVE_GPU, SIMULATED  # noqa: E402
 
 # tests/sim runs only under the simulator (tests/test_simulator.py starts it),
 # and the rest only without it.
@@ -43,29 +41,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "slow: starts child Python processes "
                             "(-m 'not slow' for the quick tier)")
-
-
-class _OldHelperNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``from kernels import ...`` (a helper by its bare name, as test files
-    written before tests/support wrote it) gives the module of support."""
-
-    NAMES = {"childenv", "cluster_kernels", "ffi_frames", "jax_export_kernels", "kernels",
-             "leaks", "messages"}
-
-    @classmethod
-    def find_spec(cls, fullname, path=None, target=None):
-        return importlib.util.spec_from_loader(fullname, cls) if fullname in cls.NAMES else None
-
-    @staticmethod
-    def create_module(spec):
-        return importlib.import_module("support." + spec.name)
-
-    @staticmethod
-    def exec_module(module):
-        pass  # executed under its name in support
-
-
-sys.meta_path.append(_OldHelperNames)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -23,7 +23,7 @@ from numba_cuda_launch.interop import aot as aot_impl
 from numba_cuda_launch.testing import RecordingDriver
 
 import aot_kernels as K
-from childenv import child_env
+from support.childenv import child_env
 from support.foreign_sources import IMAGE_SOURCES, SOURCES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -445,7 +445,7 @@ def test_jax_handler_from_library_without_numba(tmp_path):
 
     jax = pytest.importorskip("jax")
     import numba_cuda_launch.interop.jax as J
-    from childenv import PREAMBLE
+    from support.childenv import PREAMBLE
 
     # The CUDA kernel's target is registered for XLA:CPU too (a handler that
     # refuses the call), so a function using it can be exported for the CPU;

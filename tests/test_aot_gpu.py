@@ -17,7 +17,7 @@ from numba import cuda
 from numba_cuda_launch import aot
 
 import aot_kernels as K
-from childenv import PREAMBLE, child_env
+from support.childenv import PREAMBLE, child_env
 
 pytestmark = pytest.mark.gpu
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -2,6 +2,7 @@
 numba-cuda, CuPy, PyTorch and JAX, outputs poisoned first, checked against
 NumPy on fresh random inputs."""
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda, njit
@@ -198,22 +199,47 @@ def test_torch_custom_op_under_torch_compile():
     np.testing.assert_allclose(out.cpu().numpy(), 2 * x + y + 1, rtol=1e-5, atol=1e-6)  # the GPU fuses a*x+y
 
 
+def _interface_fields(cai):
+    """``(fields, dtype, ndim, layout, readonly)`` that a CUDA Array
+    Interface dict states, worked out here from the interface's definition:
+    the fields unboxing gives (data, itemsize, shape..., strides in bytes...,
+    the producer stream: 0 for none, 0 read as the legacy default stream 1)
+    and the type's parts."""
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(n) for n in cai["shape"])
+    strides = cai.get("strides")
+    if strides is None:  # C-contiguous
+        strides, step = [], dtype.itemsize
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= n
+    strides = tuple(int(n) for n in strides)
+    stream = cai.get("stream")
+    stream = 0 if stream is None else (stream or 1)
+    pointer, readonly = cai["data"]
+    contiguous = [dtype.itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+    layout = "C" if list(strides) == contiguous or 0 in shape else \
+        "F" if list(strides) == [dtype.itemsize * int(np.prod(shape[:i]))
+                                 for i in range(len(shape))] else "A"
+    fields = (pointer or 0, dtype.itemsize) + shape + strides + (stream,)
+    return fields, dtype, len(shape), layout, bool(readonly)
+
+
 def _reader_agrees_with_interface(obj):
-    """The fields unboxing reads from *obj* by its library's fast reader
-    equal those read from its ``__cuda_array_interface__``, and its fast
-    type equals the interface's type."""
+    """The fields unboxing reads from *obj* by its library's fast reader,
+    and the type it is given, are those its ``__cuda_array_interface__``
+    states (worked out independently of the package's readers)."""
     from numba.core.typing.typeof import typeof
 
     from numba_cuda_launch.launch.devicearray import fastpaths, readers, typeof as typing, unbox
 
     ty = typeof(obj)  # the first one teaches the class its fast path
-    cai = obj.__cuda_array_interface__
-    ndim = len(cai["shape"])
-    want = unbox._fields_from_cai(obj, cai, ty)
+    want, dtype, ndim, layout, readonly = _interface_fields(obj.__cuda_array_interface__)
+    assert (ty.dtype, ty.ndim, ty.layout, ty.readonly) == \
+        (numba.from_dtype(dtype), ndim, layout, readonly)
     reader = unbox.READERS.get(type(obj))
     assert reader is not None, type(obj)
     assert reader(obj, ndim) == want
-    assert readers.device_array_type(readers._from_cai(cai)) == ty
     read = fastpaths.fast_path(type(obj), readers.sync_enabled)
     if read is not None:  # the keyed typing gives the interface's type and fields too
         assert typing._keyed_typeof(read)(obj) == ty

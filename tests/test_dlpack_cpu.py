@@ -16,7 +16,7 @@ from numba import cuda, njit
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
-from messages import first_line
+from support.messages import first_line
 
 rng = np.random.default_rng()
 _vp = ctypes.c_void_p

@@ -408,7 +408,7 @@ def test_cache_true_warns_and_does_not_cache_a_live_kernel_launcher(tmp_path):
     import subprocess
     import sys
 
-    from childenv import child_env
+    from support.childenv import child_env
 
     script = tmp_path / "live_cached.py"
     script.write_text(

@@ -19,7 +19,7 @@ import sys
 import pytest
 from numba import cuda
 
-from childenv import PREAMBLE, ROOT, child_env
+from support.childenv import PREAMBLE, ROOT, child_env
 
 README = os.path.join(ROOT, "README.md")
 EXAMPLES = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "*.py"))

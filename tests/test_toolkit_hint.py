@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from childenv import PREAMBLE, child_env
+from support.childenv import PREAMBLE, child_env
 from numba_cuda_launch.compat.numba_cuda import with_toolkit_hint
 
 # A child process whose library search finds no compiler library, as after

@@ -23,12 +23,13 @@ from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.driver import emit_ensure_context, emit_in_context
 
 __all__ = ["ATTRIBUTE_COOPERATIVE", "ATTRIBUTE_CLUSTER_DIMENSION",
+           "ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION",
            "launch_config_type", "launch_attribute_type", "emit_launch_config",
-           "emit_launch_ex", "emit_kernel_launch",
+           "emit_kernel_launch",
            "emit_dynamic_shared_opt_in", "TOO_LARGE", "MAX_DEVICES", "DEFAULT_PER_BLOCK",
            "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES",
            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "check_pointers", "pointer_checks_enabled",
-           "emit_checked_mode", "emit_is_device_accessible"]
+           "emit_checked_mode"]
 
 _i8p = ir.IntType(8).as_pointer()
 _i32 = ir.IntType(32)
@@ -36,7 +37,7 @@ _i32 = ir.IntType(32)
 #: CUlaunchAttributeID values used here.
 ATTRIBUTE_COOPERATIVE = 2
 ATTRIBUTE_CLUSTER_DIMENSION = 4
-
+ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 _LAUNCH_CONFIG = ir.LiteralStructType([_i32] * 7 + [_i8p, _i8p, _i32])
 _LAUNCH_ATTRIBUTE = ir.LiteralStructType([_i32, ir.ArrayType(ir.IntType(8), 4),
@@ -55,69 +56,64 @@ def launch_attribute_type():
     return _LAUNCH_ATTRIBUTE
 
 
-def _attribute_value(builder, attrs, index, attr_id):
-    """Zero attribute *index* of *attrs*, set its id; returns an ``i32*`` to
-    the start of its value."""
-    slot = cgutils.gep_inbounds(builder, attrs, 0, index)
-    builder.store(ir.Constant(_LAUNCH_ATTRIBUTE, None), slot)
-    builder.store(ir.Constant(_i32, attr_id), cgutils.gep_inbounds(builder, slot, 0, 0))
-    return builder.bitcast(cgutils.gep_inbounds(builder, slot, 0, 2), _i32.as_pointer())
-
-
-def emit_launch_config(builder, dims, sharedmem, stream, cluster=None, cooperative=False):
+def emit_launch_config(builder, dims, sharedmem, stream, cluster=None, cooperative=False,
+                       has_cluster=None, dependent=None):
     """Fill a stack ``CUlaunchConfig`` and return it as ``i8*``.
 
     *dims*: the six ``i32`` dimensions (grid x, y, z, block x, y, z);
     *cluster*: three ``i32`` cluster dimensions, or None for no cluster
-    attribute; *cooperative*: add ``CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 1``.
+    attribute (*has_cluster*, an ``i1``: given only when true at run time);
+    *cooperative*: add ``CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 1``; *dependent*
+    (an ``i1``, or None): add
+    ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1`` when true.
     """
     config = cgutils.alloca_once(builder, _LAUNCH_CONFIG, name="launch_config")
-    attrs = cgutils.alloca_once(builder, ir.ArrayType(_LAUNCH_ATTRIBUTE, 2),
+    attrs = cgutils.alloca_once(builder, ir.ArrayType(_LAUNCH_ATTRIBUTE, 3),
                                 name="launch_attributes")
-    count = 0
-    if cluster is not None:
-        value = _attribute_value(builder, attrs, count, ATTRIBUTE_CLUSTER_DIMENSION)
-        for i, d in enumerate(cluster):
-            builder.store(d, builder.gep(value, [ir.Constant(_i32, i)], inbounds=True))
-        count += 1
+    count = ir.Constant(_i32, 0)
+    wanted = [(ATTRIBUTE_CLUSTER_DIMENSION, cluster, has_cluster)] if cluster is not None else []
     if cooperative:
-        value = _attribute_value(builder, attrs, count, ATTRIBUTE_COOPERATIVE)
-        builder.store(ir.Constant(_i32, 1), value)
-        count += 1
-    fields = list(dims) + [sharedmem, stream,
-                           builder.bitcast(attrs, _i8p) if count else ir.Constant(_i8p, None),
-                           ir.Constant(_i32, count)]
+        wanted.append((ATTRIBUTE_COOPERATIVE, None, None))
+    if dependent is not None:
+        wanted.append((ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, None, dependent))
+    for attr_id, values, given in wanted:
+        # attribute *count*, zeroed, its id set; its value the cluster's
+        # three dimensions or a 1; counted when *given* (always if None)
+        slot = builder.gep(attrs, [ir.Constant(_i32, 0), count], inbounds=True)
+        builder.store(ir.Constant(_LAUNCH_ATTRIBUTE, None), slot)
+        builder.store(ir.Constant(_i32, attr_id), cgutils.gep_inbounds(builder, slot, 0, 0))
+        value = builder.bitcast(cgutils.gep_inbounds(builder, slot, 0, 2), _i32.as_pointer())
+        for i, v in enumerate(values or [ir.Constant(_i32, 1)]):
+            builder.store(v, builder.gep(value, [ir.Constant(_i32, i)], inbounds=True))
+        count = builder.add(count, ir.Constant(_i32, 1) if given is None
+                            else builder.zext(given, _i32))
+    fields = list(dims) + [sharedmem, stream, builder.bitcast(attrs, _i8p), count]
     for i, v in enumerate(fields):
         builder.store(v, cgutils.gep_inbounds(builder, config, 0, i))
     return builder.bitcast(config, _i8p)
 
 
-def emit_launch_ex(builder, func, dims, sharedmem, stream, params, cluster=None,
-                   cooperative=False):
-    """``cuLaunchKernelEx`` of *func* (a ``CUkernel`` or ``CUfunction``) with
-    the attributes :func:`emit_launch_config` takes; returns the
-    ``CUresult``."""
-    config = emit_launch_config(builder, dims, sharedmem, stream, cluster, cooperative)
-    extra = ir.Constant(_i8p.as_pointer(), None)
-    return driver.call(builder, "cuLaunchKernelEx", [config, func, params, extra])
-
 def emit_kernel_launch(builder, func, dims, sharedmem, stream, params, has_cluster, cluster,
-                       cooperative):
+                       cooperative, dependent):
     """Emit the launch of *func* (a ``CUkernel`` or ``CUfunction``): with a
-    cluster (*has_cluster*, an ``i1``) ``cuLaunchKernelEx`` carries it (and
-    the cooperative attribute); otherwise ``cuLaunchKernel`` or, for a
+    cluster (*has_cluster*, an ``i1``) or as a programmatic dependent launch
+    (*dependent*, an ``i1``), ``cuLaunchKernelEx`` carries them (and the
+    cooperative attribute); otherwise ``cuLaunchKernel`` or, for a
     *cooperative* kernel, ``cuLaunchCooperativeKernel``. A thread with no
     current context (a fresh thread of the caller's) gets device 0's primary
     context, then launches again. Returns the ``CUresult``."""
     common = [func] + list(dims) + [sharedmem, stream, params]
+    extended = builder.or_(has_cluster, dependent)
 
     def launch():
         out = cgutils.alloca_once(builder, _i32)
-        with builder.if_else(has_cluster, likely=False) as (clustered, unclustered):
-            with clustered:
-                builder.store(emit_launch_ex(builder, func, dims, sharedmem, stream, params,
-                                             cluster, cooperative), out)
-            with unclustered:
+        with builder.if_else(extended, likely=False) as (ex, plain):
+            with ex:
+                config = emit_launch_config(builder, dims, sharedmem, stream, cluster,
+                                            cooperative, has_cluster, dependent)
+                builder.store(driver.call(builder, "cuLaunchKernelEx", [
+                    config, func, params, ir.Constant(_i8p.as_pointer(), None)]), out)
+            with plain:
                 if cooperative:
                     builder.store(driver.call(builder, "cuLaunchCooperativeKernel", common), out)
                 else:
@@ -239,7 +235,6 @@ _flag = ctypes.c_int32(1 if os.environ.get("NUMBA_CUDA_LAUNCH_CHECK_POINTERS", "
                        not in ("", "0") else 0)
 llvm_binding.add_symbol(FLAG_SYMBOL, ctypes.addressof(_flag))
 
-_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 
 
 def check_pointers(enabled=True):
@@ -263,15 +258,3 @@ def emit_checked_mode(builder):
         gv = ir.GlobalVariable(builder.module, _i32, FLAG_SYMBOL)
         gv.linkage = "external"
     return builder.icmp_signed("!=", builder.load(gv), ir.Constant(_i32, 0))
-
-
-def emit_is_device_accessible(builder, address):
-    """Emit the driver query for *address* (``i8*``); an ``i1``, true when
-    the driver knows the memory (device, managed, or mapped host memory)."""
-    emit_ensure_context(builder)
-    out = cgutils.alloca_once(builder, _i32)
-    status = driver.call(builder, "cuPointerGetAttribute", [
-        builder.bitcast(out, ir.IntType(8).as_pointer()),
-        ir.Constant(_i32, _CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
-        builder.ptrtoint(address, ir.IntType(64))])
-    return builder.icmp_signed("==", status, ir.Constant(_i32, 0))

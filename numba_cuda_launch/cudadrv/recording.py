@@ -40,7 +40,7 @@ _u32 = ctypes.c_uint
 _c_int = ctypes.c_int
 _PRIMARY_CONTEXT = 0xC0
 _CU_EVENT_DISABLE_TIMING = 0x2
-_ATTR_COOPERATIVE, _ATTR_CLUSTER = 2, 4
+_ATTR_COOPERATIVE, _ATTR_CLUSTER, _ATTR_PROGRAMMATIC = 2, 4, 6
 # CUfunction_attribute and CUdevice_attribute values (cuda.h)
 _FUNC_SHARED_SIZE, _FUNC_MAX_DYNAMIC_SHARED = 1, 8
 _ATTR_SHARED_PER_BLOCK, _ATTR_MULTIPROCESSORS, _ATTR_SHARED_PER_BLOCK_OPTIN = 8, 16, 97
@@ -102,6 +102,9 @@ class Launch:
     cluster: tuple = None
     #: the executable graph (handle) whose replay ran this launch, else 0
     graph: int = 0
+    #: a programmatic dependent launch (the cuLaunchKernelEx attribute
+    #: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION set to 1)
+    dependent: bool = False
 
 
 @dataclass
@@ -457,7 +460,8 @@ class RecordingDriver:
             self._shared_limits[(kernel, dev)] = value
         return 0
 
-    def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop, cluster=None):
+    def _record(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, coop, cluster=None,
+                dependent=False):
         if not self._current():
             return _INVALID_CONTEXT
         name = self._names.get(f)
@@ -470,7 +474,7 @@ class RecordingDriver:
         if status:
             return status
         launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
-                        self._params(name, params), coop, cluster)
+                        self._params(name, params), coop, cluster, dependent=dependent)
         status = self._graph_state.record(stream or 0, launch)
         if status is None:
             with self._lock:
@@ -484,8 +488,9 @@ class RecordingDriver:
         cluster, coop = attrs.get(_ATTR_CLUSTER), bool(attrs.get(_ATTR_COOPERATIVE, (0,))[0])
         if cluster is not None and any(c == 0 or g % c for g, c in zip(cfg.grid, cluster)):
             return _INVALID_CLUSTER_SIZE
+        dependent = bool(attrs.get(_ATTR_PROGRAMMATIC, (0,))[0])
         return self._record(f, *cfg.grid, *cfg.block, cfg.sharedmem, cfg.stream,
-                            ctypes.cast(params, _vp).value, coop, cluster)
+                            ctypes.cast(params, _vp).value, coop, cluster, dependent)
 
     # -- stream capture --------------------------------------------------------------
 

@@ -97,6 +97,11 @@ class KernelSource:
     def cooperative(self, k: Any) -> bool:
         return False
 
+    def dependent(self, k: Any) -> bool:
+        """Whether every launch of *k* must be a programmatic dependent one
+        (default: no; each launch says, ``cfg.dependent()``)."""
+        return False
+
     def param_types(self, k: Any) -> Sequence[Any]:
         """The LLVM types of the entry point's parameters, in order."""
         raise NotImplementedError

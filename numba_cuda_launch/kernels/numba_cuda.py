@@ -225,6 +225,9 @@ class NumbaCudaKernels(DispatcherKernels):
     def cooperative(self, kernel) -> bool:
         return bool(kernel.cooperative)
 
+    def dependent(self, kernel) -> bool:
+        return False  # each launch says (cfg.dependent())
+
     def param_types(self, kernel):
         return list(kernel._codelibrary.get_function(kernel.entry_name).function_type.args)
 

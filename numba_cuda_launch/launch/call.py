@@ -96,51 +96,54 @@ def _check_integer_ranges(builder, guards, val, actual, formal, where):
                          % (where, formal, types.unliteral(actual)))
 
 
-def _check_arrays(context, builder, guards, backend, ty, val, where):
-    """Refuse host memory in the arrays of an argument, tuples searched (in
-    the checked mode, every array and pointer the driver does not know)."""
+def _memory_items(builder, ty, val, where, out):
+    """Append ``(type, value, where)`` for each array and pointer in an
+    argument of type *ty* (tuples searched) to *out*."""
     if isinstance(ty, types.BaseTuple):
         for i, t in enumerate(ty):
-            _check_arrays(context, builder, guards, backend, t,
-                          builder.extract_value(val, i), "%s[%d]" % (where, i))
-        return
-    if isinstance(ty, types.Array):
-        owned = []  # set when bad() is emitted: Numba owns the array (a meminfo)
+            _memory_items(builder, t, builder.extract_value(val, i), "%s[%d]" % (where, i), out)
+    elif isinstance(ty, (types.Array, types.CPointer)) or ty == types.voidptr:
+        out.append((ty, val, where))
+    return out
 
-        def bad():
+
+def _check_memory(context, builder, guards, backend, items):
+    """Refuse host memory among the arrays and pointers *items* (``(type,
+    value, where)``) of a launch: an array Numba owns (a meminfo: a NumPy
+    array, one allocated in nopython code) unless the driver knows its
+    memory; in the checked mode every array and pointer the driver does not
+    know. An array Numba does not own (a carray/farray view of a pointer, a
+    device array's data) is only asked about in the checked mode."""
+    checked = emit_checked_mode(builder)
+    i8p = ir.IntType(8).as_pointer()
+    for ty, val, where in items:
+        refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
+        if isinstance(ty, types.Array):
             arr = cgutils.create_struct_proxy(ty)(context, builder, value=val)
-            owned.append(cgutils.is_not_null(builder, arr.meminfo))
-            asked = builder.and_(
-                builder.icmp_signed(">", arr.nitems, arr.nitems.type(0)),
-                builder.or_(owned[0], emit_checked_mode(builder)))
-            refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
+            owned = cgutils.is_not_null(builder, arr.meminfo)
+            asked = builder.and_(builder.icmp_signed(">", arr.nitems, arr.nitems.type(0)),
+                                 builder.or_(owned, checked))
             with builder.if_then(asked, likely=False):
-                data = builder.bitcast(arr.data, ir.IntType(8).as_pointer())
-                builder.store(builder.not_(
-                    backend.emit_is_device_accessible(builder, data, owned[0])), refused)
-            return builder.load(refused)
-        # An array Numba does not own (a carray/farray view of a pointer, a
-        # device array's data) is only asked about in the checked mode.
-        guards.check(bad, "%s is an array in host memory (a NumPy array, or one "
-                     "allocated in nopython code): kernels need device memory "
-                     "(a carray view of a device pointer, a device array, "
-                     "cuda.mapped_array/managed_array)" % where,
-                     (lambda: builder.not_(owned[0]),
-                      "%s is an array view (carray/farray of a pointer, or a device "
-                      "array's data) of memory the device cannot reach (checked mode: "
-                      "cuPointerGetAttribute does not know it; with no CUDA driver it "
-                      "knows no address)" % where))
-    elif isinstance(ty, types.CPointer) or ty == types.voidptr:
-        def bad():
-            refused = cgutils.alloca_once_value(builder, cgutils.false_bit)
-            with builder.if_then(emit_checked_mode(builder), likely=False):
-                ptr = builder.bitcast(val, ir.IntType(8).as_pointer())
-                null = cgutils.is_null(builder, ptr)
+                builder.store(builder.not_(backend.emit_is_device_accessible(
+                    builder, builder.bitcast(arr.data, i8p), owned)), refused)
+            guards.refuse_if(
+                builder.load(refused),
+                "%s is an array in host memory (a NumPy array, or one allocated in nopython "
+                "code): kernels need device memory (a carray view of a device pointer, a "
+                "device array, cuda.mapped_array/managed_array)" % where,
+                (builder.not_(owned),
+                 "%s is an array view (carray/farray of a pointer, or a device array's data) "
+                 "of memory the device cannot reach (checked mode: cuPointerGetAttribute does "
+                 "not know it; with no CUDA driver it knows no address)" % where))
+        else:
+            with builder.if_then(checked, likely=False):
+                ptr = builder.bitcast(val, i8p)
                 known = backend.emit_is_device_accessible(builder, ptr, cgutils.false_bit)
-                builder.store(builder.and_(builder.not_(null), builder.not_(known)), refused)
-            return builder.load(refused)
-        guards.check(bad, "%s points to memory the device cannot reach "
-                     "(checked mode: cuPointerGetAttribute does not know it)" % where)
+                builder.store(builder.and_(builder.not_(cgutils.is_null(builder, ptr)),
+                                           builder.not_(known)), refused)
+            guards.refuse_if(builder.load(refused),
+                             "%s points to memory the device cannot reach (checked mode: "
+                             "cuPointerGetAttribute does not know it)" % where)
 
 
 # Argument types whose memory is checked (tuples searched): host memory is refused.
@@ -167,7 +170,7 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     argtypes = tuple(argtypes) + tuple(plan.argtypes[given:])
     argvals = list(argvals) + [context.get_constant_generic(builder, t, v) for t, v in
                                zip(plan.argtypes[given:], plan.defaults)]
-    values, producers = [], []
+    values, producers, memory = [], [], []
     for i, (v, a, f) in enumerate(zip(argvals, argtypes, plan.argtypes)):
         where = "parameter %r (argument %d)" % (names[i], i + 1)
         if isinstance(a, (types.Integer, types.BaseTuple)):
@@ -180,10 +183,11 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
         as_given = type(a) is types.Array and not isinstance(f, types.Array)
         checked = a if as_given else f
         if isinstance(checked, _MEMORY_TYPES) or checked == types.voidptr:
-            _check_arrays(context, builder, guards, backend, checked,
-                          v if as_given else values[-1], where)
+            _memory_items(builder, checked, v if as_given else values[-1], where, memory)
         if isinstance(a, (DeviceArray, types.BaseTuple)):
             producers += producer_streams(context, builder, a, v, where)
+    if memory:
+        _check_memory(context, builder, guards, backend, memory)
     if backend.waits_for_producer_streams:
         for producer, where in producers:
             guards.check_status(

@@ -97,7 +97,7 @@ def kernel_handle(dispatcher, argtypes):
                         "(cuda.jit(device=True)), which cannot be launched; kernel_handle() "
                         "takes a kernel" % name)
     argtypes = _argument_types(name, argtypes)
-    if BACKEND.no_handles:
+    if BACKEND.no_handles and BACKEND.refusal(source, dispatcher) is None:
         raise RuntimeError("kernel_handle(): %s" % BACKEND.no_handles)
     plan = plan_launch(dispatcher, argtypes, source)
     return KernelHandle(

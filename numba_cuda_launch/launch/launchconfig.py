@@ -15,7 +15,8 @@ from typing import NamedTuple, Optional, Tuple
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import lower_builtin, models, register_model
-from numba.core.typing.templates import AbstractTemplate, infer, signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, bound_function, \
+    infer, infer_getattr, signature
 
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType, target_compute_capability
 from numba_cuda_launch.errors import KernelTypingError
@@ -29,7 +30,8 @@ from numba_cuda_launch.launch.refusals import explain_lines, register_typer
 __all__ = ["LaunchConfig", "ConfigValues", "config_values", "config_problem",
            "launch_dims_of", "is_stream_type",
            "stream_value", "CONFIG_OK", "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM",
-           "BAD_CLUSTER", "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC"]
+           "BAD_CLUSTER", "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC",
+           "DEPENDENT_MIN_CC", "DEPENDENT"]
 
 _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
@@ -47,8 +49,11 @@ CONFIG_PROBLEMS = {
     BAD_CLUSTER_GRID: "griddim is not a multiple of the cluster dimensions in every "
                       "direction (the grid is made of whole clusters)",
 }
-#: Thread-block clusters need this compute capability or newer (Hopper).
-CLUSTER_MIN_CC = (9, 0)
+#: Thread-block clusters and dependent launches need this compute
+#: capability or newer (Hopper).
+CLUSTER_MIN_CC = DEPENDENT_MIN_CC = (9, 0)
+#: Bits of a configuration's ``flags`` field.
+DEPENDENT = 1
 
 # -- the validator -----------------------------------------------------------------
 # CUDA's launch limits, the same on every device since compute capability 3.0
@@ -168,6 +173,7 @@ class LaunchConfigModel(models.StructModel):
             # Thread-block cluster dimensions; (0, 0, 0) when none was given
             # (then the launch is a plain cuLaunchKernel).
             ("cluster", _dim3),
+            ("flags", types.int32),  # DEPENDENT: cfg.dependent()
         ]
         super().__init__(dmm, fe_type, members)
 
@@ -249,7 +255,8 @@ def check_config_types(cfg_source, dispatcher, name, index_types):
     if count > 4:
         refused = backends.BACKEND.cluster_refusal()
         if refused:
-            raise KernelTypingError("kernel %r: %s" % (name, refused))
+            raise KernelTypingError("kernel %r: the cluster (the fifth configuration item): %s"
+                                    % (name, refused))
         cc = target_compute_capability()
         if cc is not None and tuple(cc) < CLUSTER_MIN_CC:
             raise KernelTypingError(
@@ -370,6 +377,8 @@ class ConfigValues(NamedTuple):
     cluster: list
     #: CONFIG_OK or which item is out of range (:data:`CONFIG_PROBLEMS`)
     problem: ir.Value
+    #: an ``i1``: a programmatic dependent launch (``cfg.dependent()``)
+    dependent: ir.Value
 
 
 def config_values(context, builder, cfg_ty, value):
@@ -377,8 +386,12 @@ def config_values(context, builder, cfg_ty, value):
     cfg = cgutils.create_struct_proxy(cfg_ty)(context, builder, value=value)
     dims = [builder.extract_value(dim, i) for dim in (cfg.grid, cfg.block) for i in range(3)]
     cluster = [builder.extract_value(cfg.cluster, i) for i in range(3)]
-    has_cluster = builder.icmp_unsigned("!=", cluster[0], ir.Constant(ir.IntType(32), 0))
-    return ConfigValues(dims, cfg.sharedmem, cfg.stream, has_cluster, cluster, cfg.problem)
+    i32 = ir.IntType(32)
+    has_cluster = builder.icmp_unsigned("!=", cluster[0], ir.Constant(i32, 0))
+    dependent = builder.icmp_unsigned("!=", builder.and_(cfg.flags, ir.Constant(i32, DEPENDENT)),
+                                      ir.Constant(i32, 0))
+    return ConfigValues(dims, cfg.sharedmem, cfg.stream, has_cluster, cluster, cfg.problem,
+                        dependent)
 
 
 def stream_value(context, builder, ty, val):
@@ -432,6 +445,7 @@ def lower_kernel_configure(context, builder, sig, args):
     cfg.block = context.make_tuple(builder, _dim3, block + [one] * (3 - len(block)))
     cfg.cluster = context.make_tuple(builder, _dim3, cluster + [one] * (3 - len(cluster)))
     cfg.sharedmem = shmem[0]
+    cfg.flags = zero
     cfg.stream = stream_value(context, builder, item_types[2], items[2]) if len(items) > 2 \
         else ir.Constant(ir.IntType(8).as_pointer(), None)
     whole = _whole_clusters(builder, cfg.grid, cfg.cluster, cluster_ok) if given[3] \
@@ -442,4 +456,34 @@ def lower_kernel_configure(context, builder, sig, args):
     problem = builder.select(shmem_ok, problem, ir.Constant(i32, BAD_SHAREDMEM))
     problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))
     cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
+    return cfg._getvalue()
+
+
+@infer_getattr
+class DependentLaunch(AttributeTemplate):
+    """``cfg.dependent()``: the same configuration, launched as a
+    programmatic dependent launch (docs/graphs.md, "Dependent launches")."""
+
+    key = LaunchConfig
+    metadata = {"target": "cpu"}
+
+    @bound_function("LaunchConfig.dependent")
+    def resolve_dependent(self, cfg_ty, args, kws):
+        if args or kws:
+            raise KernelTypingError("kernel %r: .dependent() takes no arguments (the "
+                                    "configuration's launch becomes a dependent one)"
+                                    % cfg_ty.kernel_name)
+        cc = target_compute_capability()
+        if cc is not None and tuple(cc) < DEPENDENT_MIN_CC:
+            raise KernelTypingError(
+                "kernel %r: dependent launches (programmatic stream serialization) need "
+                "compute capability %d.%d or newer; kernels are built for %d.%d here"
+                % ((cfg_ty.kernel_name,) + DEPENDENT_MIN_CC + tuple(cc)))
+        return signature(cfg_ty, recvr=cfg_ty)
+
+
+@lower_builtin("LaunchConfig.dependent", LaunchConfig)
+def lower_dependent(context, builder, sig, args):
+    cfg = cgutils.create_struct_proxy(sig.args[0])(context, builder, value=args[0])
+    cfg.flags = builder.or_(cfg.flags, ir.Constant(ir.IntType(32), DEPENDENT))
     return cfg._getvalue()

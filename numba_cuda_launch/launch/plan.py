@@ -90,6 +90,9 @@ class LaunchPlan:
     #: the LLVM types of the entry point's parameters
     param_types: Tuple[Any, ...] = ()
     cooperative: bool = False
+    #: whether every launch is a programmatic dependent one (a kernel
+    #: compiled to expect it: Triton's ``launch_pdl``)
+    dependent: bool = False
 
     @functools.cached_property
     def params(self) -> Tuple[KernelParam, ...]:

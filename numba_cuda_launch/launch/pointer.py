@@ -11,28 +11,23 @@ from numba.extending import intrinsic
 
 from numba_cuda_launch.errors import NopythonUsageError
 
-__all__ = ["as_voidptr", "is_null", "integer_to_voidptr"]
-
-
-def integer_to_voidptr(context, builder, ty, val):
-    """An integer value of Numba type *ty* as a ``voidptr``, extended to the
-    pointer's width by its signedness (LLVM's ``inttoptr`` alone would
-    zero-extend an ``int32`` -1 into 0xFFFFFFFF, where an ``int64`` -1 is
-    all ones)."""
-    intp = context.get_value_type(types.intp)
-    if val.type.width < intp.width:
-        val = builder.sext(val, intp) if ty.signed else builder.zext(val, intp)
-    return builder.inttoptr(val, context.get_value_type(types.voidptr))
+__all__ = ["as_voidptr", "is_null"]
 
 
 @intrinsic
 def as_voidptr(typingctx, address):
-    """``as_voidptr(address)``: the integer *address* as a ``voidptr``."""
+    """``as_voidptr(address)``: the integer *address* as a ``voidptr``,
+    extended to the pointer's width by its signedness (LLVM's ``inttoptr``
+    alone would zero-extend an ``int32`` -1 into 0xFFFFFFFF, where an
+    ``int64`` -1 is all ones)."""
     if not isinstance(address, types.Integer):
         raise NopythonUsageError("as_voidptr() takes an integer address, got %s" % address)
 
     def codegen(context, builder, sig, args):
-        return integer_to_voidptr(context, builder, sig.args[0], args[0])
+        val, intp = args[0], context.get_value_type(types.intp)
+        if val.type.width < intp.width:
+            val = builder.sext(val, intp) if sig.args[0].signed else builder.zext(val, intp)
+        return builder.inttoptr(val, context.get_value_type(types.voidptr))
 
     return types.voidptr(address), codegen
 

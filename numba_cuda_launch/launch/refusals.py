@@ -174,6 +174,20 @@ class Guards:
                     reason = builder.select(other[0](), other[1], reason)
                 builder.store(reason, self.reason)
 
+    def refuse_if(self, bad, message, otherwise=None):
+        """Refuse when *bad* (an ``i1`` emitted already) holds, unless an
+        earlier check failed; *otherwise*: ``(cond, message)``, the sentence
+        given instead when ``cond`` (an ``i1``) holds."""
+        builder = self.builder
+        reason = ir.Constant(_i32, self._index(message))
+        if otherwise:
+            reason = builder.select(otherwise[0], ir.Constant(_i32, self._index(otherwise[1])),
+                                    reason)
+        ok = builder.icmp_signed("==", builder.load(self.status), ir.Constant(_i32, 0))
+        with builder.if_then(builder.and_(ok, bad), likely=False):
+            builder.store(ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE), self.status)
+            builder.store(reason, self.reason)
+
     def check_code(self, code, messages):
         """Refuse when *code* (an ``i32``) is a key of *messages* (``{code:
         sentence}``) with that sentence, unless an earlier check failed."""

@@ -110,6 +110,6 @@ def test_jax_kernel_is_refused_at_construction(refused):
         jax_kernel(k, lambda y, a, n: jax.ShapeDtypeStruct((8,), np.float32), (1, 32),
                    scalars={"a": np.float32, "n": np.int64})
     text = str(info.value)
-    assert text.startswith("jax_kernel(): foreign kernel 'axpy' cannot run under numba-cuda's "
-                           "CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
-    assert "this kernel is machine code" in text
+    assert text.startswith("jax_kernel(): foreign kernel 'axpy' cannot be launched here: this "
+                           "process runs numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    assert "this foreign kernel is machine code" in text

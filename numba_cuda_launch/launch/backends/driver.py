@@ -21,13 +21,13 @@ from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute, \
 from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.cudadrv.launch import ATTRIBUTE_CLUSTER_DIMENSION, \
     ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch
-from numba_cuda_launch.cudadrv.launch import emit_is_device_accessible
 from numba_cuda_launch.launch.backends.backend import LaunchBackend
 
 __all__ = ["DriverBackend", "emit_param_array"]
 
 _i32 = ir.IntType(32)
 _i8p = ir.IntType(8).as_pointer()
+_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 
 SHARED_TOO_LARGE = (
     "sharedmem is more dynamic shared memory than the device gives a block of this kernel "
@@ -130,10 +130,19 @@ class DriverBackend(LaunchBackend):
         return dict(entry_name=entry, live=live,
                     image=None if live else KernelImage(entry, source.image(overload)),
                     param_types=tuple(source.param_types(overload)),
-                    cooperative=source.cooperative(overload))
+                    cooperative=source.cooperative(overload),
+                    dependent=source.dependent(overload))
 
     def emit_is_device_accessible(self, builder, address, host_allocated):
-        return emit_is_device_accessible(builder, address)
+        """Only the driver can tell: ``cuPointerGetAttribute`` fails for
+        memory it does not know (device, managed, or mapped host memory it
+        knows)."""
+        emit_ensure_context(builder)
+        out = cgutils.alloca_once(builder, _i32)
+        status = driver.call(builder, "cuPointerGetAttribute", [
+            builder.bitcast(out, _i8p), ir.Constant(_i32, _CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
+            builder.ptrtoint(address, ir.IntType(64))])
+        return builder.icmp_signed("==", status, ir.Constant(_i32, 0))
 
     def _emit_params(self, context, builder, plan, values):
         """Emit the ``kernelParams`` array (``void**``) of a launch."""
@@ -190,9 +199,10 @@ class DriverBackend(LaunchBackend):
         params = self._emit_params(context, builder, plan, values)
         status_ptr, handle = self._emit_kernel(context, builder, plan)
         with _if_ok(builder, status_ptr):
+            dependent = cgutils.true_bit if plan.dependent else cfg.dependent
             builder.store(emit_kernel_launch(builder, handle, cfg.dims, cfg.sharedmem,
                                              cfg.stream, params, cfg.has_cluster, cfg.cluster,
-                                             plan.cooperative), status_ptr)
+                                             plan.cooperative, dependent), status_ptr)
         return builder.load(status_ptr)
 
     def emit_node_update(self, context, builder, plan, cfg, values, exe, node):

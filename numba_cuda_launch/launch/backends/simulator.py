@@ -299,8 +299,7 @@ class SimulatorBackend(LaunchBackend):
         return {}
 
     def cluster_refusal(self):
-        return ("thread-block clusters (the fifth configuration item) are not simulated by "
-                "numba-cuda's CUDA simulator")
+        return "thread-block clusters are not simulated by numba-cuda's CUDA simulator"
 
     def emit_preload(self, context, builder, plan):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load

@@ -20,7 +20,7 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.stream import python_stream, stream_handle
 
-__all__ = ["on_stream", "describe", "device_array_type", "c_strides", "cai_stream",
+__all__ = ["on_stream", "describe", "device_array_type", "cai_layout", "c_strides", "cai_stream",
            "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember",
            "keep_type"]
 
@@ -344,6 +344,36 @@ def _from_cai(cai):
     if why is not None:
         raise _cai_error(why)
     return desc
+
+
+_CAI_LAYOUTS = {}  # (typestr, shape, strides, read-only, version, stream kind) -> Layout
+
+
+def cai_layout(cai):
+    """``(layout, pointer)`` of a CUDA Array Interface dict: its
+    :class:`Layout`, every entry checked (:func:`_from_cai`) the first time
+    its type string, shape, strides, read-only flag, version and kind of
+    stream are seen, and its data pointer, checked against it at each call.
+    The one reading of the interface, for typing and unboxing; TypeError
+    saying what is wrong."""
+    try:
+        data = cai["data"]
+        key = (cai["typestr"], cai["shape"], cai.get("strides"), data[1], cai["version"],
+               type(cai.get("stream")))
+        layout = _CAI_LAYOUTS.get(key) if cai.get("mask") is None else None
+    except Exception:  # not such a dict, or an unhashable entry: checked whole
+        key = layout = None
+    if layout is None:
+        desc = _from_cai(cai)
+        layout = Layout(desc.dtype, desc.shape, desc.strides, desc.readonly)
+        if key is not None:
+            remember(_CAI_LAYOUTS, key, layout)
+        return layout, desc.data
+    pointer = 0 if data[0] is None else _index(data[0], "the 'data' pointer")
+    why = layout.pointer_error(pointer)
+    if why is not None:
+        raise _cai_error(why)
+    return layout, pointer
 
 
 # -- DLPack ----------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from numba_cuda_launch.compat.numba_dispatcher import register_typeof, route_arg
 from numba_cuda_launch.launch.devicearray import fastpaths
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.devicearray.readers import declaring_classes, describe, \
-    device_array_type, keep_type, on_stream, read_cai, read_dlpack, \
-    remember, sync_enabled, why_not_a_device_array, _from_cai
+from numba_cuda_launch.launch.devicearray.readers import cai_layout, declaring_classes, \
+    describe, device_array_type, keep_type, on_stream, read_cai, read_dlpack, remember, \
+    sync_enabled, why_not_a_device_array
 from numba_cuda_launch.launch.devicearray.unbox import READERS, TYPED_FIELDS
 from numba_cuda_launch.launch.stream import cuda_stream, is_stream_object, learn_stream_class
 
@@ -70,20 +70,9 @@ def _typeof_device_array(val, c):
 
 
 def _typeof_cai(cai):
-    """The type a CUDA Array Interface dict says, remembered by layout
-    (with the kinds of the pointer and the stream: a key typed once was
-    checked whole, so an entry of another kind is checked anew)."""
-    data = cai.get("data", (0, False))
-    key = (cai.get("typestr"), tuple(cai.get("shape", ())), cai.get("strides"),
-           bool(data[1]), type(data[0]), cai.get("version", 0), type(cai.get("stream")))
-    try:
-        ty = TYPES.by_key.get(key)
-    except TypeError:  # an unhashable entry: no cache
-        ty, key = None, None
-    if ty is not None:
-        return ty
-    ty = device_array_type(_from_cai(cai))
-    return keep_type(ty) if key is None else TYPES.remember(key, ty)
+    """The type a CUDA Array Interface dict says (its layout's, read by
+    :func:`.readers.cai_layout`)."""
+    return cai_layout(cai)[0].type()
 
 
 def _typeof_dlpack(val):

@@ -11,7 +11,6 @@ import re
 import threading
 import weakref
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -20,8 +19,8 @@ from numba.extending import NativeValue, box, unbox
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
 from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
-from numba_cuda_launch.launch.devicearray.readers import Layout, cai_stream, describe, \
-    device_array_type, on_stream, read_cai, read_dlpack, remember, sync_enabled
+from numba_cuda_launch.launch.devicearray.readers import cai_layout, cai_stream, describe, \
+    device_array_type, on_stream, read_cai, read_dlpack, sync_enabled
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields"]
@@ -97,11 +96,6 @@ def _stream_to_wait(stream):
     return cai_stream(stream) if stream is not None and sync_enabled() else 0
 
 
-_CAI_LAYOUTS = {}  # (typestr, shape, strides, read-only) -> Layout
-_CAI_LAYOUT_ERRORS = (TypeError, ValueError, KeyError, AttributeError, NotImplementedError,
-                      numba.core.errors.NumbaError)
-
-
 def _changed(obj, ty, what):
     return TypeError("a %s device array's interface changed between typing and reading it "
                      "(typed %s): %s; it is not launched" % (type(obj).__name__, ty, what))
@@ -119,39 +113,13 @@ def _check_type(obj, ty, found):
         raise _changed(obj, ty, "its memory is now read-only")
 
 
-def _cai_layout(key):
-    """The checked :class:`.readers.Layout` of a CUDA Array Interface key;
-    None if it is not a plain one (then described, which says what is
-    wrong)."""
-    typestr, shape, strides, readonly = key
-    shape = tuple(shape)
-    if min(shape, default=0) < 0 or (strides is not None and len(strides) != len(shape)):
-        return None
-    layout = Layout(np.dtype(typestr), shape, None if strides is None else tuple(strides),
-                    bool(readonly))
-    if type(layout.span) is str:
-        return None
-    layout.type()  # a dtype Numba has no type for: described
-    return remember(_CAI_LAYOUTS, key, layout)
-
-
 def _fields_from_cai(obj, cai, ty):
-    """:func:`read_fields` from a CUDA Array Interface dict; None if it is
-    not of ``ty.ndim`` dimensions or not a plain one (then described, which
-    says what is wrong). Its layout is checked once, its pointer each time."""
-    try:
-        if cai.get("version", 0) < 2 or cai.get("mask") is not None:
-            return None
-        pointer, readonly = cai["data"]
-        key = (cai["typestr"], cai["shape"], cai.get("strides"), readonly)
-        layout = _CAI_LAYOUTS.get(key) or _cai_layout(key)
-        if layout is None or len(layout.shape) != ty.ndim:
-            return None
-        pointer = pointer or 0
-        if layout.pointer_error(pointer) is not None:
-            return None  # described: says what is wrong
-    except _CAI_LAYOUT_ERRORS:
-        return None
+    """:func:`read_fields` from a CUDA Array Interface dict (read by
+    :func:`.readers.cai_layout`: its layout checked once, its pointer each
+    time)."""
+    layout, pointer = cai_layout(cai)
+    if len(layout.shape) != ty.ndim:
+        raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
     _check_type(obj, ty, layout.type())
     stream = cai.get("stream")
     return (pointer,) + layout.sizes + (0 if stream is None else _stream_to_wait(stream),)
@@ -179,9 +147,7 @@ def read_fields(obj, ty):
     if type(obj) is not np.ndarray and BACKEND.device_memory:
         cai = read_cai(obj.obj if isinstance(obj, on_stream) else obj)
         if cai is not None:
-            fields = _fields_from_cai(obj, cai, ty)
-            if fields is not None:
-                return fields
+            return _fields_from_cai(obj, cai, ty)
         else:
             found = read_dlpack(obj)
             if found is not None:
