@@ -224,40 +224,44 @@ def test_unsupported_dtype():
 def test_bad_launch_rule():
     k = jax_kernel(saxpy, lambda x, y, a: x, lambda x, y, a: (0, 128), scalars={"a": np.float32})
     x = np.ones(4, np.float32)
-    with pytest.raises(ValueError, match="kernel .saxpy.: grid from the launch rule must be positive, got 0"):
+    with pytest.raises(ValueError, match="kernel .saxpy.: griddim must be 1..2\\*\\*31-1 in x and "
+                                         "1..65535 in y and z, got 0 in x \\(from the launch rule\\)"):
         k(x, x, a=1.0)
 
 
 def test_bad_launch_values_refused():
     x = np.ones(4, np.float32)
-    for rule, what in ((lambda x, y, a: (2.0, 128), "grid"), (lambda x, y, a: (2, (128.0,)), "block"),
-                       (lambda x, y, a: (2, True), "block")):
+    for rule, what in ((lambda x, y, a: (2.0, 128), "griddim"),
+                       (lambda x, y, a: (2, (128.0,)), "blockdim"),
+                       (lambda x, y, a: (2, True), "blockdim")):
         k = jax_kernel(saxpy, lambda x, y, a: x, rule, scalars={"a": np.float32})
-        with pytest.raises(TypeError, match="kernel 'saxpy': %s from the launch rule must be an "
-                                            "integer or a tuple of 1-3 integers" % what):
+        with pytest.raises(TypeError, match="kernel 'saxpy': %s must be an integer or a tuple of "
+                                            "1 to 3 integers, got .* \\(from the launch rule\\)"
+                                            % what):
             k(x, x, a=1.0)
     k = jax_kernel(saxpy, lambda x, y, a: x, lambda x, y, a: 128, scalars={"a": np.float32})
     with pytest.raises(TypeError, match="kernel 'saxpy': launch rule must give \\(grid, block\\), "
                                         "got int 128"):
         k(x, x, a=1.0)
-    with pytest.raises(TypeError, match="kernel 'saxpy': grid from the launch must be an integer"):
+    with pytest.raises(TypeError, match="kernel 'saxpy': griddim must be an integer"):
         jax_kernel(saxpy, SPEC, ((8.5,), (128,)), scalars={"a": np.float32})
 
 
 def test_sharedmem_must_be_a_non_negative_integer():
-    with pytest.raises(ValueError, match="kernel 'saxpy': sharedmem must be 0..2\\*\\*32-1 bytes "
-                                         "\\(the driver's range\\), got -1"):
+    with pytest.raises(ValueError, match="kernel 'saxpy': sharedmem must be between 0 and "
+                                         "2\\*\\*32-1 bytes, got -1"):
         jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=-1)
     for bad in (2.5, True, "64"):
-        with pytest.raises(TypeError, match="kernel 'saxpy': sharedmem must be a number of bytes"):
+        with pytest.raises(TypeError, match="kernel 'saxpy': sharedmem must be an integer number "
+                                            "of bytes"):
             jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=bad)
     k = jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=np.int32(256))
     assert k.sharedmem == 256 and type(k.sharedmem) is int
 
 
 def test_sharedmem_beyond_the_driver_range_refused():
-    with pytest.raises(ValueError, match="kernel 'saxpy': sharedmem must be 0..2\\*\\*32-1 bytes "
-                                         ".*got 1099511627776"):
+    with pytest.raises(ValueError, match="kernel 'saxpy': sharedmem must be between 0 and "
+                                         "2\\*\\*32-1 bytes, got 1099511627776"):
         jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=2**40)
     k = jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=2**32 - 1)
     assert k.sharedmem == 4294967295
@@ -290,16 +294,15 @@ def test_vmap_method_is_checked_by_jax_kernel(method):
 
 
 @pytest.mark.parametrize("launch, message", [
-    ((2**40, 128), "grid from the launch has 1099511627776 blocks in x; CUDA takes "
-                   "1..2\\*\\*31-1 in x and 1..65535 in y and z"),
-    ((2**31, 128), "grid from the launch has 2147483648 blocks in x"),
-    (((1, 65536), 128), "grid from the launch has 65536 blocks in y"),
-    (((1, 1, 70000), 128), "grid from the launch has 70000 blocks in z"),
-    ((1, 1025), "block from the launch has 1025 threads in x; CUDA takes 1..1024 in x and y "
-                "and 1..64 in z"),
-    ((1, (1, 1, 65)), "block from the launch has 65 threads in z"),
-    ((1, (32, 64)), "block from the launch \\(32, 64\\) has 2048 threads in all; CUDA takes "
-                    "at most 1024 per block"),
+    ((2**40, 128), "griddim must be 1..2\\*\\*31-1 in x and 1..65535 in y and z, got "
+                   "1099511627776 in x \\(from the launch\\)"),
+    ((2**31, 128), "griddim .* got 2147483648 in x"),
+    (((1, 65536), 128), "griddim .* got 65536 in y"),
+    (((1, 1, 70000), 128), "griddim .* got 70000 in z"),
+    ((1, 1025), "blockdim must be 1..1024 in x and y and 1..64 in z, got 1025 in x"),
+    ((1, (1, 1, 65)), "blockdim .* got 65 in z"),
+    ((1, (32, 64)), "blockdim \\(32, 64\\) has 2048 threads in all; CUDA takes at most 1024 "
+                    "per block"),
 ])
 def test_launch_beyond_cuda_limits_refused(launch, message):
     with pytest.raises(ValueError, match="kernel 'saxpy': " + message):
@@ -316,8 +319,8 @@ def test_traced_launch_rule_beyond_cuda_limits_refused():
     k = jax_kernel(saxpy, lambda x, y, a: x, lambda x, y, a: (2**40, 128),
                    scalars={"a": np.float32})
     x = np.ones(4, np.float32)
-    with pytest.raises(ValueError, match="kernel 'saxpy': grid from the launch rule has "
-                                         "1099511627776 blocks in x"):
+    with pytest.raises(ValueError, match="kernel 'saxpy': griddim .* got 1099511627776 in x "
+                                         "\\(from the launch rule\\)"):
         jax.jit(lambda x: k(x, x, a=1.0)).lower(x)
 
 

@@ -23,6 +23,7 @@ from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import jax_handler, xla_ffi
 from numba_cuda_launch.kernels import SOURCES, source_of
 from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.launchconfig import config_problem, launch_dims_of
 from numba_cuda_launch.launch.plan import plan_launch
 
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
@@ -133,46 +134,14 @@ def _scalar_attribute(kname, pname, dtype, value):
     return converted
 
 
-# CUDA's launch limits, the same on every device since compute capability
-# 3.0 ((x, y, z) maxima and how messages state them), and dynamic shared
-# memory as the driver takes it (an unsigned int).
-_GRID_MAX = ((2**31 - 1, 65535, 65535), "1..2**31-1 in x and 1..65535 in y and z")
-_BLOCK_MAX = ((1024, 1024, 64), "1..1024 in x and y and 1..64 in z")
-_BLOCK_THREADS_MAX = 1024
-_SHAREDMEM_MAX = 2**32 - 1
-
-
-def _dim3(value, what, kname, limits):
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if not 1 <= len(items) <= 3 or not all(_is_int(v) for v in items):
-        raise TypeError("kernel %r: %s must be an integer or a tuple of 1-3 integers, got %s"
-                        % (kname, what, _describe(value)))
-    items = tuple(int(v) for v in items)
-    if any(v < 1 for v in items):
-        raise ValueError("kernel %r: %s must be positive, got %r" % (kname, what, value))
-    maxima, text = limits
-    for axis, v, most in zip("xyz", items, maxima):
-        if v > most:
-            raise ValueError("kernel %r: %s has %d %s in %s; CUDA takes %s"
-                             % (kname, what, v, "blocks" if what.startswith("grid")
-                                else "threads", axis, text))
-    return items + (1,) * (3 - len(items))
-
-
 def _launch_dims(config, kname, source):
     """``(grid, block)`` as 3-tuples from a launch configuration, refused
-    (naming the kernel and *source*) outside CUDA's limits."""
+    (naming the kernel and *source*) outside CUDA's limits: the one
+    validator of configurations, :func:`..launch.launchconfig.launch_dims_of`."""
     if not isinstance(config, (tuple, list)) or len(config) != 2:
         raise TypeError("kernel %r: %s must give (grid, block), got %s"
                         % (kname, source, _describe(config)))
-    grid = _dim3(config[0], "grid from the %s" % source, kname, _GRID_MAX)
-    block = _dim3(config[1], "block from the %s" % source, kname, _BLOCK_MAX)
-    threads = block[0] * block[1] * block[2]
-    if threads > _BLOCK_THREADS_MAX:
-        raise ValueError("kernel %r: block from the %s %r has %d threads in all; CUDA takes "
-                         "at most %d per block" % (kname, source, config[1], threads,
-                                                   _BLOCK_THREADS_MAX))
-    return grid, block
+    return launch_dims_of(kname, config[0], config[1], "the %s" % source)
 
 
 def _signature_key(in_specs, out_specs):
@@ -233,12 +202,9 @@ class JaxKernel:
                 "the scalars; got %s" % (kname, _describe(launch)))
         self.launch = launch
         self._static_dims = None if callable(launch) else _launch_dims(launch, kname, "launch")
-        if not _is_int(sharedmem):
-            raise TypeError("kernel %r: sharedmem must be a number of bytes (an integer), got %s"
-                            % (kname, _describe(sharedmem)))
-        if not 0 <= sharedmem <= _SHAREDMEM_MAX:
-            raise ValueError("kernel %r: sharedmem must be 0..2**32-1 bytes (the driver's "
-                             "range), got %d" % (kname, sharedmem))
+        problem = config_problem(sharedmem=sharedmem)
+        if problem:
+            raise problem[0]("kernel %r: %s" % (kname, problem[1]))
         self.sharedmem = int(sharedmem)
         if input_output_aliases is not None and not isinstance(input_output_aliases, Mapping):
             raise TypeError("kernel %r: input_output_aliases must be a dict {input index: "
