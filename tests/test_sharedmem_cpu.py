@@ -155,3 +155,53 @@ def test_triton_kernel_above_48_kib_is_accepted():
         assert go(0x1000, 0x2000, 64) == 0
     assert rec.launches[0].sharedmem == 100000
     assert rec.kernel_attributes == [("add_kernel", MAX_DYNAMIC, OPTIN, 0)]
+
+
+class _CountingDriver(RecordingDriver):
+    """Counts the queries of the opt-in's cold path (the kernel's and the
+    device's attributes), which a launch whose limit is known never makes."""
+
+    cold_queries = 0
+
+    def _kernel_attribute(self, *args):
+        self.cold_queries += 1
+        return super()._kernel_attribute(*args)
+
+    def _device_attribute(self, *args):
+        self.cold_queries += 1
+        return super()._device_attribute(*args)
+
+
+@pytest.mark.parametrize("device", [0, 1])
+def test_one_device_of_two_takes_no_cold_path_after_its_first_launch(device):
+    # A process using one GPU of two never learns the other's limit: its
+    # launches ask the driver for the current device and compare with that
+    # device's limit (before, each took the cold path: attribute queries).
+    kernel, _ = make_numba_cuda()
+    go, _ = launcher(kernel)
+    with _CountingDriver() as rec:
+        rec.device_count = 2
+        rec._thread.ctx = 0xC0 + device  # the fake's primary context of the device
+        assert go(0x1000, 100 * KIB) == 0  # first: the limit raised on this device
+        first = rec.cold_queries
+        assert first > 0
+        for size in (100 * KIB, 4 * KIB, 200 * KIB, 64):
+            assert go(0x1000, size) == 0
+        assert rec.cold_queries == first
+    name = rec.launches[0].kernel
+    assert rec.kernel_attributes == [(name, MAX_DYNAMIC, OPTIN, device)]
+    assert [l.sharedmem for l in rec.launches] == [100 * KIB, 100 * KIB, 4 * KIB, 200 * KIB, 64]
+
+
+def test_a_device_not_yet_seen_takes_the_cold_path():
+    # the guard of the test above: device 1's limit is unknown after device
+    # 0's launch, so its first launch asks (and raises its limit)
+    kernel, _ = make_numba_cuda()
+    go, _ = launcher(kernel)
+    with _CountingDriver() as rec:
+        rec.device_count = 2
+        assert go(0x1000, 100 * KIB) == 0
+        first = rec.cold_queries
+        rec._thread.ctx = 0xC1
+        assert go(0x1000, 100 * KIB) == 0
+        assert rec.cold_queries > first

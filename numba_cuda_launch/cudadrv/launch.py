@@ -129,7 +129,9 @@ MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 #: shared memory a block may use without the opt-in (every device since Kepler)
 DEFAULT_PER_BLOCK = 48 * 1024
-#: devices whose limit is remembered; launches on others take the cold path
+#: devices whose limit is remembered (a launch on one whose limit is known
+#: asks the driver for the current device, no more); launches on others
+#: take the cold path
 MAX_DEVICES = 32
 _PER_DEVICE = ir.ArrayType(_i32, MAX_DEVICES)
 #: what :func:`emit_dynamic_shared_opt_in` returns when the size is more
@@ -216,7 +218,23 @@ def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel):
     ok, per_device = _globals(module, tag)
     status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     above = builder.icmp_unsigned(">", sharedmem, builder.load_atomic(ok, "monotonic", 4))
+    # Above what every device is known to take (all devices' limits are
+    # known only once each ran the kernel): the current device's limit, one
+    # cuCtxGetDevice away, before the cold path.
+    cold = cgutils.alloca_once_value(builder, cgutils.false_bit)
     with builder.if_then(above, likely=False):
+        device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+        asked = driver.call(builder, "cuCtxGetDevice", [device])
+        index = builder.load(device)
+        listed = builder.and_(builder.icmp_signed("==", asked, ir.Constant(_i32, 0)),
+                              builder.icmp_unsigned("<", index, ir.Constant(_i32, MAX_DEVICES)))
+        entry = builder.gep(per_device, [ir.Constant(_i32, 0),
+                                         builder.select(listed, index, ir.Constant(_i32, 0))],
+                            inbounds=True)
+        known = builder.select(listed, builder.load_atomic(entry, "monotonic", 4),
+                               ir.Constant(_i32, 0))
+        builder.store(builder.icmp_unsigned(">", sharedmem, known), cold)
+    with builder.if_then(builder.load(cold), likely=False):
         loaded, kernel = emit_kernel()
         ready = builder.icmp_signed("==", builder.load(loaded), ir.Constant(_i32, 0))
         with builder.if_then(ready, likely=True):
