@@ -319,12 +319,13 @@ def zeroed_global(module, name, ty, align):
 
 
 # The package's runtime: the bodies of the cold functions below, emitted once
-# per process into a library of their own, which Numba links into every
-# library that calls them (link_runtime): their linked copies are
-# ``linkonce_odr``, so each piece of compiled code (and its cached or AOT
-# object code) carries them, and lowering a launch emits a declaration only.
+# per process as LLVM IR text that every library calling them takes in
+# (link_runtime), as hidden ``weak_odr`` functions (kept when linked in before
+# their callers, merged where two libraries meet, never exported): each piece
+# of compiled code (and its cached or AOT object code) carries them, and
+# lowering a launch emits a declaration only.
 _COLD = {}  # name -> (argument types, define(fn, builder))
-_runtimes = {}  # codegen -> its runtime library
+_runtime_ir = []  # [the runtime's LLVM IR text], once made
 _linked = weakref.WeakSet()  # code libraries the runtime is linked into
 
 
@@ -333,7 +334,7 @@ def cold_function(name, argtypes):
     ``i32 name(argtypes...)`` for rarely run driver work (first loads,
     context binding), part of the package's runtime. The decorated name
     becomes ``get(module)``: its declaration in *module*; code lowered in a
-    context that calls it must be linked with :func:`link_runtime`."""
+    context that calls it must take the runtime in with :func:`link_runtime`."""
     def decorate(define):
         _COLD[name] = (tuple(argtypes), define)
 
@@ -347,31 +348,24 @@ def cold_function(name, argtypes):
     return decorate
 
 
-def _runtime(codegen):
-    """The runtime library of *codegen*, built on first use."""
-    runtime = _runtimes.get(codegen)
-    if runtime is None:
-        module = ir.Module("numba_cuda_launch_runtime")
+def link_runtime(context):
+    """Give the code being lowered in *context* the package's runtime (once
+    per library): what calls a :func:`cold_function` needs it."""
+    library = context.active_code_library
+    if library in _linked:
+        return
+    if not _runtime_ir:
+        module = context.create_module("numba_cuda_launch_runtime")
         for name, (argtypes, define) in _COLD.items():
             fn = module.globals.get(name) or \
                 ir.Function(module, ir.FunctionType(_i32, argtypes), name)
+            fn.linkage = "weak_odr"
             fn.attributes.add("noinline")
             fn.attributes.add("cold")
             define(fn, ir.IRBuilder(fn.append_basic_block("entry")))
-        runtime = codegen.create_library("numba_cuda_launch_runtime")
-        runtime.add_ir_module(module)
-        runtime.finalize()
-        _runtimes[codegen] = runtime
-    return runtime
-
-
-def link_runtime(context):
-    """Link the package's runtime into the code being lowered in *context*
-    (once per library): what calls a :func:`cold_function` needs it."""
-    library = context.active_code_library
-    if library not in _linked:
-        library.add_linking_library(_runtime(context.codegen()))
-        _linked.add(library)
+        _runtime_ir.append(str(module).replace("define weak_odr ", "define weak_odr hidden "))
+    library.add_llvm_module(llvm_binding.parse_assembly(_runtime_ir[0]))
+    _linked.add(library)
 
 
 def return_if_failed(builder, status, cleanup=None):

@@ -20,7 +20,7 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
 from numba_cuda_launch.launch.stream import python_stream, stream_handle
 
-__all__ = ["on_stream", "describe", "device_array_type", "cai_layout", "c_strides", "cai_stream",
+__all__ = ["on_stream", "describe", "device_array_type", "cai_layout", "cai_pointer", "c_strides", "cai_stream",
            "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember",
            "keep_type"]
 
@@ -346,20 +346,20 @@ def _from_cai(cai):
     return desc
 
 
-_CAI_LAYOUTS = {}  # (typestr, shape, strides, read-only, version, stream kind) -> Layout
+_CAI_LAYOUTS = {}  # (typestr, shape, strides, read-only, pointer and stream kinds, ...) -> Layout
 
 
 def cai_layout(cai):
-    """``(layout, pointer)`` of a CUDA Array Interface dict: its
-    :class:`Layout`, every entry checked (:func:`_from_cai`) the first time
-    its type string, shape, strides, read-only flag, version and kind of
-    stream are seen, and its data pointer, checked against it at each call.
-    The one reading of the interface, for typing and unboxing; TypeError
-    saying what is wrong."""
+    """The :class:`Layout` of a CUDA Array Interface dict, every entry
+    checked (:func:`_from_cai`) the first time its type string, shape,
+    strides, read-only flag, version and kinds of pointer and stream are
+    seen; later, the data pointer's value (not part of a type) is left to
+    :func:`cai_pointer`. The one reading of the interface, for typing and
+    unboxing; TypeError saying what is wrong."""
     try:
         data = cai["data"]
-        key = (cai["typestr"], cai["shape"], cai.get("strides"), data[1], cai["version"],
-               type(cai.get("stream")))
+        key = (cai["typestr"], cai["shape"], cai.get("strides"), data[1], type(data[0]),
+               cai["version"], type(cai.get("stream")))
         layout = _CAI_LAYOUTS.get(key) if cai.get("mask") is None else None
     except Exception:  # not such a dict, or an unhashable entry: checked whole
         key = layout = None
@@ -368,12 +368,18 @@ def cai_layout(cai):
         layout = Layout(desc.dtype, desc.shape, desc.strides, desc.readonly)
         if key is not None:
             remember(_CAI_LAYOUTS, key, layout)
-        return layout, desc.data
-    pointer = 0 if data[0] is None else _index(data[0], "the 'data' pointer")
+    return layout
+
+
+def cai_pointer(cai, layout):
+    """The data pointer of a CUDA Array Interface dict of *layout*, checked
+    against it at each call (TypeError saying what is wrong)."""
+    data = cai["data"][0]
+    pointer = 0 if data is None else _index(data, "the 'data' pointer")
     why = layout.pointer_error(pointer)
     if why is not None:
         raise _cai_error(why)
-    return layout, pointer
+    return pointer
 
 
 # -- DLPack ----------------------------------------------------------------------------

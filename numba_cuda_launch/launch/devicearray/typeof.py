@@ -72,7 +72,7 @@ def _typeof_device_array(val, c):
 def _typeof_cai(cai):
     """The type a CUDA Array Interface dict says (its layout's, read by
     :func:`.readers.cai_layout`)."""
-    return cai_layout(cai)[0].type()
+    return cai_layout(cai).type()
 
 
 def _typeof_dlpack(val):

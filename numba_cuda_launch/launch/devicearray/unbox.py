@@ -19,8 +19,8 @@ from numba.extending import NativeValue, box, unbox
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray, make_device_array
 from numba_cuda_launch.launch.devicearray.producer_wait import forget_waits
-from numba_cuda_launch.launch.devicearray.readers import cai_layout, cai_stream, describe, \
-    device_array_type, on_stream, read_cai, read_dlpack, sync_enabled
+from numba_cuda_launch.launch.devicearray.readers import cai_layout, cai_pointer, cai_stream, \
+    describe, device_array_type, on_stream, read_cai, read_dlpack, sync_enabled
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CACHED_FIELDS", "TYPED_FIELDS", "READERS", "read_fields"]
@@ -117,7 +117,8 @@ def _fields_from_cai(obj, cai, ty):
     """:func:`read_fields` from a CUDA Array Interface dict (read by
     :func:`.readers.cai_layout`: its layout checked once, its pointer each
     time)."""
-    layout, pointer = cai_layout(cai)
+    layout = cai_layout(cai)
+    pointer = cai_pointer(cai, layout)
     if len(layout.shape) != ty.ndim:
         raise TypeError("%r is no longer a %d-dimensional device array" % (obj, ty.ndim))
     _check_type(obj, ty, layout.type())
