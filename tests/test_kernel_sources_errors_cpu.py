@@ -223,6 +223,13 @@ def test_param_names_are_checked(ptx, names, words):
     assert text.startswith("foreign_kernel(axpy): " + words), text
 
 
+def test_a_signature_whose_parser_fails_without_a_message_names_the_error(ptx):
+    # (before: the message ended with ": " and nothing)
+    assert refused(TypeError, ptx, "axpy", "void(Undefined)") == (
+        "foreign_kernel(axpy): signature 'void(Undefined)' does not parse as a Numba "
+        "signature such as 'void(CPointer(float32), float32, int64)': NotImplementedError")
+
+
 def test_a_literal_type_in_the_signature_is_its_plain_type(ptx):
     k = ncl.foreign_kernel(ptx, "axpy", nt.void(nt.voidptr, nt.voidptr, nt.float32,
                                                 nt.IntegerLiteral(3)))
