@@ -384,8 +384,8 @@ def test_a_live_handle_in_range_is_taken(known):
 
 # -- Triton ------------------------------------------------------------------------------------
 
-TRITON_MAKE = ("pass the CompiledKernel that JITFunction.warmup(...) or triton.compile(...) "
-               "returns for an NVIDIA GPU")
+TRITON_MAKE = ("pass the CompiledKernel that triton.compile(...), a launch of the @triton.jit "
+               "function or its .warmup(...) returns, compiled for an NVIDIA GPU")
 
 
 @pytest.mark.parametrize("meta, kind, words", [

@@ -281,8 +281,8 @@ def _triton_type(name, ty):
 #: the most shared memory any GPU gives one block so far (compute capability
 #: 9.0 and 10.0: 227 KiB, ``CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN``)
 MAX_BLOCK_SHARED = 227 * 1024
-_TRITON_MAKE = ("pass the CompiledKernel that JITFunction.warmup(...) or triton.compile(...) "
-                "returns for an NVIDIA GPU")
+_TRITON_MAKE = ("pass the CompiledKernel that triton.compile(...), a launch of the @triton.jit "
+                "function or its .warmup(...) returns, compiled for an NVIDIA GPU")
 
 
 def _triton_field(meta, field, default=None, lowest=None, highest=None):
