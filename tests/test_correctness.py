@@ -177,6 +177,60 @@ def test_constant_out_of_range_is_a_typing_error(config, what):
     assert msg.startswith("kernel 'fill': ") and what in msg
 
 
+TOO_WIDE = "which no Numba integer holds (they are -2**63..2**64-1)"
+
+
+@pytest.mark.parametrize("config, what", [
+    ("fill[1, 32, 0, 2**64]", "sharedmem must be between 0 and 2**32-1 bytes, got "
+                              "18446744073709551616"),
+    ("fill[1, 32, 0, -2**64]", "sharedmem must be between 0 and 2**32-1 bytes, got "
+                               "-18446744073709551616"),
+    ("fill[2**64, 32]", "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got "
+                        "18446744073709551616 in x"),
+    ("fill[(1, 2**64), 32]", "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got "
+                             "18446744073709551616 in y"),
+    ("fill[1, (32, 1, 2**64)]", "blockdim must be 1..1024 in x and y and 1..64 in z, got "
+                                "18446744073709551616 in z"),
+    ("fill[1, 32, 2**64]", "stream is 18446744073709551616, " + TOO_WIDE),
+    ("fill[1, 32, 0, 0, 2**64]", "cluster must be 1..2**32-1, got 18446744073709551616 in x"),
+    # through a variable, and a configuration kept in one
+    ("big = 2**64\n    fill[1, 32, 0, big]", "sharedmem must be between 0 and 2**32-1 bytes, "
+                                             "got 18446744073709551616"),
+    ("cfg = (1, 32, 0, 2**64)\n    fill[cfg]", "sharedmem must be between 0 and 2**32-1 "
+                                              "bytes, got 18446744073709551616"),
+])
+def test_constant_beyond_64_bits_names_the_configuration_item(config, what):
+    # Numba types the constant before any template sees the configuration
+    # (before: "Int value is too large: 18446744073709551616", nothing
+    # about the kernel or the item)
+    ns = {"fill": fill, "view": view}
+    exec("def f(p):\n    %s(view(p), 1.0)\n" % config, ns)
+    msg = typing_error(ns["f"], nt.intp)
+    assert msg == "kernel 'fill': " + what, msg
+
+
+@pytest.mark.parametrize("call", ["eager_i64[1, 32](view(p), 2**64)",
+                                  "eager_i64[1, 32].launch_status(view(p), 2**64)",
+                                  "k = eager_i64[1, 32]\n    k(view(p), -2**64)"])
+def test_constant_argument_beyond_64_bits_names_the_parameter(call):
+    ns = {"eager_i64": eager_i64, "view": view}
+    exec("def f(p):\n    %s\n" % call, ns)
+    msg = typing_error(ns["f"], nt.intp)
+    value = "-18446744073709551616" if "-2**64" in call else "18446744073709551616"
+    assert msg == "kernel 'eager_i64' parameter 'n' (argument 2): got the constant %s, %s" \
+        % (value, TOO_WIDE), msg
+
+
+def test_a_constant_beyond_64_bits_elsewhere_keeps_numbas_error():
+    # only constants a launch takes are explained
+    def f(p):
+        big = 2 ** 64
+        fill[1, 32](view(p), 1.0)
+        return big
+
+    assert typing_error(f, nt.intp).startswith("Failed in nopython mode pipeline")
+
+
 # -- 2. host memory is never launched as device data ----------------------------
 
 @njit

@@ -225,7 +225,8 @@ def test_triton_kernel_gets_its_block_shared_memory_and_scratch_pointers(fake_dr
 def test_triton_kernels_needing_more_than_a_launch_are_refused(meta, words):
     with pytest.raises(ValueError) as err:
         ncl.foreign_kernel(fake_triton(**meta))
-    assert "'add_kernel'" in str(err.value) and words in str(err.value)
+    assert str(err.value).startswith("foreign_kernel(add_kernel): the Triton kernel ") and \
+        words in str(err.value)
 
 
 def test_triton_ptx_that_does_not_match_its_signature_is_refused():
@@ -541,6 +542,39 @@ def test_occupancy_and_cluster_of_every_source(source):
     (launch,) = rec.launches
     assert (launch.kernel, launch.grid, launch.cluster) == ("axpy", (4, 1, 1), (2, 1, 1))
     assert launch.params == axpy_bytes(0x1000, 0x1000, 1.0, 8) + list(src.extra)
+
+
+@njit
+def launch_given(k, y, x, n):
+    k[(n + 127) // 128, 128](y, x, np.float32(0.5), n)
+
+
+def test_kernel_passed_as_an_njit_argument_of_every_source(source):
+    # (before: "can't unbox ForeignKernel(axpy) type" at the call)
+    _, k, src, rec = source
+    launch_given(k, 0x1000, 0x2000, 1000)
+    (launch,) = rec.launches
+    assert (launch.kernel, launch.grid) == ("axpy", (8, 1, 1))
+    assert launch.params == AXPY_BYTES + list(src.extra)
+    assert launched_its_own_binary(k, src, rec)
+
+
+def test_kernels_passed_to_one_function_each_launch_their_own(fake_driver):
+    # the kernel is the argument's type: one compilation each
+    axpy = SOURCES["PTX"].make()
+    add = ncl.foreign_kernel(fake_triton())
+
+    @njit
+    def go(k, p, n):
+        return k[1, 32].launch_status(p, p, n)
+
+    assert go(add, 0x1000, 7) == 0
+    launch_given(axpy, 0x1000, 0x2000, 1000)
+    assert go(add, 0x3000, 9) == 0
+    assert [(x.kernel, x.params[0]) for x in fake_driver.launches] == [
+        ("add_kernel", struct.pack("<Q", 0x1000)), ("axpy", struct.pack("<Q", 0x1000)),
+        ("add_kernel", struct.pack("<Q", 0x3000))]
+    assert len(go.overloads) == 1
 
 
 def test_kernel_handle_of_every_source(source):

@@ -66,7 +66,32 @@ def launch_cfunc(kernel, x, y, a):
     return dy.copy_to_host()
 
 
+@njit
+def _launch_given(kernel, yv, xv, a, n):
+    kernel[(n + 127) // 128, 128](yv, xv, a, n)
+
+
+def launch_as_argument(kernel, x, y, a):
+    """The kernel passed into the @njit function as an argument."""
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    _launch_given(kernel, dy, dx, a, N)
+    cuda.synchronize()
+    return dy.copy_to_host()
+
+
+def ptx_with_an_entry_commented_out():
+    """axpy's PTX with an older axpy of other parameters commented out
+    before it: the driver, and foreign_kernel(), read the real one."""
+    ptx = bytes(object_code("ptx").code).rstrip(b"\0").decode()
+    at = ptx.index(".visible .entry axpy(")
+    old = "/* .visible .entry axpy(\n\t.param .u64 p0,\n\t.param .b32 p1\n) */\n" \
+          "// .visible .entry axpy(.param .b16 p0)\n"
+    return ptx[:at] + old + ptx[at:]
+
+
 KERNELS = {
+    "PTX with an entry commented out":
+        lambda: ncl.foreign_kernel(ptx_with_an_entry_commented_out(), "axpy", SIG),
     "cubin bytes": lambda: ncl.foreign_kernel(object_code().code, "axpy", SIG),
     "cuda.core ObjectCode": lambda: ncl.foreign_kernel(object_code(), "axpy", SIG),
     "PTX text": lambda: ncl.foreign_kernel(object_code("ptx").code, "axpy", SIG),
@@ -74,7 +99,7 @@ KERNELS = {
 
 
 @pytest.mark.parametrize("source", sorted(KERNELS))
-@pytest.mark.parametrize("launch", [launch_njit, launch_cfunc])
+@pytest.mark.parametrize("launch", [launch_njit, launch_cfunc, launch_as_argument])
 def test_source_end_to_end(source, launch):
     rng = np.random.default_rng()
     x, y, a = inputs(rng)
@@ -109,7 +134,7 @@ LIVE = {
 
 
 @pytest.mark.parametrize("source", sorted(LIVE))
-@pytest.mark.parametrize("launch", [launch_njit, launch_cfunc])
+@pytest.mark.parametrize("launch", [launch_njit, launch_cfunc, launch_as_argument])
 def test_live_kernel_end_to_end(source, launch):
     k = LIVE[source]()
     assert k.image is None and k.handle != 0

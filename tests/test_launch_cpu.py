@@ -204,6 +204,20 @@ def test_seed_cfunc_launches(fake_driver):
     assert launch.params == [(0xD000).to_bytes(8, "little"), (0xE000).to_bytes(8, "little")]
 
 
+def test_kernel_passed_as_an_njit_argument(fake_driver):
+    # the kernel is the argument's type (a value carries nothing)
+    handle_for(fake_driver, seed_kernel, (nt.CPointer(nt.float32),) * 2)
+
+    @njit
+    def go(k, src, dst):
+        k[2, 32](ncl.as_voidptr(src), ncl.as_voidptr(dst))
+
+    go(seed_kernel, 0xD000, 0xE000)
+    (launch,) = fake_driver.launches
+    assert (launch.grid, launch.block) == ((2, 1, 1), (32, 1, 1))
+    assert launch.params == [(0xD000).to_bytes(8, "little"), (0xE000).to_bytes(8, "little")]
+
+
 # -- parameter packing equals numba-cuda's ----------------------------------
 
 SCALARS = [

@@ -254,6 +254,32 @@ def test_numba_cuda_and_numba_cuda_mlir_kernels_in_one_function():
     assert ml.kernel == entry
 
 
+@njit
+def launch_given(k, o, x, n, a):
+    out = numba.carray(ncl.as_voidptr(o), (n,), np.float32)
+    xs = numba.carray(ncl.as_voidptr(x), (n,), np.float32)
+    k[1, 128](out, xs, a)
+
+
+def test_mlir_kernels_passed_as_njit_arguments_launch_themselves():
+    # (a kernel argument carries nothing: its type is the kernel)
+    n, a = int(rng.integers(2, 100)), np.float32(rng.standard_normal())
+
+    @njit
+    def fill_given(k, p, v):
+        k[1, 32](ncl.as_voidptr(p), v)
+
+    with RecordingDriver() as rec:
+        launch_given(scale, 0x1000, 0x2000, n, a)
+        fill_given(fill, 0x3000, np.float32(2.5))
+    first, second = rec.launches
+    assert first.params == q(0x1000, 0x1000, 0, n, 1) + q(0x2000, 0x2000, 0, n, 1) + \
+        [struct.pack("<f", a)]
+    assert second.params == [struct.pack("<Q", 0x3000), struct.pack("<f", 2.5)]
+    assert first.kernel != second.kernel and "scale" in first.kernel and "fill" in second.kernel
+    assert [str(sig[0]) for sig in launch_given.signatures] == ["MLIRKernel(scale)"]
+
+
 def test_preload_and_status_forms():
     @njit
     def preload_and_launch(o, x, n):

@@ -94,7 +94,8 @@ def parse_kernel_signature(sig, caller, unparsable):
     try:
         argtypes, restype = parse_signature(sig)
     except Exception as exc:
-        raise TypeError("%s: %s" % (unparsable, exc)) from None
+        raise TypeError("%s: %s" % (unparsable, str(exc).strip() or type(exc).__name__)) \
+            from None
     if restype not in (None, types.void, types.none):
         raise TypeError("%s: kernels return nothing; the signature returns %s (write void(...))"
                         % (caller, restype))

@@ -23,7 +23,8 @@ from numba.core.typing.typeof import Purpose, typeof
 from numba.core.compiler_lock import global_compiler_lock
 
 __all__ = ["AVAILABLE", "register_typeof", "route_arguments_with", "routes_of",
-           "lead_typing_errors_with", "type_unknown_objects_with", "typing_unknown_objects"]
+           "lead_typing_errors_with", "type_unknown_objects_with", "typing_unknown_objects",
+           "explain_untyped_constants_with", "explaining_typeof_const"]
 
 _Dispatcher = _dispatcher.Dispatcher
 
@@ -59,6 +60,37 @@ def type_unknown_objects_with(fn):
     compiled code -- go straight to Numba's entry."""
     global _unknown_typer
     _unknown_typer = fn
+
+
+_constant_explainer = None  # fn(inferer, name, value): raises a better error, or returns
+
+
+def explain_untyped_constants_with(fn):
+    """Ask ``fn(inferer, name, value)`` when Numba cannot type constant
+    *value* (an integer beyond 64 bits, ``2**64``) assigned to variable
+    *name* of the function *inferer* (Numba's ``TypeInferer``) is typing:
+    it raises an error saying what the constant was meant to be, or returns
+    (Numba's error is raised)."""
+    global _constant_explainer
+    _constant_explainer = fn
+
+
+def explaining_typeof_const(original):
+    """``TypeInferer.typeof_const``: *original*, then, when it cannot type
+    the constant, the function of :func:`explain_untyped_constants_with`."""
+    def typeof_const(self, inst, target, const):
+        try:
+            return original(self, inst, target, const)
+        except errors.TypingError:
+            if _constant_explainer is not None:
+                try:
+                    _constant_explainer(self, target.name, const)
+                except errors.TypingError:
+                    raise
+                except Exception:  # the explainer's own failure: Numba's error stands
+                    pass
+            raise
+    return typeof_const
 
 
 def typing_unknown_objects(original):

@@ -86,6 +86,10 @@ OVERRIDES = (
              _nd._function_compile_leading, _NUMBA,
              "a typing error's first line says what is wrong, before Numba's pipeline headers",
              wraps=False, when=lambda: _nd._function_compile is not None),
+    Override("numba.core.typeinfer:TypeInferer", "typeof_const", _nd.explaining_typeof_const,
+             _NUMBA, "a constant no Numba type holds (`2**64`) given as a launch configuration "
+             "item or a kernel argument is refused naming the kernel and the item, not with "
+             "Numba's `Int value is too large`"),
     Override("numba.core.caching:Cache", "load_overload", _caching.target_checking_load_overload,
              _NUMBA, "cached launch code built for another launch target is a cache miss"),
     Override("numba.core.caching:Cache", "_index_key", _sim.separating_index_key,

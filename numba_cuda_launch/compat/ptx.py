@@ -1,27 +1,52 @@
-"""Reading PTX text: the byte sizes of an entry point's parameters, which the
-numba-cuda-mlir adapter and foreign kernels check their packed parameters
-against (docs/kernel-sources.md, docs/numba-cuda-mlir.md).
+"""Reading PTX text: the entry points it declares and the byte sizes of one
+entry point's parameters, which the numba-cuda-mlir adapter and foreign
+kernels check their packed parameters against (docs/kernel-sources.md,
+docs/numba-cuda-mlir.md). Comments (``//`` and ``/* */``) are not PTX: an
+entry point commented out is not one.
 """
 
 import re
 
-__all__ = ["ptx_param_sizes"]
+__all__ = ["ptx_param_sizes", "ptx_entries", "strip_comments"]
 
 _ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.S)
-_WIDTH = {"8": 1, "16": 2, "32": 4, "64": 8}
+# a string literal (kept: a .file path may hold "//"), or a comment
+_LEXEMES = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+_TYPE = re.compile(r"\.[bsuf](8|16|32|64)$")
+_COUNT = re.compile(r"\[(\d+)\]$")
+
+
+def strip_comments(ptx: str) -> str:
+    """*ptx* with its comments replaced by a space (line breaks kept)."""
+    def blank(m):
+        text = m.group(0)
+        return text if text.startswith('"') else " " + "\n" * text.count("\n")
+    return _LEXEMES.sub(blank, ptx)
+
+
+def ptx_entries(ptx: str) -> list:
+    """The names of the entry points (``.entry``) *ptx* declares, in order."""
+    return [m.group(1) for m in _ENTRY.finditer(strip_comments(ptx))]
 
 
 def ptx_param_sizes(ptx, name):
     """The byte sizes of the parameters of entry *name* in *ptx* (text),
-    read from its ``.entry`` declaration; None if it has no such entry."""
-    for match in _ENTRY.finditer(ptx):
+    read from its ``.entry`` declaration; None if it has no such entry.
+    ValueError naming the declaration when one is not a ``.param`` of a
+    sized type (``.b8`` .. ``.f64``, an optional ``[count]``)."""
+    for match in _ENTRY.finditer(strip_comments(ptx)):
         if match.group(1) != name:
             continue
         sizes = []
         for decl in filter(None, (d.strip() for d in match.group(2).split(","))):
             tokens = decl.split()
-            kind = tokens[3] if tokens[1] == ".align" else tokens[1]
-            count = re.search(r"\[(\d+)\]$", tokens[-1])
-            sizes.append(_WIDTH[kind[2:]] * (int(count.group(1)) if count else 1))
+            kind = next((t for t in tokens[1:-1] if _TYPE.match(t)), None)
+            if tokens[0] != ".param" or kind is None:
+                raise ValueError("entry %r declares a parameter %r whose size cannot be "
+                                 "read (expected '.param .<type> name' with a type .b8 .. "
+                                 ".f64, as compilers write it)" % (name, " ".join(tokens)))
+            count = _COUNT.search(tokens[-1])
+            sizes.append(int(_TYPE.match(kind).group(1)) // 8 *
+                         (int(count.group(1)) if count else 1))
         return sizes
     return None

@@ -22,11 +22,11 @@ from numba.core.typeconv import Conversion
 from numba.extending import register_model, typeof_impl
 
 from numba_cuda_launch.compat.numba_cuda import parse_kernel_signature
-from numba_cuda_launch.compat.ptx import ptx_param_sizes
+from numba_cuda_launch.compat.ptx import ptx_entries, ptx_param_sizes
 from numba_cuda_launch.cudadrv import fatbin
 from numba_cuda_launch.cudadrv.paraminfo import loaded_param_sizes
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, error_name
-from numba_cuda_launch.kernels import KernelSource, KernelType, register
+from numba_cuda_launch.kernels import SOURCES, KernelSource, KernelType, register
 
 __all__ = ["SUPPORTED", "ForeignKernel", "ForeignKernelType", "PointerParam", "SOURCE",
            "foreign_kernel", "LiveHandle", "live_kernel_name", "read_image", "image_kind",
@@ -215,12 +215,17 @@ def from_cuda_core(obj):
     cls = _class_name(obj, "cuda")
     if cls == "Kernel":
         return _live_handle(obj, "handle", "CUkernel", "cuda.core Kernel")
-    if cls != "ObjectCode":
+    if cls is None or not type(obj).__module__.startswith("cuda.core"):
         return None
-    if obj.code_type not in ("cubin", "ptx", "fatbin"):
+    if cls != "ObjectCode":
+        raise TypeError("a cuda.core %s is not a kernel: pass an ObjectCode (what "
+                        "Program.compile('cubin') returns) with entry=..., or the Kernel "
+                        "ObjectCode.get_kernel(name) returns" % cls)
+    code_type = getattr(obj, "code_type", None)
+    if code_type not in ("cubin", "ptx", "fatbin"):
         raise ValueError("a cuda.core ObjectCode of type %r cannot be loaded as is; "
-                         "link it to a cubin first (cuda.core.Linker)" % obj.code_type)
-    return obj.code
+                         "link it to a cubin first (cuda.core.Linker)" % (code_type,))
+    return getattr(obj, "code", None)
 
 
 def from_cupy(obj):
@@ -269,47 +274,145 @@ def _triton_type(name, ty):
         return types.voidptr if pointee is None else types.CPointer(pointee)
     if ty in _TRITON_TYPES:
         return _TRITON_TYPES[ty]
-    raise TypeError("Triton kernel parameter %r has type %r; launches from compiled code "
-                    "take pointers, integers and fp16/fp32/fp64 scalars" % (name, ty))
+    raise TypeError("parameter %r has Triton type %r; launches from compiled code take "
+                    "pointers, integers and fp16/fp32/fp64 scalars" % (name, ty))
+
+
+#: the most shared memory any GPU gives one block so far (compute capability
+#: 9.0 and 10.0: 227 KiB, ``CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN``)
+MAX_BLOCK_SHARED = 227 * 1024
+_TRITON_MAKE = ("pass the CompiledKernel that triton.compile(...), a launch of the @triton.jit "
+                "function or its .warmup(...) returns, compiled for an NVIDIA GPU")
+
+
+def _triton_field(meta, field, default=None, lowest=None, highest=None):
+    """Field *field* of a Triton kernel's metadata *meta* (*default* when it
+    is missing and a default is given): TypeError when it is missing or not
+    an integer (a bool for the ``launch_*`` flags), ValueError when it lies
+    outside *lowest*..*highest*."""
+    value = getattr(meta, field, default)
+    if value is None:
+        raise TypeError("the Triton kernel's metadata has no %r; %s" % (field, _TRITON_MAKE))
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, numbers.Integral)):
+            raise TypeError("the Triton kernel's metadata.%s is %r (%s), not a bool"
+                            % (field, value, type(value).__name__))
+        return bool(value)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError("the Triton kernel's metadata.%s is %r (%s), not an integer"
+                        % (field, value, type(value).__name__))
+    value = int(value)
+    if lowest is not None and not lowest <= value <= highest:
+        raise ValueError("the Triton kernel's metadata.%s is %d; it must be %d..%s"
+                         % (field, value, lowest, "2**32-1" if highest == 2**32 - 1
+                            else highest))
+    return value
+
+
+def _triton_asm(obj, key, kind):
+    """``obj.asm[key]``: the Triton kernel's *key* (cubin or PTX), checked
+    to be of *kind* (bytes or str)."""
+    asm = getattr(obj, "asm", None)
+    if asm is None or not hasattr(asm, "get"):
+        raise TypeError("the Triton kernel has no 'asm' (its compiled forms); %s" % _TRITON_MAKE)
+    value = asm.get(key)
+    if value is None:
+        raise ValueError("the Triton kernel has no %s (its asm holds %s): only kernels "
+                         "compiled for an NVIDIA GPU launch; %s"
+                         % (key, ", ".join(sorted(map(str, asm))) or "nothing", _TRITON_MAKE))
+    if kind is bytes and isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if kind is str and isinstance(value, str):
+        return value
+    raise TypeError("the Triton kernel's asm[%r] is %s, not %s"
+                    % (key, type(value).__name__, "bytes" if kind is bytes else "PTX text"))
+
+
+def _triton_signature(obj):
+    """``(names, c_types)`` of a Triton kernel's non-constexpr parameters,
+    from its ``src.signature`` (a dict: name -> Triton type)."""
+    signature = getattr(getattr(obj, "src", None), "signature", None)
+    if signature is None:
+        raise TypeError("the Triton kernel has no src.signature (the types of its "
+                        "parameters); %s" % _TRITON_MAKE)
+    if not isinstance(signature, dict):
+        raise TypeError("the Triton kernel's src.signature is a %s (%r); Triton's signature "
+                        "is a dict of parameter names to types, e.g. {'x': '*fp32', "
+                        "'n': 'i32', 'BLOCK': 'constexpr'}" % (type(signature).__name__,
+                                                               signature))
+    names, c_types = [], []
+    for pname, ty in signature.items():
+        if not isinstance(pname, str) or not pname.isidentifier():
+            raise TypeError("the Triton kernel's src.signature names a parameter %r; "
+                            "parameter names are Python identifiers" % (pname,))
+        if ty == "constexpr":
+            continue
+        if not isinstance(ty, str) or ty.startswith(("tensordesc", "nvTmaDesc")):
+            raise TypeError("parameter %r has type %r (a tuple or tensor descriptor), "
+                            "which is not launched from compiled code" % (pname, ty))
+        names.append(pname)
+        c_types.append(_triton_type(pname, ty))
+    return names, c_types
+
+
+def triton_name(obj):
+    """The entry name of a Triton ``CompiledKernel`` (its
+    ``metadata.name``); None when it has none."""
+    name = getattr(getattr(obj, "metadata", None), "name", None)
+    return name if isinstance(name, str) and name else None
 
 
 def from_triton(obj):
     """``(cubin, PTX, entry, names, c_types, extras, block, sharedmem)`` of a
     Triton ``CompiledKernel``, or None if *obj* is not one. Constexpr
     parameters are compiled in; the trailing scratch pointers Triton 3.x
-    adds are *extras* (passed NULL). Kernels that need more than a plain
-    launch are refused with the reason."""
-    if _class_name(obj, "triton") != "CompiledKernel":
+    adds are *extras* (passed NULL). TypeError or ValueError naming the
+    field that is missing or out of range, or saying why a kernel needs
+    more than a plain launch."""
+    cls = _class_name(obj, "triton")
+    if cls is None:
         return None
-    meta = obj.metadata
-    name = meta.name
+    if cls != "CompiledKernel":
+        raise TypeError("a Triton %s is not a compiled kernel; %s" % (cls, _TRITON_MAKE))
+    meta = getattr(obj, "metadata", None)
+    if meta is None:
+        raise TypeError("the Triton kernel has no metadata; %s" % _TRITON_MAKE)
+    name = triton_name(obj)
+    if name is None:
+        raise TypeError("the Triton kernel's metadata.name (its entry point) is %r, not a "
+                        "name; %s" % (getattr(meta, "name", None), _TRITON_MAKE))
     for attr, what in (("global_scratch_size", "a global scratch buffer"),
                        ("profile_scratch_size", "a profiling scratch buffer")):
-        if getattr(meta, attr, 0):
-            raise ValueError("Triton kernel %r needs %s, which Triton's launcher allocates "
-                             "per launch" % (name, what))
+        if _triton_field(meta, attr, 0):
+            raise ValueError("the Triton kernel needs %s, which Triton's launcher allocates "
+                             "per launch" % what)
     for attr, what in (("launch_cooperative_grid", "a cooperative launch"),
                        ("launch_pdl", "programmatic dependent launch")):
-        if getattr(meta, attr, False):
-            raise ValueError("Triton kernel %r was compiled for %s, which is not done "
-                             "from compiled code" % (name, what))
-    if getattr(meta, "num_ctas", 1) != 1:
-        raise ValueError("Triton kernel %r has num_ctas=%d (a cluster launch with a scaled "
-                         "grid); compile it with num_ctas=1" % (name, meta.num_ctas))
-    names, c_types = [], []
-    for pname, ty in obj.src.signature.items():
-        if ty == "constexpr":
-            continue
-        if not isinstance(ty, str) or ty.startswith(("tensordesc", "nvTmaDesc")):
-            raise TypeError("Triton kernel %r parameter %r has type %r (a tuple or tensor "
-                            "descriptor), which is not launched from compiled code"
-                            % (name, pname, ty))
-        names.append(pname)
-        c_types.append(_triton_type(pname, ty))
-    sizes = ptx_param_sizes(obj.asm["ptx"], name)
-    extras = ("global_scratch", "profile_scratch")[:len(sizes) - len(names)] if sizes else ()
-    return (bytes(obj.asm["cubin"]), obj.asm["ptx"].encode(), name, names, c_types, extras,
-            (meta.num_warps * 32, 1, 1), meta.shared)
+        if _triton_field(meta, attr, False):
+            raise ValueError("the Triton kernel was compiled for %s, which is not done "
+                             "from compiled code" % what)
+    num_ctas = _triton_field(meta, "num_ctas", 1, 1, 2**31 - 1)
+    if num_ctas != 1:
+        raise ValueError("the Triton kernel has num_ctas=%d (a cluster launch with a scaled "
+                         "grid); compile it with num_ctas=1" % num_ctas)
+    # Triton takes num_warps as a power of two; 32 warps are 1024 threads,
+    # the most a block has.
+    num_warps = _triton_field(meta, "num_warps")
+    if not 1 <= num_warps <= 32 or num_warps & (num_warps - 1):
+        raise ValueError("the Triton kernel's metadata.num_warps is %d; Triton's num_warps "
+                         "is a power of two, 1..32 (blocks of num_warps * 32 threads, at "
+                         "most 1024)" % num_warps)
+    shared = _triton_field(meta, "shared", None, 0, 2**32 - 1)
+    if shared > MAX_BLOCK_SHARED:
+        raise ValueError("the Triton kernel's metadata.shared is %d bytes; no GPU gives a "
+                         "block more than %d bytes of shared memory (227 KiB): compile it "
+                         "with smaller blocks or fewer stages" % (shared, MAX_BLOCK_SHARED))
+    names, c_types = _triton_signature(obj)
+    cubin, ptx = _triton_asm(obj, "cubin", bytes), _triton_asm(obj, "ptx", str)
+    sizes = ptx_param_sizes(ptx, name)
+    extras = ("global_scratch", "profile_scratch")[:max(0, len(sizes) - len(names))] \
+        if sizes else ()
+    return cubin, ptx.encode(), name, names, c_types, extras, (num_warps * 32, 1, 1), shared
 
 
 _C_SCALARS = (types.Integer, types.Float, types.Boolean)
@@ -537,9 +640,16 @@ def _check_entry(data, kind, entry, c_types, extras=()):
     """Refuse a signature the image contradicts: PTX declares its parameters'
     sizes; a cubin names its entry points in its symbol table."""
     if kind == "ptx":
-        sizes = ptx_param_sizes(data.rstrip(b"\0").decode(errors="replace"), entry)
+        text = data.rstrip(b"\0").decode(errors="replace")
+        try:
+            sizes = ptx_param_sizes(text, entry)
+        except ValueError as exc:  # a parameter declaration it cannot read
+            raise ValueError("foreign_kernel(%s): the PTX's %s" % (entry, exc)) from None
         if sizes is None:
-            raise ValueError("foreign_kernel(%s): the PTX has no entry %r" % (entry, entry))
+            entries = ptx_entries(text)
+            raise ValueError("foreign_kernel(%s): the PTX has no entry %r (%s)" % (
+                entry, entry, "its entry points: " + ", ".join(entries) if entries else
+                "it declares no .entry outside comments"))
         expected = c_sizes(c_types) + [8] * len(extras)
         if sizes != expected:
             raise ValueError(
@@ -592,25 +702,27 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
     ``"void(CPointer(float32), float32, int64)"``; *param_names* names them
     in messages. Raises TypeError or ValueError naming what does not fit
     (docs/kernel-sources.md)."""
-    what = getattr(source, "name", None) or (entry if isinstance(entry, str) and entry
-                                             else type(source).__name__)
-    triton = from_triton(source)
-    if triton is not None:
-        image, ptx, entry, names, c_types, extras, block, shared = triton
-        if signature is not None:
-            raise TypeError("foreign_kernel(%s): a Triton kernel declares its own signature"
-                            % entry)
-        _check_entry(ptx, "ptx", entry, c_types, extras)
-        return _build(entry, image, "cubin", "Triton", names, c_types, extras,
-                      block=block, sharedmem=shared)
+    what = _display_name(source, entry)
     try:
-        found = from_cuda_core(source)  # an image may be empty bytes: not "or"
-        if found is None:
-            found = from_cupy(source)
+        triton = from_triton(source)
+        found = None
+        if triton is None:
+            found = from_cuda_core(source)  # an image may be empty bytes: not "or"
+            if found is None:
+                found = from_cupy(source)
     except (TypeError, ValueError) as exc:
         raise type(exc)("foreign_kernel(%s): %s" % (what, exc)) from None
+    if triton is not None:
+        return _from_triton(triton, entry, signature, param_names)
     if isinstance(found, LiveHandle):
         return _from_live(found, entry, signature, param_names)
+    for other in SOURCES:
+        if other.claims(source):
+            raise TypeError("foreign_kernel(%s): this is a %s already, launched as it is "
+                            "(kernel[griddim, blockdim](args...)); foreign_kernel() takes "
+                            "the kernels of other compilers"
+                            % (what, "ForeignKernel" if isinstance(source, ForeignKernel)
+                               else other.name + " kernel"))
     origin = "image"
     if found is not None:
         source, origin = found, "cuda.core ObjectCode"
@@ -625,6 +737,32 @@ def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
     c_types, names = _declared(entry, signature, param_names)
     _check_entry(data, kind, entry, c_types)
     return _build(entry, data, kind, origin, names, c_types)
+
+
+def _display_name(source, entry):
+    """What messages call the kernel made from *source*: its name, else
+    *entry*, else the class of *source*."""
+    for name in (triton_name(source), getattr(source, "name", None), entry):
+        if isinstance(name, str) and name:
+            return name
+    return type(source).__name__
+
+
+def _from_triton(triton, entry, signature, param_names):
+    """The ForeignKernel of a Triton kernel read by :func:`from_triton`."""
+    image, ptx, name, names, c_types, extras, block, shared = triton
+    if signature is not None:
+        raise TypeError("foreign_kernel(%s): a Triton kernel declares its own signature "
+                        "(src.signature); leave signature out" % name)
+    if param_names is not None:  # other names than its signature's, checked alike
+        names = _param_names(name, param_names, len(names))
+    if entry is not None and entry != name:
+        raise ValueError("foreign_kernel(%s): entry %r given, but the Triton kernel's entry "
+                         "point is %r (its metadata.name); leave entry out"
+                         % (name, entry, name))
+    _check_entry(ptx, "ptx", name, c_types, extras)
+    return _build(name, image, "cubin", "Triton", names, c_types, extras, block=block,
+                  sharedmem=shared)
 
 
 def _require_signature(what, signature):

@@ -25,7 +25,8 @@ from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig,
 from numba_cuda_launch.launch.devicearray import DeviceArray
 from numba_cuda_launch.launch.devicearray.producer_wait import emit_producer_wait, producer_streams
 from numba_cuda_launch.cudadrv.launch import emit_checked_mode
-from numba_cuda_launch.launch.plan import launch_signature, plan_launch
+from numba_cuda_launch.launch.plan import integer_range, launch_signature, plan_launch, \
+    range_words
 
 __all__ = ["emit_launch", "launch_error_raiser", "start_launch", "planned"]
 
@@ -70,30 +71,36 @@ def start_launch(context, builder, cfg_ty, cfg_val, argtypes):
     return plan, cfg, guards
 
 
-def _emit_out_of_range(builder, val, actual, formal):
-    """An ``i1``: integer *val* of type *actual* does not fit *formal*
-    (only called when some value of *actual* does not)."""
+def _emit_out_of_range(builder, val, actual, lowest, highest):
+    """An ``i1``: integer *val* of type *actual* lies outside *lowest*..
+    *highest* (only called when some value of *actual* does)."""
     cmp = builder.icmp_signed if actual.signed else builder.icmp_unsigned
     tests = []
-    if actual.minval < formal.minval:  # formal.minval is representable in *actual* here
-        tests.append(cmp("<", val, val.type(formal.minval)))
-    if actual.maxval > formal.maxval:
-        tests.append(cmp(">", val, val.type(formal.maxval)))
+    if actual.minval < lowest:  # *lowest* is representable in *actual* here
+        tests.append(cmp("<", val, val.type(lowest)))
+    if actual.maxval > highest:
+        tests.append(cmp(">", val, val.type(highest)))
     return tests[0] if len(tests) == 1 else builder.or_(*tests)
 
 
 def _check_integer_ranges(builder, guards, val, actual, formal, where):
-    """Refuse integers that do not fit their (narrower) parameter type,
-    tuple items included."""
+    """Refuse integers that do not fit their parameter (a narrower integer
+    type, or a pointer parameter given an address: a negative one), tuple
+    items included; the rule constants follow at typing
+    (:func:`~.plan.integer_range`)."""
     if isinstance(actual, types.BaseTuple) and isinstance(formal, types.BaseTuple):
         for i, (a, f) in enumerate(zip(actual, formal)):
             _check_integer_ranges(builder, guards, builder.extract_value(val, i), a, f,
                                   "%s[%d]" % (where, i))
-    elif isinstance(actual, types.Integer) and isinstance(formal, types.Integer):
-        if actual.minval < formal.minval or actual.maxval > formal.maxval:
-            guards.check(lambda: _emit_out_of_range(builder, val, actual, formal),
-                         "%s of type %s was given a %s value outside its range"
-                         % (where, formal, types.unliteral(actual)))
+        return
+    span = integer_range(formal) if isinstance(actual, types.Integer) else None
+    if span and (actual.minval < span[0] or actual.maxval > span[1]):
+        if isinstance(formal, types.Integer):
+            words = "a %s value outside its range" % types.unliteral(actual)
+        else:
+            words = "a %s value that %s" % (types.unliteral(actual), range_words(formal))
+        guards.check(lambda: _emit_out_of_range(builder, val, actual, *span),
+                     "%s of type %s was given %s" % (where, formal, words))
 
 
 def _memory_items(builder, ty, val, where, out):

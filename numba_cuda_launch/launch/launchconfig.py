@@ -14,11 +14,13 @@ from typing import NamedTuple, Optional, Tuple
 
 from llvmlite import ir
 from numba.core import cgutils, types
+from numba.core import ir as nir
 from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, bound_function, \
     infer, infer_getattr, signature
 
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType, target_compute_capability
+from numba_cuda_launch.compat.numba_dispatcher import explain_untyped_constants_with
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.kernels import KernelType
 from numba_cuda_launch.kernels.numba_cuda import SOURCE as NUMBA_CUDA
@@ -336,6 +338,136 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
             raise KernelTypingError("kernel %r: %s" % (LaunchConfig(args[0]).kernel_name,
                                                        problem[1]))
         return None
+
+
+# -- constants Numba cannot type -------------------------------------------------------
+# Numba types the constant tuple of ``kernel[1, 32, 0, 2**64]`` before any
+# template sees the configuration, and fails with "Int value is too large":
+# the function being typed is searched for the launch that constant feeds.
+
+_ITEMS = ("griddim", "blockdim", "stream", "sharedmem", "cluster")
+_TOO_WIDE = "which no Numba integer holds (they are -2**63..2**64-1)"
+
+
+def _known_type(inferer, var):
+    """The type of variable *var* as *inferer* knows it so far, or as it
+    will type it (an argument, a global), or None."""
+    tv = dict.get(inferer.typevars, var.name)
+    if tv is not None and tv.defined:
+        return tv.getone()
+    try:
+        definition = inferer.func_ir.get_definition(var)
+    except Exception:  # several definitions: unknown
+        return None
+    if isinstance(definition, nir.Arg):
+        tv = dict.get(inferer.typevars, inferer._mangle_arg_name(definition.name))
+        return tv.getone() if tv is not None and tv.defined else None
+    if isinstance(definition, (nir.Global, nir.FreeVar)):  # loaded after the constant
+        try:
+            return inferer.context.resolve_value_type(definition.value)
+        except Exception:  # a global Numba cannot type: not a kernel
+            return None
+    return None
+
+
+def _configured_kernel(inferer, var):
+    """The kernel type of ``kernel[...]`` if *var* holds one, else None."""
+    try:
+        expr = inferer.func_ir.get_definition(var)
+    except Exception:
+        return None
+    if isinstance(expr, nir.Expr) and expr.op in ("getitem", "static_getitem"):
+        ty = _known_type(inferer, expr.value)
+        return ty if isinstance(ty, KERNEL_TYPES) else None
+    return None
+
+
+def _uses(func_ir, name):
+    """``(target, expr, var)`` of each expression using variable *name* or a
+    copy of it (*var*: the variable used; *target*: where the result goes)."""
+    names = {name}
+    assigns = [inst for block in func_ir.blocks.values() for inst in block.body
+               if isinstance(inst, nir.Assign)]
+    for inst in assigns:  # copies made before the use, in program order
+        if isinstance(inst.value, nir.Var) and inst.value.name in names:
+            names.add(inst.target.name)
+    for inst in assigns:
+        if isinstance(inst.value, nir.Expr):
+            for var in inst.value.list_vars():
+                if var.name in names:
+                    yield inst.target, inst.value, var
+
+
+def _constant(func_ir, var, known):
+    """The constant value of *var* (*known*: ``{name: value}`` of constants
+    Numba did not type), tuples built item by item; None if not constant."""
+    if var.name in known:
+        return known[var.name]
+    try:
+        definition = func_ir.get_definition(var)
+    except Exception:
+        return None
+    if isinstance(definition, (nir.Const, nir.Global, nir.FreeVar)):
+        return definition.value
+    if isinstance(definition, nir.Expr) and definition.op == "build_tuple":
+        return tuple(_constant(func_ir, v, known) for v in definition.items)
+    return None
+
+
+def _refuse_untyped_constant(inferer, name, value):
+    """Refuse constant *value* (that Numba cannot type) of variable *name*
+    when it is a launch configuration's item, or an item's item, or a
+    kernel's argument: a typing error naming the kernel and the item
+    (:func:`config_problem`'s sentence where it has one)."""
+    func_ir = inferer.func_ir
+    known = {name: value}
+    pending = [name]
+    while pending:
+        for target, expr, var in _uses(func_ir, pending.pop()):
+            if expr.op == "build_tuple":  # an item of a tuple: where the tuple goes
+                known[target.name] = _constant(func_ir, target, known)
+                pending.append(target.name)
+            elif expr.op in ("static_getitem", "getitem") and var.name != expr.value.name:
+                kernel = _known_type(inferer, expr.value)
+                if isinstance(kernel, KERNEL_TYPES):
+                    _refuse_configuration(kernel, _constant(func_ir, var, known))
+            elif expr.op == "call" and var in expr.args:
+                _refuse_argument(inferer, expr, expr.args.index(var), value)
+
+
+def _refuse_configuration(kernel, items):
+    """Refuse configuration *items* of *kernel* holding an integer beyond 64
+    bits: :func:`config_problem`'s sentence, else one naming the item."""
+    KernelConfigureLiteralCheck._check((kernel, items))
+    listed = _items(items)
+    for at, item in enumerate(listed):
+        if any(isinstance(v, int) and not -2**63 <= v < 2**64 for v in _items(item)):
+            raise KernelTypingError("kernel %r: %s is %s, %s" % (
+                LaunchConfig(kernel).kernel_name, _ITEMS[at] if at < len(_ITEMS)
+                else "item %d" % (at + 1), item, _TOO_WIDE))
+
+
+def _refuse_argument(inferer, call, at, value):
+    """Refuse *value*, argument *at* of *call*, when *call* launches a
+    kernel (``kernel[...](...)``, ``.launch_status(...)``, ``.preload(...)``)."""
+    func = call.func
+    try:
+        owner = inferer.func_ir.get_definition(func)
+    except Exception:
+        return
+    if isinstance(owner, nir.Expr) and owner.op == "getattr":
+        func = owner.value  # cfg.launch_status(...)
+    kernel = _configured_kernel(inferer, func)
+    if kernel is None:
+        return
+    cfg = LaunchConfig(kernel)
+    names = [p.name for p in cfg.source.parameters(cfg.dispatcher)]
+    raise KernelTypingError("kernel %r parameter %r (argument %d): got the constant %d, %s"
+                            % (cfg.kernel_name, names[at] if at < len(names) else "?",
+                               at + 1, value, _TOO_WIDE))
+
+
+explain_untyped_constants_with(_refuse_untyped_constant)
 
 
 def _u32_items(context, builder, entries):

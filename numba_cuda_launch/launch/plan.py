@@ -29,7 +29,7 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 
 __all__ = ["LaunchPlan", "KernelParam", "plan_launch", "launch_signature", "lossy_conversion",
-           "param_layout", "LAUNCHABLE_SCALARS"]
+           "integer_range", "range_words", "param_layout", "LAUNCHABLE_SCALARS"]
 
 # Argument types a kernel takes (numba-cuda's _Kernel._prepare_args).
 LAUNCHABLE_SCALARS = (types.Integer, types.Float, types.Boolean, types.Complex,
@@ -187,14 +187,30 @@ def lossy_conversion(actual, formal):
     if isinstance(formal, types.Float) and isinstance(plain, types.Complex):
         return "a %s is not converted to %s (the imaginary part would be lost)" % (plain, formal)
     value = getattr(actual, "literal_value", None)
-    if isinstance(formal, types.Integer) and isinstance(value, int) and \
-            not isinstance(value, bool) and not formal.minval <= value <= formal.maxval:
-        return "the constant %d does not fit %s" % (value, formal)
-    bits = getattr(formal, "address_bits", None)  # a pointer parameter given an address
-    if bits and isinstance(value, int) and not isinstance(value, bool) and \
-            not 0 <= value < 1 << bits:
-        return "the constant %d is not an address (0..2**%d-1)" % (value, bits)
+    span = integer_range(formal)
+    if span and isinstance(value, int) and not isinstance(value, bool) and \
+            not span[0] <= value <= span[1]:
+        return "the constant %d %s" % (value, range_words(formal))
     return None
+
+
+def integer_range(formal):
+    """``(lowest, highest)``: the integers a parameter of type *formal*
+    takes, a constant at typing and a run-time value at the launch alike
+    (:mod:`.call`): an integer type's range, or 0..2**bits-1 for a pointer
+    parameter given an address (a type with ``address_bits``); None for
+    other parameters."""
+    if isinstance(formal, types.Integer):
+        return formal.minval, formal.maxval
+    bits = getattr(formal, "address_bits", None)
+    return (0, (1 << bits) - 1) if bits else None
+
+
+def range_words(formal):
+    """What an integer outside :func:`integer_range` of *formal* is not."""
+    if isinstance(formal, types.Integer):
+        return "does not fit %s" % formal
+    return "is not an address (0..2**%d-1)" % formal.address_bits
 
 
 def _conversion(typingctx, actual, formal):
