@@ -220,13 +220,29 @@ def test_triton_kernel_gets_its_block_shared_memory_and_scratch_pointers(fake_dr
 @pytest.mark.parametrize("meta, words", [
     (dict(global_scratch_size=256), "global scratch"),
     (dict(num_ctas=2), "num_ctas=2"),
-    (dict(launch_pdl=True), "programmatic dependent launch"),
+    (dict(launch_cooperative_grid=True), "cooperative launch"),
 ])
 def test_triton_kernels_needing_more_than_a_launch_are_refused(meta, words):
     with pytest.raises(ValueError) as err:
         ncl.foreign_kernel(fake_triton(**meta))
     assert str(err.value).startswith("foreign_kernel(add_kernel): the Triton kernel ") and \
         words in str(err.value)
+
+
+def test_triton_kernel_compiled_for_dependent_launch_launches_so(fake_driver):
+    # launch_pdl: Triton's launcher makes each launch a programmatic dependent
+    # one; so does compiled code (before: refused)
+    k = ncl.foreign_kernel(fake_triton(launch_pdl=True))
+    plain = ncl.foreign_kernel(fake_triton())
+
+    @njit
+    def go(x, out, n):
+        k[4, 128, 0, 1024](x, out, n)
+        plain[4, 128, 0, 1024](x, out, n)
+        plain[4, 128, 0, 1024].dependent()(x, out, n)
+
+    go(0x1000, 0x2000, 4096)
+    assert [l.dependent for l in fake_driver.launches] == [True, False, True]
 
 
 def test_triton_ptx_that_does_not_match_its_signature_is_refused():

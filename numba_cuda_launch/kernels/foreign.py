@@ -71,6 +71,8 @@ class ForeignKernel:
     handle: int = 0
     handle_kind: str = None
     owner: object = field(default=None, repr=False)
+    #: every launch is a programmatic dependent one (Triton's ``launch_pdl``)
+    dependent: bool = False
 
     @property
     def signature(self):
@@ -363,8 +365,10 @@ def triton_name(obj):
 
 
 def from_triton(obj):
-    """``(cubin, PTX, entry, names, c_types, extras, block, sharedmem)`` of a
-    Triton ``CompiledKernel``, or None if *obj* is not one. Constexpr
+    """``(cubin, PTX, entry, names, c_types, extras, block, sharedmem,
+    dependent)`` of a Triton ``CompiledKernel``, or None if *obj* is not one
+    (*dependent*: compiled with ``launch_pdl``, each launch a programmatic
+    dependent one). Constexpr
     parameters are compiled in; the trailing scratch pointers Triton 3.x
     adds are *extras* (passed NULL). TypeError or ValueError naming the
     field that is missing or out of range, or saying why a kernel needs
@@ -386,11 +390,12 @@ def from_triton(obj):
         if _triton_field(meta, attr, 0):
             raise ValueError("the Triton kernel needs %s, which Triton's launcher allocates "
                              "per launch" % what)
-    for attr, what in (("launch_cooperative_grid", "a cooperative launch"),
-                       ("launch_pdl", "programmatic dependent launch")):
-        if _triton_field(meta, attr, False):
-            raise ValueError("the Triton kernel was compiled for %s, which is not done "
-                             "from compiled code" % what)
+    if _triton_field(meta, "launch_cooperative_grid", False):
+        raise ValueError("the Triton kernel was compiled for a cooperative launch, which is "
+                         "not done from compiled code")
+    # compiled for programmatic dependent launch: each launch is a dependent one,
+    # as Triton's own launcher makes it
+    dependent = bool(_triton_field(meta, "launch_pdl", False))
     num_ctas = _triton_field(meta, "num_ctas", 1, 1, 2**31 - 1)
     if num_ctas != 1:
         raise ValueError("the Triton kernel has num_ctas=%d (a cluster launch with a scaled "
@@ -412,7 +417,8 @@ def from_triton(obj):
     sizes = ptx_param_sizes(ptx, name)
     extras = ("global_scratch", "profile_scratch")[:max(0, len(sizes) - len(names))] \
         if sizes else ()
-    return cubin, ptx.encode(), name, names, c_types, extras, (num_warps * 32, 1, 1), shared
+    return (cubin, ptx.encode(), name, names, c_types, extras, (num_warps * 32, 1, 1), shared,
+            dependent)
 
 
 _C_SCALARS = (types.Integer, types.Float, types.Boolean)
@@ -497,6 +503,9 @@ class ForeignKernels(KernelSource):
 
     def live_handle(self, kernel):
         return (kernel.handle, kernel.handle_kind) if kernel.handle else None
+
+    def dependent(self, kernel):
+        return kernel.dependent
 
     def param_types(self, kernel):
         return [_c_parameter(t)[1] for t in kernel.c_types]
@@ -750,7 +759,7 @@ def _display_name(source, entry):
 
 def _from_triton(triton, entry, signature, param_names):
     """The ForeignKernel of a Triton kernel read by :func:`from_triton`."""
-    image, ptx, name, names, c_types, extras, block, shared = triton
+    image, ptx, name, names, c_types, extras, block, shared, dependent = triton
     if signature is not None:
         raise TypeError("foreign_kernel(%s): a Triton kernel declares its own signature "
                         "(src.signature); leave signature out" % name)
@@ -762,7 +771,7 @@ def _from_triton(triton, entry, signature, param_names):
                          % (name, entry, name))
     _check_entry(ptx, "ptx", name, c_types, extras)
     return _build(name, image, "cubin", "Triton", names, c_types, extras, block=block,
-                  sharedmem=shared)
+                  sharedmem=shared, dependent=dependent)
 
 
 def _require_signature(what, signature):
