@@ -46,6 +46,10 @@ from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.kernels.foreign import foreign_kernel  # noqa: E402
 from numba_cuda_launch.cudadrv.driver import driver_problem  # noqa: E402
 from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
+from numba_cuda_launch.launch.intrinsics import (  # noqa: E402  (called in kernels)
+    griddepcontrol_launch_dependents,
+    griddepcontrol_wait,
+)
 from numba_cuda_launch.cudadrv.launch import (  # noqa: E402
     check_pointers,
     pointer_checks_enabled,
@@ -79,6 +83,8 @@ __all__ = [
     "Event",
     "event",
     "event_status",
+    "griddepcontrol_wait",
+    "griddepcontrol_launch_dependents",
 ]
 
 

@@ -1,10 +1,17 @@
 """CUDA graphs from nopython code: record launches by stream capture, replay
-them, change their arguments (docs/graphs.md).
+them, change their arguments, and let the GPU decide what runs with
+conditional nodes (docs/graphs.md).
 
 ``begin_capture(stream)`` ... ``end_capture(stream)`` gives a :class:`Graph`,
 ``graph.instantiate()`` a :class:`GraphExec` to ``launch(stream)`` and
-``update_launch(node, ...)`` (``last_launch``). The implementation is
-:mod:`numba_cuda_launch.launch.graph`.
+``update_launch(node, ...)`` (``last_launch``). In a graph being recorded,
+``conditional_handle(stream)`` makes a :class:`ConditionalHandle`,
+``add_while``/``add_if``/``add_if_else``/``add_switch`` append a
+:class:`ConditionalNode` whose bodies ``begin_body(body_stream, node)`` ...
+``end_body(body_stream)`` record, and kernels call ``set_conditional``. The
+implementation is :mod:`numba_cuda_launch.launch.graph`,
+:mod:`~numba_cuda_launch.launch.conditional` and
+:mod:`~numba_cuda_launch.launch.intrinsics`.
 """
 
 from numba_cuda_launch.launch.graph import (
@@ -22,6 +29,29 @@ from numba_cuda_launch.launch.graph import (
     last_launch_status,
     abort_capture,
 )
+from numba_cuda_launch.launch.conditional import (
+    ConditionalHandle,
+    conditional_handle_type,
+    set_conditional,
+    ConditionalNode,
+    COND_IF,
+    COND_WHILE,
+    COND_SWITCH,
+    conditional_handle,
+    conditional_handle_status,
+    add_if,
+    add_if_status,
+    add_if_else,
+    add_if_else_status,
+    add_while,
+    add_while_status,
+    add_switch,
+    add_switch_status,
+    begin_body,
+    begin_body_status,
+    end_body,
+    end_body_status,
+)
 
 __all__ = [
     "Graph",
@@ -37,4 +67,25 @@ __all__ = [
     "last_launch",
     "last_launch_status",
     "abort_capture",
+    "ConditionalHandle",
+    "ConditionalNode",
+    "conditional_handle_type",
+    "COND_IF",
+    "COND_WHILE",
+    "COND_SWITCH",
+    "conditional_handle",
+    "conditional_handle_status",
+    "add_if",
+    "add_if_status",
+    "add_if_else",
+    "add_if_else_status",
+    "add_while",
+    "add_while_status",
+    "add_switch",
+    "add_switch_status",
+    "begin_body",
+    "begin_body_status",
+    "end_body",
+    "end_body_status",
+    "set_conditional",
 ]

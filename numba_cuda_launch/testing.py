@@ -2,7 +2,8 @@
 
 :class:`RecordingDriver`, a context manager, takes the CUDA driver's place for
 launches from compiled code and records loads, launches, synchronisation,
-events, graphs, occupancy queries and a fatbin's code choice (README.md,
+events, graphs (conditional nodes too), occupancy queries and a fatbin's
+code choice (README.md,
 "Testing without a GPU"). The implementation is
 :mod:`numba_cuda_launch.cudadrv.recording`.
 """
@@ -14,6 +15,8 @@ from numba_cuda_launch.cudadrv.recording import (
     RecordedExec,
     OccupancyQuery,
     CodeChoice,
+    ConditionalNode,
+    ConditionalHandleRecord,
     occupancy_model,
 )
 
@@ -24,5 +27,7 @@ __all__ = [
     "RecordedExec",
     "OccupancyQuery",
     "CodeChoice",
+    "ConditionalNode",
+    "ConditionalHandleRecord",
     "occupancy_model",
 ]

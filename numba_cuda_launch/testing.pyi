@@ -3,6 +3,8 @@
 # checks these against the module.
 
 from numba_cuda_launch.cudadrv.recording import CodeChoice as CodeChoice
+from numba_cuda_launch.cudadrv.recording import ConditionalHandleRecord as ConditionalHandleRecord
+from numba_cuda_launch.cudadrv.recording import ConditionalNode as ConditionalNode
 from numba_cuda_launch.cudadrv.recording import Launch as Launch
 from numba_cuda_launch.cudadrv.recording import OccupancyQuery as OccupancyQuery
 from numba_cuda_launch.cudadrv.recording import RecordedExec as RecordedExec

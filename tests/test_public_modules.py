@@ -20,7 +20,8 @@ from support import package_source
 from support.childenv import PREAMBLE, child_env
 
 PUBLIC = {
-    "numba_cuda_launch.graphs": "numba_cuda_launch.launch.graph",
+    "numba_cuda_launch.graphs": ("numba_cuda_launch.launch.graph",
+                                 "numba_cuda_launch.launch.conditional"),
     "numba_cuda_launch.jax": "numba_cuda_launch.interop.jax",
     "numba_cuda_launch.testing": "numba_cuda_launch.cudadrv.recording",
     "numba_cuda_launch.xla_ffi": "numba_cuda_launch.interop.xla_ffi",
@@ -38,12 +39,14 @@ def _import(name):
 
 @pytest.mark.parametrize("public", sorted(PUBLIC))
 def test_public_module_exports_its_implementation(public):
-    pub, impl = _import(public), _import(PUBLIC[public])
-    assert pub is not impl
+    impls = PUBLIC[public] if isinstance(PUBLIC[public], tuple) else (PUBLIC[public],)
+    pub, impls = _import(public), [_import(name) for name in impls]
+    assert all(pub is not impl for impl in impls)
     assert pub.__doc__
-    assert sorted(pub.__all__) == sorted(impl.__all__)
-    for name in pub.__all__:
-        assert getattr(pub, name) is getattr(impl, name), name
+    assert sorted(pub.__all__) == sorted(n for impl in impls for n in impl.__all__)
+    for impl in impls:
+        for name in impl.__all__:
+            assert getattr(pub, name) is getattr(impl, name), name
 
 
 def test_recording_driver_of_the_public_module_is_the_one_launches_use():

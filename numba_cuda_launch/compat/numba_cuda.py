@@ -12,8 +12,9 @@ import functools
 
 from numba import cuda
 from numba.core import types
+from numba.core.errors import TypingError
 
-from numba_cuda_launch.config import get_compute_capability, setting
+from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability, setting
 
 __all__ = [
     "CUDADispatcherType", "is_signature", "parse_signature", "parse_kernel_signature",
@@ -22,6 +23,8 @@ __all__ = [
     # replacements of numba-cuda's functions (installed by .overrides)
     "deviceless_get_current_device", "deviceless_ensure_cc", "deviceless_bind",
     "toolkit_hinting_kernel_init", "refusing_get_call_type",
+    # functions kernels call (launch/intrinsics.py)
+    "register_kernel_function", "kernel_compute_capability",
 ]
 
 # numba-cuda's type of @cuda.jit dispatchers (a types.Dispatcher):
@@ -287,3 +290,43 @@ def array_classes():
     return tuple(c for c in (getattr(devicearray, n, None) for n in
                              ("DeviceNDArray", "MappedNDArray", "ManagedNDArray"))
                  if c is not None)
+
+
+# -- functions kernels call ---------------------------------------------------------
+
+def register_kernel_function(fn, typer, lower):
+    """Make Python function *fn* callable in numba-cuda kernels (and device
+    functions): ``typer(*argtypes)`` returns its signature (or raises
+    ``TypingError`` saying why not), ``lower(context, builder, sig, args)``
+    emits the call. Registered as numba-cuda registers its own (``cuda.*``)
+    functions, in ``cudadecl.registry`` and ``cudaimpl.registry``: every CUDA
+    typing and target context installs those and reads registrations added
+    later, so every kernel compiled afterwards knows *fn*."""
+    from numba.cuda import cudadecl, cudaimpl
+    from numba.cuda.typing.templates import AbstractTemplate
+
+    class KernelFunction(AbstractTemplate):
+        key = fn
+
+        def generic(self, args, kws):
+            if kws:
+                raise TypingError("%s() takes no keyword arguments (got %s)"
+                                  % (fn.__name__, ", ".join(kws)))
+            return typer(*args)
+
+    cudadecl.registry.register_global(fn, types.Function(KernelFunction))
+    cudaimpl.registry.lower(fn, types.VarArg(types.Any))(lower)
+
+
+def kernel_compute_capability():
+    """The lowest architecture the kernel being compiled is built for: the
+    compute capability numba-cuda compiles it for (its flags, read while
+    typing and lowering), or the lowest configured one when images are
+    built for several; None outside a kernel's compilation."""
+    from numba.cuda.core.targetconfig import ConfigStack
+
+    cc = getattr(ConfigStack.top_or_none(), "compute_capability", None)
+    ccs = get_compute_capabilities()
+    if ccs is not None and cc is not None:
+        return min(tuple(cc), ccs[0])
+    return None if cc is None else tuple(cc)

@@ -142,6 +142,25 @@ PROTOTYPES = {
     "cuDeviceGetAttribute": ("int*", "int", "int"),
     "cuKernelGetAttribute": ("int*", "int", "void*", "int"),
     "cuKernelSetAttribute": ("int", "int", "void*", "int"),
+    # Conditional graph nodes (cudadrv/conditional.py), CUDA 12.3+ ABIs:
+    # (int* version)
+    "cuDriverGetVersion": ("int*",),
+    # (stream, status*, id*, CUgraph*, const CUgraphNode** deps,
+    #  const CUgraphEdgeData** edges, size_t* n)
+    "cuStreamGetCaptureInfo_v3": ("void*", "int*", "size_t*", "void**", "void***", "void**",
+                                  "size_t*"),
+    # (CUgraphConditionalHandle* out, CUgraph, CUcontext, unsigned default,
+    #  unsigned flags)
+    "cuGraphConditionalHandleCreate": ("size_t*", "void*", "void*", "unsigned", "unsigned"),
+    # (CUgraphNode* out, CUgraph, const CUgraphNode* deps, const
+    #  CUgraphEdgeData* edges, size_t n, CUgraphNodeParams*)
+    "cuGraphAddNode_v2": ("void**", "void*", "void**", "void*", "size_t", "void*"),
+    # (stream, CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n,
+    #  unsigned flags)
+    "cuStreamUpdateCaptureDependencies_v2": ("void*", "void**", "void*", "size_t", "unsigned"),
+    # (stream, CUgraph, const CUgraphNode* deps, const CUgraphEdgeData*
+    #  edges, size_t n, CUstreamCaptureMode)
+    "cuStreamBeginCaptureToGraph": ("void*", "void*", "void**", "void*", "size_t", "int"),
 }
 
 #: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.

@@ -10,13 +10,17 @@ keeps state. The nopython surface is :mod:`numba_cuda_launch.launch.graph`
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_VALUE,
+                                      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                                      CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
+                                      CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+from numba_cuda_launch.cudadrv import bodies, driver
 from numba_cuda_launch.cudadrv.driver import emit_in_context, emit_with_context
 
 __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
     "NODE_OK", "NODE_NOT_CAPTURING", "NODE_NOT_ONE", "NODE_NOT_KERNEL",
+    "LAUNCH_WHILE_LIMIT",
     "UPDATE_RESULTS", "kernel_node_params_type",
     "emit_begin_capture", "emit_end_capture", "emit_abort_capture",
     "emit_last_node", "emit_instantiate", "emit_graph_launch",
@@ -36,6 +40,9 @@ _NODE_TYPE_KERNEL = 0
 
 #: Why :func:`emit_last_node` found no kernel node (0: it did).
 NODE_OK, NODE_NOT_CAPTURING, NODE_NOT_ONE, NODE_NOT_KERNEL = 0, 1, 2, 3
+#: Why a graph launch failed, where known (0: the status says it all): a
+#: simulated WHILE node at its iteration limit.
+LAUNCH_WHILE_LIMIT = 1
 
 #: CUgraphExecUpdateResult values, as the driver names them.
 UPDATE_RESULTS = {
@@ -62,13 +69,38 @@ def emit_begin_capture(builder, stream, mode):
         builder, lambda: driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]))
 
 
+def _recording(builder, stream):
+    """The graph *stream* records into (``cuStreamGetCaptureInfo_v2``), NULL
+    when it records none."""
+    state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
+    ident = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
+    graph = cgutils.alloca_once_value(builder, _NULL)
+    deps = cgutils.alloca_once_value(builder, ir.Constant(_i8p.as_pointer(), None))
+    count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
+    status = driver.call(builder, "cuStreamGetCaptureInfo_v2",
+                         [stream, state, ident, graph, deps, count])
+    return builder.select(builder.icmp_signed("==", status, ir.Constant(_i32, 0)),
+                          builder.load(graph), _NULL)
+
+
 def emit_end_capture(builder, stream):
     """``cuStreamEndCapture``; returns ``(status, CUgraph)``. An invalidated
     capture ends too, with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`` and a
-    NULL graph."""
+    NULL graph. A recording with a conditional node whose body is still
+    being recorded on another stream is not ended:
+    ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED`` (:mod:`.bodies`)."""
     graph = cgutils.alloca_once_value(builder, _NULL)
-    status = driver.call(builder, "cuStreamEndCapture", [stream, graph])
-    return status, builder.load(graph)
+    status = cgutils.alloca_once_value(builder,
+                                       ir.Constant(_i32, CUDA_ERROR_STREAM_CAPTURE_UNJOINED))
+    open_ = bodies.emit_children_open(builder, _recording(builder, stream),
+                                      lambda s: emit_is_capturing(builder, s))
+    with builder.if_then(builder.not_(open_), likely=True):
+        builder.store(driver.call(builder, "cuStreamEndCapture", [stream, graph]), status)
+        # a body's recording ended (unless the capture goes on elsewhere)
+        with builder.if_then(builder.icmp_signed("!=", builder.load(status), ir.Constant(
+                _i32, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD))):
+            bodies.emit_release(builder, stream)
+    return builder.load(status), builder.load(graph)
 
 
 def _query_capturing(builder, stream):
@@ -97,7 +129,9 @@ def emit_exchange_capture_mode(builder, mode):
 def emit_abort_capture(builder, stream):
     """End a capture in progress on *stream*, if any, and destroy what it
     recorded: the way out after a failed operation left a stream capturing.
-    Returns 0 when the stream is not capturing (any more)."""
+    Returns 0 when the stream is not capturing (any more);
+    ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED`` while a body of one of its
+    conditional nodes is being recorded (abort that body's stream first)."""
     status, capturing = _query_capturing(builder, stream)
     with builder.if_then(capturing):
         ended, graph = emit_end_capture(builder, stream)
@@ -162,8 +196,12 @@ def emit_instantiate(builder, graph):
 
 def emit_graph_launch(builder, exe, stream):
     """``cuGraphLaunch(exe, stream)``; a thread with no current context gets
-    device 0's primary context and launches again (as kernel launches do)."""
-    return emit_in_context(builder, lambda: driver.call(builder, "cuGraphLaunch", [exe, stream]))
+    device 0's primary context and launches again (as kernel launches do).
+    Returns ``(status, reason)``, the reason 0 (the simulator's launches
+    have one, :data:`LAUNCH_WHILE_LIMIT`)."""
+    status = emit_in_context(builder, lambda: driver.call(builder, "cuGraphLaunch",
+                                                         [exe, stream]))
+    return status, ir.Constant(_i32, 0)
 
 
 # CUgraphExecUpdateResultInfo: result (i32), errorNode, errorFromNode.

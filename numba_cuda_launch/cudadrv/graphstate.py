@@ -1,10 +1,12 @@
 """The CUDA driver's graph bookkeeping, in Python: stream captures, graphs,
-executable graphs and kernel nodes, with the ``CUresult`` the driver gives
+executable graphs, kernel nodes and conditional nodes (their handles, body
+graphs and captures into bodies), with the ``CUresult`` the driver gives
 each misuse. The recording driver (:mod:`.recording`) and the simulator's
 graphs (:mod:`numba_cuda_launch.launch.backends.simgraph`) both keep their
 graphs here, so they answer alike (docs/graphs.md, "Testing without a GPU").
 """
 
+import ctypes
 import threading
 from dataclasses import dataclass, field
 
@@ -12,14 +14,18 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
     CUDA_ERROR_ILLEGAL_STATE,
     CUDA_ERROR_INVALID_VALUE,
+    CUDA_ERROR_NOT_SUPPORTED,
     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+    CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
 )
+from numba_cuda_launch.cudadrv.conditional import ASSIGN_DEFAULT, COND_IF, COND_SWITCH, COND_WHILE
 from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED
 
-__all__ = ["Capture", "RecordedGraph", "RecordedExec", "GraphState"]
+__all__ = ["Capture", "RecordedGraph", "RecordedExec", "ConditionalHandleRecord",
+           "ConditionalNode", "ExecConditional", "GraphState"]
 
 # CUgraphExecUpdateResult values
 _TOPOLOGY_CHANGED, _NODE_TYPE_CHANGED, _FUNCTION_CHANGED = 2, 3, 4
@@ -29,6 +35,7 @@ _TOPOLOGY_CHANGED, _NODE_TYPE_CHANGED, _FUNCTION_CHANGED = 2, 3, 4
 class Capture:
     mode: int
     thread: int
+    graph: int  # the graph it records into: its own, or a conditional node's body
     by_node: dict = field(default_factory=dict)  # node handle -> launch, in capture order
     invalidated: bool = False
 
@@ -36,12 +43,15 @@ class Capture:
 @dataclass
 class RecordedGraph:
     """A graph recorded by a stream capture: ``by_node`` maps node handles to
-    launches in capture order (``nodes`` and ``launches`` list them)."""
+    launches (or :class:`ConditionalNode` records) in capture order
+    (``nodes`` and ``launches`` list them). A conditional node's body graph
+    has ``body_of``, the node."""
 
     handle: int
     by_node: dict
     mode: int
     destroyed: bool = False
+    body_of: int = 0
 
     @property
     def nodes(self):
@@ -53,49 +63,139 @@ class RecordedGraph:
 
 
 @dataclass
+class ConditionalHandleRecord:
+    """A conditional handle: the graph it was made in (a conditional node
+    using it must be in that graph or in a body inside it), its default,
+    whether the default is assigned at each launch, and its context."""
+
+    graph: int
+    default: int
+    assign_default: bool
+    context: int
+
+
+@dataclass(eq=False)
+class ConditionalNode:
+    """A conditional node of a graph: its ``kind`` (``COND_IF``, ...), its
+    conditional ``handle`` and the handles of its body graphs."""
+
+    kind: int
+    handle: int
+    bodies: tuple
+    kernel = None  # what an executable graph update compares: none here
+
+    @property
+    def size(self):
+        return len(self.bodies)
+
+
+@dataclass(eq=False)
+class ExecConditional:
+    """A conditional node of an executable graph: what each body runs
+    (``bodies``, dicts of node -> launch as :attr:`RecordedExec.launches`)."""
+
+    kind: int
+    handle: int
+    bodies: tuple
+    kernel = None
+
+    @property
+    def size(self):
+        return len(self.bodies)
+
+    def chosen(self, value):
+        """The body (its launches) a node run with condition *value* runs
+        once: IF its body (or ELSE body), SWITCH case *value*; None for none.
+        A WHILE node runs its body while the value is not 0."""
+        if self.kind == COND_SWITCH:
+            return self.bodies[value] if value < len(self.bodies) else None
+        if value:
+            return self.bodies[0]
+        return self.bodies[1] if len(self.bodies) > 1 else None
+
+
+@dataclass
 class RecordedExec:
     """An executable graph: the launches a replay runs (``launches``, by
-    node, updates applied) and the graph it was instantiated from."""
+    node, updates applied; conditional nodes as :class:`ExecConditional`),
+    the graph it was instantiated from and the values of its conditional
+    handles (``values``; each launch first assigns the defaults of those
+    that assign them)."""
 
     handle: int
     graph: int
     launches: dict  # node -> launch
     destroyed: bool = False
+    handles: dict = field(default_factory=dict)  # handle -> ConditionalHandleRecord
+    values: dict = field(default_factory=dict)  # handle -> value
 
     @property
     def nodes(self):
         return list(self.launches)
+
+    def start(self):
+        """A launch begins: assign the defaults that are assigned at each."""
+        for handle, record in self.handles.items():
+            if record.assign_default:
+                self.values[handle] = record.default
 
 
 def _no_change(launch, old=None):
     return launch
 
 
-def _update_result(new, old):
-    """The ``CUgraphExecUpdateResult`` of replacing launches *old* by *new*
-    node by node (0: the update is allowed)."""
+def _update_result(new, old, body_launches):
+    """The ``CUgraphExecUpdateResult`` of replacing launches *old* (an
+    executable graph's) by *new* (a graph's) node by node, bodies of
+    conditional nodes included (*body_launches(graph)*: a body's launches);
+    0: the update is allowed."""
     if len(new) != len(old):
         return _TOPOLOGY_CHANGED
     for n, o in zip(new, old):
-        if type(n) is not type(o):
+        if isinstance(n, ConditionalNode) != isinstance(o, ExecConditional) or (
+                not isinstance(n, ConditionalNode) and type(n) is not type(o)):
             return _NODE_TYPE_CHANGED
-        if n.kernel != o.kernel:
+        if isinstance(n, ConditionalNode):
+            if n.kind != o.kind or n.size != o.size:
+                return _NODE_TYPE_CHANGED
+            for body, exec_body in zip(n.bodies, o.bodies):
+                result = _update_result(body_launches(body), list(exec_body.values()),
+                                        body_launches)
+                if result:
+                    return result
+        elif n.kernel != o.kernel:
             return _FUNCTION_CHANGED
     return 0
 
 
+def _initial(handles):
+    """The values of conditional *handles* before a graph's first launch:
+    the default of those that assign it, else 0 (the driver applies a
+    default only with ``CU_GRAPH_COND_ASSIGN_DEFAULT``)."""
+    return {h: r.default if r.assign_default else 0 for h, r in handles.items()}
+
+
+#: Bodies a conditional node of each kind may have (WHILE one, IF one or
+#: two, SWITCH any number from one).
+_BODY_COUNTS = {COND_IF: (1, 2), COND_WHILE: (1, 1), COND_SWITCH: (1, 1 << 32)}
+
+
 class GraphState:
     """Captures by stream handle, graphs and executable graphs by handles
-    never reused. *keep_destroyed*: destroyed records stay, marked
-    ``destroyed`` (else they and what they hold are dropped). *own(launch)*
-    is an executable graph's copy of a recorded launch; *update(new, old)*
-    what a node runs after ``cuGraphExecUpdate`` replaced *old* by *new*."""
+    never reused, conditional handles and nodes. *keep_destroyed*: destroyed
+    records stay, marked ``destroyed`` (else they and what they hold are
+    dropped). *own(launch)* is an executable graph's copy of a recorded
+    launch; *update(new, old)* what a node runs after ``cuGraphExecUpdate``
+    replaced *old* by *new*."""
 
     def __init__(self, keep_destroyed=False, own=_no_change, update=_no_change):
         self.lock = threading.Lock()
         self.captures = {}  # stream handle -> Capture
-        self.graphs = {}    # handle -> RecordedGraph
+        self.graphs = {}    # handle -> RecordedGraph (conditional nodes' bodies too)
         self.execs = {}     # handle -> RecordedExec
+        self.handles = {}   # conditional handle -> ConditionalHandleRecord
+        self._containing = {}  # conditional node -> the graph it is in
+        self._body_arrays = {}  # conditional node -> its bodies as a C array (CUgraph*)
         self._keep_destroyed = keep_destroyed
         self._own = own
         self._update = update
@@ -111,14 +211,15 @@ class GraphState:
         return None if value is None or value.destroyed else value
 
     def live(self):
-        """The handles of the graphs and executable graphs not destroyed."""
+        """The handles of the graphs and executable graphs not destroyed (a
+        conditional node's bodies are its graph's, not listed)."""
         with self.lock:
-            return ([h for h, g in self.graphs.items() if not g.destroyed]
+            return ([h for h, g in self.graphs.items() if not g.destroyed and not g.body_of]
                     + [h for h, e in self.execs.items() if not e.destroyed])
 
     @property
     def nodes(self):
-        """The kernel nodes of the graphs not destroyed: node -> graph handle."""
+        """The nodes of the graphs not destroyed: node -> graph handle."""
         with self.lock:
             return {node: h for h, g in self.graphs.items() if not g.destroyed
                     for node in g.by_node}
@@ -142,7 +243,8 @@ class GraphState:
         return None
 
     def node_launch(self, node):
-        """The launch kernel node *node* recorded (in a graph or a capture), or None."""
+        """What node *node* records (in a graph or a capture): a launch or a
+        :class:`ConditionalNode`; None for no node."""
         with self.lock:
             for owner in list(self.graphs.values()) + list(self.captures.values()):
                 if node in owner.by_node:
@@ -155,8 +257,28 @@ class GraphState:
         with self.lock:
             if stream in self.captures:
                 return CUDA_ERROR_ILLEGAL_STATE
-            self.captures[stream] = Capture(mode, threading.get_ident())
+            self.captures[stream] = Capture(mode, threading.get_ident(),
+                                            self._handle(0x60000000))
         return 0
+
+    def begin_capture_to_graph(self, stream, graph, mode):
+        """``cuStreamBeginCaptureToGraph``: *stream* records into existing
+        graph *graph* (a conditional node's body)."""
+        if stream == 0:
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        with self.lock:
+            if stream in self.captures:
+                return CUDA_ERROR_ILLEGAL_STATE
+            g = self._live(self.graphs, graph)
+            if g is None:
+                return CUDA_ERROR_INVALID_VALUE
+            self.captures[stream] = Capture(mode, threading.get_ident(), graph, g.by_node)
+        return 0
+
+    def capture_of(self, stream):
+        """The :class:`Capture` on *stream*, or None."""
+        with self.lock:
+            return self.captures.get(stream)
 
     def _end(self, stream):
         capture = self.captures.get(stream)
@@ -167,34 +289,159 @@ class GraphState:
         del self.captures[stream]
         return 0, capture
 
+    def _bodies_recorded(self, stream):
+        """True if a body of a node of the graph *stream* records is being
+        recorded on another stream (its recording may not end then)."""
+        capture = self.captures.get(stream)
+        if capture is None:
+            return False
+        return any(c.graph in self.graphs and self.graphs[c.graph].body_of and
+                   self._containing.get(self.graphs[c.graph].body_of) == capture.graph
+                   for s, c in self.captures.items() if s != stream)
+
     def end_capture(self, stream):
-        """``(status, graph handle)``, the handle 0 on failure."""
+        """``(status, graph handle)``, the handle 0 on failure; a capture
+        into an existing graph (a body) gives that graph. A recording with a
+        body still being recorded does not end
+        (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``)."""
         with self.lock:
+            if self._bodies_recorded(stream):
+                return CUDA_ERROR_STREAM_CAPTURE_UNJOINED, 0
             status, capture = self._end(stream)
             if status:
                 return status, 0
             if capture.invalidated:
+                if capture.graph not in self.graphs:
+                    self._drop_made_in(capture.graph, capture.by_node)
                 return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 0
-            handle = self._handle(0x60000000)
-            self.graphs[handle] = RecordedGraph(handle, capture.by_node, capture.mode)
-        return 0, handle
+            if capture.graph not in self.graphs:
+                self.graphs[capture.graph] = RecordedGraph(capture.graph, capture.by_node,
+                                                           capture.mode)
+        return 0, capture.graph
 
     def abort_capture(self, stream):
-        """End the capture on *stream*, if any, dropping what it recorded."""
+        """End the capture on *stream*, if any, dropping what it recorded
+        (a body's recording stays in the body); not while a body of it is
+        being recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``)."""
         with self.lock:
             if stream not in self.captures:
                 return 0
-            return self._end(stream)[0]
+            if self._bodies_recorded(stream):
+                return CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+            status, capture = self._end(stream)
+            if not status and capture.graph not in self.graphs:
+                self._drop_made_in(capture.graph, capture.by_node)
+            return status
+
+    # -- conditional handles and nodes ---------------------------------------------
+
+    def _nodes_of(self, graph):
+        """The nodes of *graph* (live, or being recorded by a capture), or None."""
+        g = self._live(self.graphs, graph)
+        if g is not None:
+            return g.by_node
+        for capture in self.captures.values():
+            if capture.graph == graph:
+                return capture.by_node
+        return None
+
+    def _outer_graphs(self, graph):
+        """*graph* and the graphs around it (a body's node's graph, ...)."""
+        out = [graph]
+        while graph in self.graphs and self.graphs[graph].body_of:
+            graph = self._containing[self.graphs[graph].body_of]
+            out.append(graph)
+        return out
+
+    def create_handle(self, graph, context, default, flags):
+        """``cuGraphConditionalHandleCreate``: ``(status, handle)``."""
+        with self.lock:
+            if self._nodes_of(graph) is None or flags not in (0, ASSIGN_DEFAULT):
+                return CUDA_ERROR_INVALID_VALUE, 0
+            handle = self._handle(0x50000000)
+            self.handles[handle] = ConditionalHandleRecord(
+                graph, default & 0xFFFFFFFF, bool(flags & ASSIGN_DEFAULT), context)
+        return 0, handle
+
+    def add_conditional(self, graph, context, handle, kind, size):
+        """``cuGraphAddNode`` of a conditional node in *graph* (after its
+        last node): ``(status, node, address of its bodies' C array)``. The
+        handle must be of *graph* or of a graph around it, and of
+        *context*."""
+        with self.lock:
+            nodes = self._nodes_of(graph)
+            record = self.handles.get(handle)
+            low, high = _BODY_COUNTS.get(kind, (1, 0))
+            if nodes is None or record is None or not low <= size <= high or \
+                    record.graph not in self._outer_graphs(graph) or record.context != context:
+                return CUDA_ERROR_INVALID_VALUE, 0, 0
+            node = self._handle(0x70000000)
+            bodies = tuple(self._handle(0x60000000) for _ in range(size))
+            for body in bodies:
+                self.graphs[body] = RecordedGraph(body, {}, 0, body_of=node)
+            self._containing[node] = graph
+            self._body_arrays[node] = (ctypes.c_void_p * size)(*bodies)
+            nodes[node] = ConditionalNode(kind, handle, bodies)
+        return 0, node, ctypes.addressof(self._body_arrays[node])
+
+    def _conditionals(self, graph):
+        nodes = self._nodes_of(graph) or {}
+        return [n for n in nodes.values() if isinstance(n, ConditionalNode)]
+
+    def _graphs_inside(self, graph):
+        """*graph* and every body inside it."""
+        out = [graph]
+        for node in self._conditionals(graph):
+            for body in node.bodies:
+                out.extend(self._graphs_inside(body))
+        return out
+
+    def _drop_made_in(self, graph, nodes):
+        """Forget the handles and bodies made in *graph* (whose *nodes* are
+        gone with it)."""
+        for node, value in nodes.items():
+            if isinstance(value, ConditionalNode):
+                for body in value.bodies:
+                    self._drop_made_in(body, self.graphs[body].by_node)
+                    if self._keep_destroyed:
+                        self.graphs[body].destroyed = True
+                    else:
+                        del self.graphs[body]
+                self._containing.pop(node, None)
+                self._body_arrays.pop(node, None)
+        if not self._keep_destroyed:
+            for handle in [h for h, r in self.handles.items() if r.graph == graph]:
+                del self.handles[handle]
+
+    # -- executable graphs -------------------------------------------------------------
+
+    def _own_nodes(self, nodes):
+        return {node: ExecConditional(v.kind, v.handle, tuple(
+                    self._own_nodes(self.graphs[b].by_node) for b in v.bodies))
+                if isinstance(v, ConditionalNode) else self._own(v)
+                for node, v in nodes.items()}
 
     def instantiate(self, graph):
-        """``(status, executable graph handle)``, the handle 0 on failure."""
+        """``(status, executable graph handle)``, the handle 0 on failure:
+        ``CUDA_ERROR_INVALID_VALUE`` for a graph whose body is still being
+        recorded, or that made a conditional handle no node uses (as the
+        driver refuses it)."""
         with self.lock:
             g = self._live(self.graphs, graph)
-            if g is None:
+            inside = set(self._graphs_inside(graph))
+            if g is None or any(c.graph in inside for c in self.captures.values()):
                 return CUDA_ERROR_INVALID_VALUE, 0
+            handles = {h: r for h, r in self.handles.items() if r.graph in inside}
+            used = {n.handle for body in inside for n in self._conditionals(body)}
+            if set(handles) - used:
+                return CUDA_ERROR_INVALID_VALUE, 0
+            if handles and any(e.graph == graph and not e.destroyed
+                               for e in self.execs.values()):
+                # one executable graph at a time of a graph with conditional nodes
+                return CUDA_ERROR_NOT_SUPPORTED, 0
             handle = self._handle(0x68000000)
-            self.execs[handle] = RecordedExec(handle, graph, {
-                node: self._own(launch) for node, launch in g.by_node.items()})
+            self.execs[handle] = RecordedExec(handle, graph, self._own_nodes(g.by_node),
+                                              handles=handles, values=_initial(handles))
         return 0, handle
 
     def exec_launches(self, exe):
@@ -203,28 +450,68 @@ class GraphState:
             e = self._live(self.execs, exe)
             return None if e is None else tuple(e.launches.values())
 
+    def exec_record(self, exe):
+        """The :class:`RecordedExec` of *exe*, or None if it is not live."""
+        with self.lock:
+            return self._live(self.execs, exe)
+
+    @staticmethod
+    def _find(launches, node):
+        """The dict of *launches* (nested in conditional bodies) holding *node*."""
+        if node in launches:
+            return launches
+        for launch in launches.values():
+            if isinstance(launch, ExecConditional):
+                for body in launch.bodies:
+                    found = GraphState._find(body, node)
+                    if found is not None:
+                        return found
+        return None
+
     def _exec_node(self, exe, node):
+        """``(dict holding kernel node node, its launch)`` in *exe*, or None."""
         e = self._live(self.execs, exe)
         # A node belongs to its graph: dropping the graph's record drops it
         # (a record kept after destroy does not: the driver would not notice).
         if e is None or e.graph not in self.graphs:
             return None
-        return e.launches.get(node)
+        where = self._find(e.launches, node)
+        if where is None or isinstance(where[node], ExecConditional):
+            return None
+        return where, where[node]
 
     def exec_node(self, exe, node):
         """What kernel node *node* of executable graph *exe* runs, or None."""
         with self.lock:
-            return self._exec_node(exe, node)
+            found = self._exec_node(exe, node)
+        return None if found is None else found[1]
 
     def set_node(self, exe, node, make_launch):
-        """``cuGraphExecKernelNodeSetParams``: kernel node *node* of *exe* runs
-        ``make_launch(old)``, *old* what it ran; ``(status, the launch set)``."""
+        """``cuGraphExecKernelNodeSetParams``: kernel node *node* of *exe* (in
+        a conditional body too) runs ``make_launch(old)``, *old* what it
+        ran; ``(status, the launch set)``."""
         with self.lock:
-            old = self._exec_node(exe, node)
-            if old is None:
+            found = self._exec_node(exe, node)
+            if found is None:
                 return CUDA_ERROR_INVALID_VALUE, None
-            new = self.execs[exe].launches[node] = make_launch(old)
+            where, old = found
+            new = where[node] = make_launch(old)
         return 0, new
+
+    def _body_launches(self, graph):
+        return list(self.graphs[graph].by_node.values())
+
+    def _apply_update(self, launches, nodes):
+        """Replace what *launches* (an executable graph's) run by graph
+        *nodes*' launches, bodies included; conditional nodes take the
+        graph's handles."""
+        for (node, old), new in zip(list(launches.items()), nodes.values()):
+            if isinstance(old, ExecConditional):
+                old.handle = new.handle
+                for body, graph in zip(old.bodies, new.bodies):
+                    self._apply_update(body, self.graphs[graph].by_node)
+            else:
+                launches[node] = self._update(new, old)
 
     def exec_update(self, exe, graph):
         """``cuGraphExecUpdate``: ``(status, CUgraphExecUpdateResult)``."""
@@ -232,19 +519,26 @@ class GraphState:
             e, g = self._live(self.execs, exe), self._live(self.graphs, graph)
             if e is None or g is None:
                 return CUDA_ERROR_INVALID_VALUE, 0
-            result = _update_result(list(g.by_node.values()), list(e.launches.values()))
+            result = _update_result(list(g.by_node.values()), list(e.launches.values()),
+                                    self._body_launches)
             if result:
                 return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, result
-            for node, new in zip(list(e.launches), g.by_node.values()):
-                e.launches[node] = self._update(new, e.launches[node])
+            self._apply_update(e.launches, g.by_node)
+            inside = set(self._graphs_inside(graph))
+            e.handles = {h: r for h, r in self.handles.items() if r.graph in inside}
+            e.values = _initial(e.handles)
         return 0, 0
 
     def destroy(self, table, handle):
         """``cuGraphDestroy``/``cuGraphExecDestroy`` of *handle* in *table*
-        (:attr:`graphs` or :attr:`execs`)."""
+        (:attr:`graphs` or :attr:`execs`). A conditional node's body belongs
+        to the node: it goes with its graph, never alone."""
         with self.lock:
-            if self._live(table, handle) is None:
+            value = self._live(table, handle)
+            if value is None or getattr(value, "body_of", 0):
                 return CUDA_ERROR_INVALID_VALUE
+            if table is self.graphs:
+                self._drop_made_in(handle, value.by_node)
             if self._keep_destroyed:
                 table[handle].destroyed = True
             else:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from numba_cuda_launch.errors import (
     CUDA_ERROR_INVALID_CLUSTER_SIZE as _INVALID_CLUSTER_SIZE,
     CUDA_ERROR_INVALID_CONTEXT as _INVALID_CONTEXT,
+    CUDA_ERROR_ILLEGAL_STATE as _ILLEGAL_STATE,
     CUDA_ERROR_INVALID_HANDLE as _INVALID_HANDLE,
     CUDA_ERROR_INVALID_VALUE as _INVALID_VALUE,
     CUDA_ERROR_NO_BINARY_FOR_GPU as _NO_BINARY,
@@ -29,11 +30,13 @@ from numba_cuda_launch.errors import (
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.fatbin import driver_choice, fatbin_entries, is_fatbin
 from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED as _RELAXED
-from numba_cuda_launch.cudadrv.graphstate import GraphState, RecordedExec, RecordedGraph
+from numba_cuda_launch.cudadrv.conditional import NODE_TYPE_CONDITIONAL as _NODE_CONDITIONAL
+from numba_cuda_launch.cudadrv.graphstate import (ConditionalHandleRecord, ConditionalNode,
+                                                  GraphState, RecordedExec, RecordedGraph)
 from numba_cuda_launch.cudadrv.image import param_sizes
 
 __all__ = ["RecordingDriver", "Launch", "RecordedGraph", "RecordedExec", "OccupancyQuery",
-           "CodeChoice", "occupancy_model"]
+           "CodeChoice", "ConditionalNode", "ConditionalHandleRecord", "occupancy_model"]
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint
@@ -62,6 +65,12 @@ class _KernelNodeParamsC(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2
 
 class _UpdateInfoC(ctypes.Structure):  # CUgraphExecUpdateResultInfo
     _fields_ = [("result", _c_int), ("node", _vp), ("from_node", _vp)]
+
+
+class _ConditionalNodeParamsC(ctypes.Structure):  # CUgraphNodeParams, conditional
+    _fields_ = [("type", _c_int), ("reserved0", _c_int * 3), ("handle", ctypes.c_uint64),
+                ("kind", _c_int), ("size", _u32), ("bodies", _vp), ("ctx", _vp),
+                ("rest", ctypes.c_int64 * 26)]
 
 
 def _launch_config(address):
@@ -169,7 +178,8 @@ class RecordingDriver:
     device_count = 1
 
     def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True,
-                 occupancy=occupancy_model, load_during_capture=True, compute_capability=None):
+                 occupancy=occupancy_model, load_during_capture=True, compute_capability=None,
+                 driver_version=13000):
         self.layouts = dict(layouts or {})  # entry name -> [param sizes]
         # (major, minor) of every device, or {ordinal: (major, minor)}; None:
         # any image runs anywhere
@@ -193,6 +203,10 @@ class RecordingDriver:
         self.graph_launches = []  # (exec handle, stream)
         self.node_updates = []  # (exec handle, node, Launch)
         self.exec_updates = []  # (exec handle, graph handle, status)
+        #: conditional handle -> ConditionalHandleRecord (graph, default, ...)
+        self.handles = self._graph_state.handles
+        #: what cuDriverGetVersion answers (13000: CUDA 13.0)
+        self.driver_version = driver_version
         self.occupancy_queries = []
         self.occupancy = occupancy
         # False: image loads during a capture fail as on drivers before CUDA 12.3
@@ -249,6 +263,12 @@ class RecordingDriver:
             cuDeviceGetAttribute=self._device_attribute,
             cuKernelGetAttribute=self._kernel_attribute,
             cuKernelSetAttribute=self._set_kernel_attribute,
+            cuDriverGetVersion=lambda out: _put(out, self.driver_version),
+            cuStreamGetCaptureInfo_v3=self._capture_info_v3,
+            cuGraphConditionalHandleCreate=self._handle_create,
+            cuGraphAddNode_v2=self._add_node,
+            cuStreamUpdateCaptureDependencies_v2=self._update_dependencies,
+            cuStreamBeginCaptureToGraph=self._begin_capture_to_graph,
             cuCtxSynchronize=lambda: self._log("cuCtxSynchronize"),
             cuStreamSynchronize=self._stream_synchronize,
             cuStreamQuery=lambda s: self._log("cuStreamQuery", s or 0),
@@ -527,7 +547,7 @@ class RecordingDriver:
             last = next(reversed(capture.by_node), 0) if capture else 0
         status[0] = 0 if capture is None else 2 if capture.invalidated else 1
         ident[0] = id(capture) if capture else 0
-        graph[0] = None
+        graph[0] = capture.graph if capture else None
         # the capture's dependency, the last node recorded; valid until this
         # thread's next call, as the driver's
         self._thread.deps = (_vp * 1)(last)
@@ -535,10 +555,40 @@ class RecordingDriver:
         count[0] = 1 if last else 0
         return 0
 
+    def _capture_info_v3(self, stream, status, ident, graph, deps, edges, count):
+        edges[0] = None  # default edges only
+        return self._capture_info(stream, status, ident, graph, deps, count)
+
+    # -- conditional nodes -----------------------------------------------------------
+
+    def _handle_create(self, out, graph, ctx, default, flags):
+        status, handle = self._graph_state.create_handle(graph or 0, ctx or 0, default, flags)
+        return status or _put(out, handle)
+
+    def _add_node(self, out, graph, deps, edges, count, params):
+        p = _ConditionalNodeParamsC.from_address(params)
+        if p.type != _NODE_CONDITIONAL:
+            return _INVALID_VALUE  # the fake adds conditional nodes only
+        status, node, bodies = self._graph_state.add_conditional(
+            graph or 0, p.ctx or 0, p.handle, p.kind, p.size)
+        if status:
+            return status
+        p.bodies = bodies  # the driver's out-parameter
+        return _put(out, node)
+
+    def _update_dependencies(self, stream, deps, edges, count, flags):
+        # The node added last is the capture's dependency already.
+        return 0 if self._graph_state.capture_of(stream or 0) else _ILLEGAL_STATE
+
+    def _begin_capture_to_graph(self, stream, graph, deps, edges, count, mode):
+        return self._graph_state.begin_capture_to_graph(stream or 0, graph or 0, mode)
+
     def _node_type(self, node, out):
-        if self._graph_state.node_launch(node) is None:
+        launch = self._graph_state.node_launch(node)
+        if launch is None:
             return _INVALID_VALUE
-        return _put(out, 0)  # CU_GRAPH_NODE_TYPE_KERNEL: the fake records kernel launches only
+        # CU_GRAPH_NODE_TYPE_KERNEL (the fake records kernel launches) or conditional
+        return _put(out, _NODE_CONDITIONAL if isinstance(launch, ConditionalNode) else 0)
 
     def _node_attribute(self, node, attr, out):
         # cuGraphKernelNodeGetAttribute: what the node was recorded with (a
@@ -564,15 +614,19 @@ class RecordingDriver:
         return status
 
     def _graph_launch(self, exe, stream):
-        launches = self._graph_state.exec_launches(exe)
-        if launches is None:
+        record = self._graph_state.exec_record(exe)
+        if record is None:
             return _INVALID_VALUE
         if not self._current():
             return _INVALID_CONTEXT
+        record.start()
+        # Conditional nodes' bodies run as kernels set their conditions:
+        # no kernel runs here, so only the graph's own launches are recorded.
         with self._lock:
             self.graph_launches.append((exe, stream or 0))
             self.launches.extend(dataclasses.replace(launch, stream=stream or 0, graph=exe)
-                                 for launch in launches)
+                                 for launch in record.launches.values()
+                                 if isinstance(launch, Launch))
         return self.launch_status
 
     def _exec_update(self, exe, graph, info):

@@ -8,13 +8,16 @@ import functools
 import numbers
 
 from llvmlite import ir
+from numba import njit
 from numba.core import cgutils, types
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_attribute_wrapper,
                              models, overload, overload_method, register_model, typeof_impl,
                              unbox)
 
-from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CudaGraphError,
+from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_VALUE,
+                                      CUDA_ERROR_NOT_SUPPORTED,
+                                      CUDA_ERROR_STREAM_CAPTURE_UNJOINED, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
@@ -276,7 +279,7 @@ _end_capture = _driver_call("emit_end_capture", types.int32, graph_type)
 _abort_capture = _driver_call("emit_abort_capture", types.int32)
 _last_node = _driver_call("emit_last_node", types.int32, types.int32, kernel_node_type)
 _instantiate = _driver_call("emit_instantiate", types.int32, graph_exec_type)
-_graph_launch = _driver_call("emit_graph_launch", types.int32)
+_graph_launch = _driver_call("emit_graph_launch", types.int32, types.int32)
 _exec_update = _driver_call("emit_exec_update", types.int32, types.int32)
 
 
@@ -298,19 +301,36 @@ def _raiser(operation, details=(), kernel=""):
                   tuple((r, (operation, text, kernel)) for r, text in details))
 
 
-_NO_CAPTURE = 1
+_NO_CAPTURE, _BODY_OPEN = 1, 2
+#: end_capture's refusal while a body of the graph is being recorded
+BODY_OPEN = ("a body of one of its conditional nodes is still being recorded on another "
+             "stream: end that first (graphs.end_body)")
 _fail_begin = _raiser("begin_capture", tuple(enumerate(_BEGIN_MESSAGES, 1)))
 _fail_end = _raiser("end_capture", (
     (_NO_CAPTURE, "no capture is in progress on this stream (begin one with "
-                  "graphs.begin_capture)"),))
+                  "graphs.begin_capture)"),
+    (_BODY_OPEN, BODY_OPEN)))
 _fail_last = _raiser("last_launch", (
     (_rt.NODE_NOT_CAPTURING, "the stream is not capturing"),
     (_rt.NODE_NOT_ONE, "the stream's last captured operation is not one launch (call "
                        "last_launch right after the launch, on the stream it used)"),
     (_rt.NODE_NOT_KERNEL, "the stream's last captured operation is not a kernel launch"),
 ))
-_fail_instantiate = _raiser("instantiate")
-_fail_launch = _raiser("launch")
+_UNINSTANTIABLE, _INSTANTIATED = 1, 2
+_fail_instantiate = _raiser("instantiate", (
+    (_UNINSTANTIABLE,
+     "the graph cannot be instantiated as recorded; with conditional nodes: is every "
+     "conditional handle made in it used by a node?"),
+    (_INSTANTIATED,
+     "a graph with conditional nodes has one executable graph at a time: destroy the "
+     "first (exe.destroy()) or record the graph again"),))
+_fail_launch = _raiser("launch", (
+    (_rt.LAUNCH_WHILE_LIMIT,
+     "a WHILE node ran its body as many times as the simulator allows "
+     "(NUMBA_CUDA_LAUNCH_SIM_WHILE_LIMIT, 100000 by default) and its condition is still "
+     "not 0: a kernel of the body must set it to 0 (graphs.set_conditional) to end the "
+     "loop"),
+))
 _fail_update = _raiser("update", tuple(
     (result, "the graph cannot update this executable graph: " + text)
     for result, text in _rt.UPDATE_RESULTS.items()))
@@ -353,11 +373,20 @@ def begin_capture(stream, mode=CAPTURE_THREAD_LOCAL):
         _fail_begin(status, reason)
 
 
+@njit
+def _end_reason(status):
+    if status == CUDA_ERROR_ILLEGAL_STATE:
+        return _NO_CAPTURE
+    return _BODY_OPEN if status == CUDA_ERROR_STREAM_CAPTURE_UNJOINED else 0
+
+
 @_module_function
 def end_capture_status(stream):
     """End the capture on *stream*: ``(status, graph)``, the recorded
     :class:`Graph` (a NULL one when the status is not 0; a capture that
-    was invalidated ends with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``)."""
+    was invalidated ends with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``; one
+    whose conditional node's body is still being recorded does not end:
+    ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``)."""
     return _end_capture(_stream_ptr(stream))
 
 
@@ -367,7 +396,7 @@ def end_capture(stream):
     raises :class:`CudaGraphError` (the capture is ended all the same)."""
     status, graph = _end_capture(_stream_ptr(stream))
     if status != 0:
-        _fail_end(status, _NO_CAPTURE if status == CUDA_ERROR_ILLEGAL_STATE else 0)
+        _fail_end(status, _end_reason(status))
     return graph
 
 
@@ -410,7 +439,8 @@ def _ol_instantiate(graph):
     def impl(graph):
         status, exe = _instantiate(graph)
         if status != 0:
-            _fail_instantiate(status, 0)
+            _fail_instantiate(status, _UNINSTANTIABLE if status == CUDA_ERROR_INVALID_VALUE
+                              else _INSTANTIATED if status == CUDA_ERROR_NOT_SUPPORTED else 0)
         return exe
     return impl
 
@@ -418,7 +448,7 @@ def _ol_instantiate(graph):
 @overload_method(GraphExecType, "launch_status", target="cpu")
 def _ol_launch_status(exe, stream):
     _check_stream("GraphExec.launch_status", stream)
-    return lambda exe, stream: _graph_launch(exe, _stream_ptr(stream))
+    return lambda exe, stream: _graph_launch(exe, _stream_ptr(stream))[0]
 
 
 @overload_method(GraphExecType, "launch", target="cpu")
@@ -426,9 +456,9 @@ def _ol_launch(exe, stream):
     _check_stream("GraphExec.launch", stream)
 
     def impl(exe, stream):
-        status = _graph_launch(exe, _stream_ptr(stream))
+        status, reason = _graph_launch(exe, _stream_ptr(stream))
         if status != 0:
-            _fail_launch(status, 0)
+            _fail_launch(status, reason)
     return impl
 
 

@@ -26,6 +26,7 @@ from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.kernels import ImageError, KernelSource, source_of
 from numba_cuda_launch.kernels.numba_cuda import SOURCE as NUMBA_CUDA
 from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
 
 __all__ = ["LaunchPlan", "KernelParam", "plan_launch", "launch_signature", "lossy_conversion",
@@ -139,7 +140,8 @@ def _launchable_problem(ty):
             "numba.carray(ptr, shape, dtype), or give the kernel a signature "
             "(cuda.jit(sig)) with a CPointer parameter"
         )
-    if isinstance(ty, (types.Array, types.CPointer, DeviceArray) + LAUNCHABLE_SCALARS):
+    if isinstance(ty, (types.Array, types.CPointer, DeviceArray, ConditionalHandleType)
+                  + LAUNCHABLE_SCALARS):
         return None
     if isinstance(ty, (types.NamedTuple, types.NamedUniTuple)):
         return ("a namedtuple (%s) is not passed to kernels from compiled code; pass "

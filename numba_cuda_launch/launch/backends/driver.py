@@ -12,6 +12,7 @@ from numba.core import cgutils
 
 from numba_cuda_launch.compat.numba_cuda import array_base_class, array_classes, image_target, \
     stream_class
+from numba_cuda_launch.cudadrv import conditional as _conditional
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv import events as _events
 from numba_cuda_launch.cudadrv import graph as _graph
@@ -60,7 +61,8 @@ def emit_param_array(builder, flat_values, kernel_llvm_types, target_data):
 
 class DriverRuntime:
     """The driver's emitters of synchronisation, events and graph operations
-    (:mod:`...cudadrv.events`, :mod:`...cudadrv.graph`), as
+    (:mod:`...cudadrv.events`, :mod:`...cudadrv.graph`,
+    :mod:`...cudadrv.conditional`), as
     :meth:`DriverBackend.runtime` gives them; each returns the ``CUresult``
     (with the handle made, for those that make one)."""
 
@@ -83,6 +85,10 @@ class DriverRuntime:
     emit_exec_update = staticmethod(_graph.emit_exec_update)
     emit_graph_destroy = staticmethod(_graph.emit_graph_destroy)
     emit_exec_destroy = staticmethod(_graph.emit_exec_destroy)
+    emit_is_capturing = staticmethod(_graph.emit_is_capturing)
+    emit_handle_create = staticmethod(_conditional.emit_handle_create)
+    emit_add_conditional = staticmethod(_conditional.emit_add_conditional)
+    emit_begin_body = staticmethod(_conditional.emit_begin_body)
 
 
 _RUNTIME = DriverRuntime()

@@ -1,0 +1,123 @@
+"""Which streams are recording conditional nodes' bodies, and for which
+graphs: a process-wide table compiled code keeps as bodies begin and end
+(bound to a symbol, as the driver table is). The driver crashes the process
+when the recording of a graph ends while a body of one of its nodes is
+still being recorded and the graph is then used (checked on driver 580,
+CUDA 13.0), so ending such a recording, or aborting it, is refused until
+its bodies end (docs/graphs.md, "Conditional nodes").
+"""
+
+import ctypes
+
+from llvmlite import binding as llvm_binding
+from llvmlite import ir
+from numba.core import cgutils
+
+__all__ = ["SLOTS", "SYMBOL", "open_bodies", "emit_claim", "emit_record", "emit_release",
+           "emit_children_open"]
+
+#: Bodies that can be recorded at once in a process.
+SLOTS = 64
+SYMBOL = "numba_cuda_launch_open_bodies"
+
+_i1 = ir.IntType(1)
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+_i8p = ir.IntType(8).as_pointer()
+_SLOT = ir.LiteralStructType([_i64, _i64, _i64])  # stream, body graph, parent graph
+_STREAM, _BODY, _PARENT = 0, 1, 2
+
+
+class _Slot(ctypes.Structure):
+    _fields_ = [("stream", ctypes.c_uint64), ("body", ctypes.c_uint64),
+                ("parent", ctypes.c_uint64)]
+
+
+_TABLE = (_Slot * SLOTS)()
+llvm_binding.add_symbol(SYMBOL, ctypes.addressof(_TABLE))
+
+
+def open_bodies():
+    """``[(body stream, body graph, parent graph)]`` being recorded now."""
+    return [(s.stream, s.body, s.parent) for s in _TABLE if s.stream]
+
+
+def _table(builder):
+    module = builder.module
+    gv = module.globals.get(SYMBOL)
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(_SLOT, SLOTS), SYMBOL)
+        gv.linkage = "external"
+    return gv
+
+
+def _field(builder, index, field):
+    return builder.gep(_table(builder), [ir.Constant(_i32, 0), index, ir.Constant(_i32, field)],
+                       inbounds=True)
+
+
+def _load(builder, index, field):
+    return builder.load_atomic(_field(builder, index, field), "monotonic", 8)
+
+
+def _as_i64(builder, value):
+    return builder.ptrtoint(value, _i64) if value.type == _i8p else value
+
+
+def emit_claim(builder, stream):
+    """Take a free slot for body stream *stream*: its index (``i32``), -1
+    when all :data:`SLOTS` are taken."""
+    found = cgutils.alloca_once_value(builder, ir.Constant(_i32, -1))
+    stream = _as_i64(builder, stream)
+    with cgutils.for_range(builder, ir.Constant(_i32, SLOTS)) as loop:
+        free = builder.icmp_signed("<", builder.load(found), ir.Constant(_i32, 0))
+        with builder.if_then(free):
+            _, taken = cgutils.unpack_tuple(builder, builder.cmpxchg(
+                _field(builder, loop.index, _STREAM), ir.Constant(_i64, 0), stream,
+                "seq_cst", "seq_cst"), 2)
+            with builder.if_then(taken):
+                builder.store(loop.index, found)
+    return builder.load(found)
+
+
+def emit_record(builder, index, body, parent):
+    """Slot *index* (claimed) records into graph *body*, a body of a node of
+    graph *parent*."""
+    builder.store_atomic(_as_i64(builder, body), _field(builder, index, _BODY), "seq_cst", 8)
+    builder.store_atomic(_as_i64(builder, parent), _field(builder, index, _PARENT), "seq_cst", 8)
+
+
+def _clear(builder, index):
+    for field in (_PARENT, _BODY, _STREAM):  # the stream last: the slot is free then
+        builder.store_atomic(ir.Constant(_i64, 0), _field(builder, index, field), "seq_cst", 8)
+
+
+def emit_release(builder, stream):
+    """Free the slot of body stream *stream*, if it has one."""
+    stream = _as_i64(builder, stream)
+    with cgutils.for_range(builder, ir.Constant(_i32, SLOTS)) as loop:
+        with builder.if_then(builder.icmp_unsigned("==", _load(builder, loop.index, _STREAM),
+                                                   stream)):
+            _clear(builder, loop.index)
+
+
+def emit_children_open(builder, graph, is_capturing):
+    """An ``i1``: a body of a node of *graph* is being recorded.
+    *is_capturing(stream)* (emits an ``i1``) asks the driver: a slot whose
+    stream no longer captures (its capture ended another way) is freed."""
+    graph = _as_i64(builder, graph)
+    found = cgutils.alloca_once_value(builder, ir.Constant(_i1, 0))
+    with builder.if_then(builder.icmp_unsigned("!=", graph, ir.Constant(_i64, 0))):
+        with cgutils.for_range(builder, ir.Constant(_i32, SLOTS)) as loop:
+            stream = _load(builder, loop.index, _STREAM)
+            mine = builder.and_(builder.icmp_unsigned("!=", stream, ir.Constant(_i64, 0)),
+                                builder.icmp_unsigned("==", _load(builder, loop.index, _PARENT),
+                                                      graph))
+            with builder.if_then(mine):
+                with builder.if_else(is_capturing(builder.inttoptr(stream, _i8p))) as (
+                        live, stale):
+                    with live:
+                        builder.store(ir.Constant(_i1, 1), found)
+                    with stale:
+                        _clear(builder, loop.index)
+    return builder.load(found)

@@ -1,0 +1,165 @@
+"""Functions numba-cuda kernels call: :func:`set_conditional` (a
+conditional graph node's value, ``cudaGraphSetConditional``) and the
+programmatic-dependent-launch controls :func:`griddepcontrol_wait` and
+:func:`griddepcontrol_launch_dependents` (PTX ``griddepcontrol``, sm_90+).
+
+Typed and lowered for the CUDA target as numba-cuda's own ``cuda.*``
+functions are (:func:`..compat.numba_cuda.register_kernel_function`); under
+numba-cuda's simulator the Python bodies run in the simulated kernel; in CPU
+code each is a typing error saying where it belongs. docs/graphs.md,
+"Conditional nodes" and "Programmatic dependent launch".
+"""
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.typing.templates import signature
+from numba.extending import overload
+
+from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import simulator as _simulator
+from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.launch.backends import simgraph as _simgraph
+from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType, handle_value
+
+__all__ = ["set_conditional", "griddepcontrol_wait", "griddepcontrol_launch_dependents",
+           "PDL_COMPUTE_CAPABILITY"]
+
+#: The compute capability PTX ``griddepcontrol`` needs (Hopper).
+PDL_COMPUTE_CAPABILITY = (9, 0)
+
+_void = ir.VoidType()
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+_U32_MAX = 2**32 - 1
+
+
+def _outside_kernels(name):
+    return NopythonUsageError(
+        "%s() is called in CUDA kernels (numba-cuda @cuda.jit), not in CPU code; under "
+        "numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) in simulated kernels" % name)
+
+
+def set_conditional(handle, value) -> None:
+    """In a kernel: set conditional handle *handle* (a
+    :class:`~numba_cuda_launch.graphs.ConditionalHandle` argument, or its
+    64-bit integer) to *value* (an integer or a boolean), as CUDA C's
+    ``cudaGraphSetConditional(handle, value)``: an IF node then runs its
+    body if the value is not 0, a WHILE node goes round again, a SWITCH
+    node runs body *value*. A value outside 0..2**32-1 is stored as
+    2**32-1 (true, and no SWITCH case) rather than wrapped. Any thread may
+    call it; the last write before the node is evaluated wins."""
+    if not _simulator.enabled():
+        raise _outside_kernels("set_conditional")
+    _simgraph.set_conditional(getattr(handle, "handle", handle), value)
+
+
+def griddepcontrol_wait() -> None:
+    """In a kernel launched as a programmatic dependent launch: wait until
+    the grids it depends on have completed and their memory is visible
+    (PTX ``griddepcontrol.wait``; sm_90+). Returns at once in a kernel not
+    launched so; does nothing under the simulator."""
+    if not _simulator.enabled():
+        raise _outside_kernels("griddepcontrol_wait")
+
+
+def griddepcontrol_launch_dependents() -> None:
+    """In a kernel: let the grid launched after it as a programmatic
+    dependent launch start before this one completes (PTX
+    ``griddepcontrol.launch_dependents``; sm_90+). A hint, once per block
+    suffices; does nothing under the simulator."""
+    if not _simulator.enabled():
+        raise _outside_kernels("griddepcontrol_launch_dependents")
+
+
+# -- CUDA target ------------------------------------------------------------------
+
+def _is_handle(ty):
+    return isinstance(ty, ConditionalHandleType) or (
+        isinstance(ty, types.Integer) and ty.bitwidth == 64)
+
+
+def _type_set_conditional(*args):
+    if len(args) != 2:
+        raise NopythonUsageError("set_conditional(handle, value) takes 2 arguments, got %d"
+                                 % len(args))
+    handle, value = args
+    if not _is_handle(handle):
+        raise NopythonUsageError(
+            "set_conditional(handle, value): handle must be a ConditionalHandle (a kernel "
+            "argument from graphs.conditional_handle) or its 64-bit integer; got %s" % handle)
+    if not isinstance(value, (types.Integer, types.Boolean)):
+        raise NopythonUsageError(
+            "set_conditional(handle, value): value must be an integer or a boolean "
+            "(the condition's unsigned int); got %s" % value)
+    return signature(types.void, handle, value)
+
+
+def _as_condition(builder, value, ty):
+    """*value* (integer or boolean *ty*) as the condition's ``i32``: values
+    outside 0..2**32-1 saturate to 2**32-1, keeping their truth."""
+    if isinstance(ty, types.Boolean):
+        return builder.zext(value, _i32)
+    if ty.bitwidth < 32 or (ty.bitwidth == 32 and not ty.signed):
+        return builder.zext(value, _i32) if ty.bitwidth < 32 else value
+    wide = builder.sext(value, _i64) if ty.signed and ty.bitwidth < 64 else \
+        builder.zext(value, _i64) if ty.bitwidth < 64 else value
+    outside = builder.icmp_unsigned(">", wide, ir.Constant(_i64, _U32_MAX))  # negatives too
+    return builder.select(outside, ir.Constant(_i32, _U32_MAX), builder.trunc(wide, _i32))
+
+
+def _lower_set_conditional(context, builder, sig, args):
+    hty, vty = sig.args
+    handle = handle_value(context, builder, args[0]) \
+        if isinstance(hty, ConditionalHandleType) else args[0]
+    # The device runtime's builtin: an extern function in the PTX that
+    # ptxas resolves, with no libcudadevrt linked.
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_void, [_i64, _i32]),
+                                        "cudaGraphSetConditional")
+    builder.call(fn, [handle, _as_condition(builder, args[1], vty)])
+    return context.get_dummy_value()
+
+
+def _griddepcontrol(name, instruction):
+    def typer(*args):
+        if args:
+            raise NopythonUsageError("%s() takes no arguments, got %d" % (name, len(args)))
+        cc = _compat.kernel_compute_capability()
+        if cc is not None and cc < PDL_COMPUTE_CAPABILITY:
+            raise NopythonUsageError(
+                "%s() needs compute capability %d.%d or later (PTX griddepcontrol, Hopper); "
+                "this kernel is built for %d.%d" % ((name,) + PDL_COMPUTE_CAPABILITY + cc))
+        return signature(types.void)
+
+    def lower(context, builder, sig, args):
+        # A memory clobber: no load or store moves across the wait.
+        asm = ir.InlineAsm(ir.FunctionType(_void, []), instruction, "~{memory}",
+                           side_effect=True)
+        builder.call(asm, [])
+        return context.get_dummy_value()
+    return typer, lower
+
+
+def _register():
+    _compat.register_kernel_function(set_conditional, _type_set_conditional,
+                                     _lower_set_conditional)
+    for fn, instruction in ((griddepcontrol_wait, "griddepcontrol.wait;"),
+                            (griddepcontrol_launch_dependents,
+                             "griddepcontrol.launch_dependents;")):
+        _compat.register_kernel_function(fn, *_griddepcontrol(fn.__name__, instruction))
+
+
+# Under the simulator the kernels are Python: nothing to type.
+if not _simulator.enabled():
+    _register()
+
+
+# -- CPU code: a typing error saying where these belong -------------------------------
+
+def _refuse_on_cpu(fn):
+    def typer(*args):
+        raise _outside_kernels(fn.__name__)
+    overload(fn, target="cpu")(typer)
+
+
+for _fn in (set_conditional, griddepcontrol_wait, griddepcontrol_launch_dependents):
+    _refuse_on_cpu(_fn)
