@@ -40,7 +40,6 @@ import time
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
-import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda, njit  # noqa: E402
 from numba.core import types as nt  # noqa: E402
@@ -56,12 +55,18 @@ F32P, I32P = nt.float32[::1], nt.int32[::1]  # flat grids, counters
 HANDLE = graphs.conditional_handle_type
 
 
-@cuda.jit(nt.void(F32P, F32P, nt.int32))
-def sweep(src, dst, n):
-    i, j = cuda.grid(2)
+@cuda.jit(device=True)
+def relax(src, dst, n, i, j):
+    """One point of a sweep: the mean of its four neighbours."""
     if 0 < i < n - 1 and 0 < j < n - 1:
         dst[i * n + j] = np.float32(0.25) * (src[(i - 1) * n + j] + src[(i + 1) * n + j]
                                             + src[i * n + j - 1] + src[i * n + j + 1])
+
+
+@cuda.jit(nt.void(F32P, F32P, nt.int32))
+def sweep(src, dst, n):
+    i, j = cuda.grid(2)
+    relax(src, dst, n, i, j)
 
 
 @cuda.jit(nt.void(F32P, F32P, nt.int32, I32P))
@@ -69,9 +74,7 @@ def sweep_reset_flag(src, dst, n, flag):
     i, j = cuda.grid(2)
     if i == 0 and j == 0:
         flag[0] = 0
-    if 0 < i < n - 1 and 0 < j < n - 1:
-        dst[i * n + j] = np.float32(0.25) * (src[(i - 1) * n + j] + src[(i + 1) * n + j]
-                                            + src[i * n + j - 1] + src[i * n + j + 1])
+    relax(src, dst, n, i, j)
 
 
 @cuda.jit(nt.void(F32P, F32P, nt.int32, HANDLE))
@@ -79,9 +82,7 @@ def sweep_reset_condition(src, dst, n, handle):
     i, j = cuda.grid(2)
     if i == 0 and j == 0:
         graphs.set_conditional(handle, 0)
-    if 0 < i < n - 1 and 0 < j < n - 1:
-        dst[i * n + j] = np.float32(0.25) * (src[(i - 1) * n + j] + src[(i + 1) * n + j]
-                                            + src[i * n + j - 1] + src[i * n + j + 1])
+    relax(src, dst, n, i, j)
 
 
 @cuda.jit(nt.void(F32P, F32P, nt.int32, nt.float32, I32P, I32P))
@@ -116,9 +117,7 @@ def gated_sweep(src, dst, n, state, prev, cur, role, handle):
         state[cur] = 0
         if role == 2:
             graphs.set_conditional(handle, 0)
-    if 0 < i < n - 1 and 0 < j < n - 1:
-        dst[i * n + j] = np.float32(0.25) * (src[(i - 1) * n + j] + src[(i + 1) * n + j]
-                                            + src[i * n + j - 1] + src[i * n + j + 1])
+    relax(src, dst, n, i, j)
 
 
 @cuda.jit(nt.void(F32P, F32P, nt.int32, nt.float32, I32P, nt.int32, nt.int32, nt.int32,

@@ -10,6 +10,7 @@ from numba import cuda, njit
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
+from support.conditional_kernels import count_down, halvings, record_nested
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()
@@ -60,15 +61,6 @@ def record_halving(x, count, tol, stream, body):
     exe = graph.instantiate()
     graph.destroy()
     return exe
-
-
-def halvings(x, tol):
-    x, n = x.copy(), 0
-    while True:
-        x = x / np.float32(2)
-        n += 1
-        if not (np.abs(x) > tol).any():
-            return x, n
 
 
 @pytest.mark.parametrize("n", [1, 1000, 100_000])
@@ -131,42 +123,6 @@ def test_if_else_and_switch(v):
         else:
             assert np.isnan(got[row]).all(), row  # a body that did not run
     exe.destroy(), graph.destroy()
-
-
-@cuda.jit
-def count_down(c, handle):
-    if cuda.grid(1) == 0:
-        c[0] -= 1
-        c[1] += 1
-        if c[0] <= 0:
-            graphs.set_conditional(handle, 0)
-
-
-@cuda.jit
-def rearm(c, handle, n):
-    if cuda.grid(1) == 0:
-        c[2] = n
-        graphs.set_conditional(handle, 1)
-
-
-@njit
-def record_nested(c, inner, stream, b1, b2):
-    graphs.begin_capture(stream)
-    outer = graphs.conditional_handle(stream, 1)
-    loop = graphs.add_while(stream, outer)
-    graphs.begin_body(b1, loop)
-    h = graphs.conditional_handle(b1, 0)
-    rearm[1, 1, b1](c, h, inner)
-    inner_loop = graphs.add_while(b1, h)
-    graphs.begin_body(b2, inner_loop)
-    count_down[1, 1, b2](c[2:], h)
-    graphs.end_body(b2)
-    count_down[1, 1, b1](c, outer)
-    graphs.end_body(b1)
-    graph = graphs.end_capture(stream)
-    exe = graph.instantiate()
-    graph.destroy()
-    return exe
 
 
 def test_nested_while_loops():

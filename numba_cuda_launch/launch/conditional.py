@@ -25,6 +25,7 @@ from numba_cuda_launch.launch.intrinsics import set_conditional
 from numba_cuda_launch.launch.graph import (BODY_OPEN, CAPTURE_THREAD_LOCAL, _BEGIN_MESSAGES,
                                             _end_capture, _module_function, _raiser,
                                             _stream_ptr)
+from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.refusals import Guards
 from numba_cuda_launch.cudadrv import conditional as _rt
 from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED
@@ -122,29 +123,16 @@ def _node_struct(context, builder, value=None):
 @box(ConditionalNodeType)
 def _box_node(typ, val, c):
     node = _node_struct(c.context, c.builder, val)
-    cls = c.pyapi.unserialize(c.pyapi.serialize_object(ConditionalNode))
-    ints = [c.pyapi.long_from_ulonglong(c.builder.ptrtoint(node.handle, _i64)),
-            c.pyapi.long_from_ulonglong(c.builder.ptrtoint(node.bodies, _i64)),
-            c.pyapi.long_from_ulonglong(c.builder.ptrtoint(node.graph, _i64)),
-            c.pyapi.long_from_longlong(c.builder.sext(node.kind, _i64)),
-            c.pyapi.long_from_ulonglong(c.builder.zext(node.size, _i64))]
-    obj = c.pyapi.call_function_objargs(cls, ints)
-    for i in ints:
-        c.pyapi.decref(i)
-    c.pyapi.decref(cls)
-    return obj
+    b = c.builder
+    return box_integers(c, ConditionalNode, [
+        b.ptrtoint(node.handle, _i64), b.ptrtoint(node.bodies, _i64),
+        b.ptrtoint(node.graph, _i64), b.sext(node.kind, _i64), b.zext(node.size, _i64)])
 
 
 @unbox(ConditionalNodeType)
 def _unbox_node(typ, obj, c):
     node = _node_struct(c.context, c.builder)
-    for name, ty in _FIELDS:
-        attr = c.pyapi.object_getattr_string(obj, name)
-        slot = cgutils.alloca_once_value(c.builder, ir.Constant(_i64, 0))
-        with c.builder.if_then(cgutils.is_not_null(c.builder, attr), likely=True):
-            c.builder.store(c.pyapi.long_as_ulonglong(attr), slot)
-            c.pyapi.decref(attr)
-        raw = c.builder.load(slot)
+    for (name, ty), raw in zip(_FIELDS, unbox_integers(c, obj, [n for n, _ in _FIELDS])):
         setattr(node, name, c.builder.inttoptr(raw, _i8p) if ty == types.voidptr
                 else c.builder.trunc(raw, _i32))
     return NativeValue(node._getvalue(), is_error=c.pyapi.c_api_error())
@@ -404,77 +392,55 @@ def conditional_handle(stream, default=0, assign_default=True):
     return handle
 
 
-@_module_function
-def add_if_status(stream, handle):
-    """``(status, node)``: append an IF node to the graph *stream* records:
-    its body (``begin_body(s, node)``) runs once if *handle*'s value is not
-    0 when the node is reached. Work recorded on *stream* afterwards runs
-    after it."""
-    status, reason, node = _add_if(_stream_ptr(stream), handle)
-    return status, node
+def _node_functions(name, add, fail, doc, takes_n=False):
+    """The module functions ``name_status`` (``(status, node)``, *doc*) and
+    ``name`` (the node, raising with *fail*) of node intrinsic *add*, with
+    parameters ``(stream, handle)`` or, *takes_n*, ``(stream, handle, n)``."""
+    if takes_n:
+        def status_form(stream, handle, n):
+            status, reason, node = add(_stream_ptr(stream), handle, n)
+            return status, node
+
+        def raising_form(stream, handle, n):
+            status, reason, node = add(_stream_ptr(stream), handle, n)
+            if status != 0:
+                fail(status, reason)
+            return node
+    else:
+        def status_form(stream, handle):
+            status, reason, node = add(_stream_ptr(stream), handle)
+            return status, node
+
+        def raising_form(stream, handle):
+            status, reason, node = add(_stream_ptr(stream), handle)
+            if status != 0:
+                fail(status, reason)
+            return node
+    for fn, fn_name, fn_doc in ((status_form, name + "_status", doc), (raising_form, name, (
+            ":func:`%s_status`, returning the node and raising :class:`CudaGraphError`."
+            % name))):
+        fn.__name__ = fn.__qualname__ = fn_name
+        fn.__doc__ = fn_doc
+    return _module_function(status_form), _module_function(raising_form)
 
 
-@_module_function
-def add_if(stream, handle):
-    """:func:`add_if_status`, raising :class:`CudaGraphError`."""
-    status, reason, node = _add_if(_stream_ptr(stream), handle)
-    if status != 0:
-        _fail_if(status, reason)
-    return node
-
-
-@_module_function
-def add_if_else_status(stream, handle):
-    """``(status, node)``: an IF node with two bodies: body 0 runs if
-    *handle*'s value is not 0, body 1 otherwise (CUDA 12.8+)."""
-    status, reason, node = _add_if_else(_stream_ptr(stream), handle)
-    return status, node
-
-
-@_module_function
-def add_if_else(stream, handle):
-    """:func:`add_if_else_status`, raising :class:`CudaGraphError`."""
-    status, reason, node = _add_if_else(_stream_ptr(stream), handle)
-    if status != 0:
-        _fail_if_else(status, reason)
-    return node
-
-
-@_module_function
-def add_while_status(stream, handle):
-    """``(status, node)``: append a WHILE node: its body runs again and
-    again while *handle*'s value is not 0 (checked before each run, so not
-    at all if it is 0 when the node is reached); a kernel of the body sets
-    it to 0 to end the loop."""
-    status, reason, node = _add_while(_stream_ptr(stream), handle)
-    return status, node
-
-
-@_module_function
-def add_while(stream, handle):
-    """:func:`add_while_status`, raising :class:`CudaGraphError`."""
-    status, reason, node = _add_while(_stream_ptr(stream), handle)
-    if status != 0:
-        _fail_while(status, reason)
-    return node
-
-
-@_module_function
-def add_switch_status(stream, handle, n):
-    """``(status, node)``: a SWITCH node of *n* bodies: body *v* runs once,
-    *v* the handle's value when the node is reached (none for *v* >= *n*;
-    CUDA 12.8+)."""
-    status, reason, node = _add_switch(_stream_ptr(stream), handle, n)
-    return status, node
-
-
-@_module_function
-def add_switch(stream, handle, n):
-    """:func:`add_switch_status`, raising :class:`CudaGraphError`."""
-    status, reason, node = _add_switch(_stream_ptr(stream), handle, n)
-    if status != 0:
-        _fail_switch(status, reason)
-    return node
+add_if_status, add_if = _node_functions("add_if", _add_if, _fail_if, """``(status, node)``:
+    append an IF node to the graph *stream* records: its body
+    (``begin_body(s, node)``) runs once if *handle*'s value is not 0 when the
+    node is reached. Work recorded on *stream* afterwards runs after it.""")
+add_if_else_status, add_if_else = _node_functions(
+    "add_if_else", _add_if_else, _fail_if_else, """``(status, node)``: an IF node
+    with two bodies: body 0 runs if *handle*'s value is not 0, body 1
+    otherwise (CUDA 12.8+).""")
+add_while_status, add_while = _node_functions(
+    "add_while", _add_while, _fail_while, """``(status, node)``: append a WHILE
+    node: its body runs again and again while *handle*'s value is not 0
+    (checked before each run, so not at all if it is 0 when the node is
+    reached); a kernel of the body sets it to 0 to end the loop.""")
+add_switch_status, add_switch = _node_functions(
+    "add_switch", _add_switch, _fail_switch, """``(status, node)``: a SWITCH node
+    of *n* bodies: body *v* runs once, *v* the handle's value when the node
+    is reached (none for *v* >= *n*; CUDA 12.8+).""", takes_n=True)
 
 
 @_module_function

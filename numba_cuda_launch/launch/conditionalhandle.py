@@ -8,17 +8,16 @@ kernels. The graph side is :mod:`.conditional`, the kernel side
 
 import numbers
 
-from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.imputils import lower_cast
 from numba.core.typeconv import Conversion
 from numba.extending import (NativeValue, box, intrinsic, make_attribute_wrapper, models,
                              overload, register_model, typeof_impl, unbox)
 
+from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
+
 __all__ = ["ConditionalHandle", "ConditionalHandleType", "conditional_handle_type",
            "handle_value", "make_handle"]
-
-_i64 = ir.IntType(64)
 
 
 class ConditionalHandle:
@@ -117,20 +116,11 @@ def _handle_to_integer(context, builder, fromty, toty, val):
 
 @box(ConditionalHandleType)
 def _box_handle(typ, val, c):
-    cls = c.pyapi.unserialize(c.pyapi.serialize_object(ConditionalHandle))
-    as_int = c.pyapi.long_from_ulonglong(handle_value(c.context, c.builder, val))
-    obj = c.pyapi.call_function_objargs(cls, [as_int])
-    c.pyapi.decref(as_int)
-    c.pyapi.decref(cls)
-    return obj
+    return box_integers(c, ConditionalHandle, [handle_value(c.context, c.builder, val)])
 
 
 @unbox(ConditionalHandleType)
 def _unbox_handle(typ, obj, c):
-    attr = c.pyapi.object_getattr_string(obj, "handle")
-    out = cgutils.alloca_once_value(c.builder, ir.Constant(_i64, 0))
-    with c.builder.if_then(cgutils.is_not_null(c.builder, attr), likely=True):
-        c.builder.store(c.pyapi.long_as_ulonglong(attr), out)
-        c.pyapi.decref(attr)
-    value = make_handle(c.context, c.builder, c.builder.load(out))
-    return NativeValue(value, is_error=c.pyapi.c_api_error())
+    (handle,) = unbox_integers(c, obj, ["handle"])
+    return NativeValue(make_handle(c.context, c.builder, handle),
+                       is_error=c.pyapi.c_api_error())

@@ -25,6 +25,7 @@ from numba_cuda_launch.launch.call import emit_launch
 from numba_cuda_launch.launch.refusals import Guards, emit_raise_if_failed, raiser
 from numba_cuda_launch.launch.launchconfig import LaunchConfig, is_stream_type, stream_value
 from numba_cuda_launch.launch.plan import plan_launch
+from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.stream import python_stream
 from numba_cuda_launch.launch.sync import jitted_call
 from numba_cuda_launch.cudadrv import graph as _rt
@@ -155,22 +156,13 @@ def _handle(context, builder, ty, value):
 
 
 def _box_handle(typ, val, c):
-    cls = c.pyapi.unserialize(c.pyapi.serialize_object(_PY_CLASSES[typ]))
     handle = _handle(c.context, c.builder, typ, val)
-    as_int = c.pyapi.long_from_ulonglong(c.builder.ptrtoint(handle, ir.IntType(64)))
-    obj = c.pyapi.call_function_objargs(cls, [as_int])
-    c.pyapi.decref(as_int)
-    c.pyapi.decref(cls)
-    return obj
+    return box_integers(c, _PY_CLASSES[typ], [c.builder.ptrtoint(handle, ir.IntType(64))])
 
 
 def _unbox_handle(typ, obj, c):
-    attr = c.pyapi.object_getattr_string(obj, "handle")
-    out = cgutils.alloca_once_value(c.builder, ir.Constant(_i8p, None))
-    with c.builder.if_then(cgutils.is_not_null(c.builder, attr), likely=True):
-        c.builder.store(c.pyapi.long_as_voidptr(attr), out)
-        c.pyapi.decref(attr)
-    value = _make(c.context, c.builder, typ, c.builder.load(out))
+    (handle,) = unbox_integers(c, obj, ["handle"])
+    value = _make(c.context, c.builder, typ, c.builder.inttoptr(handle, _i8p))
     return NativeValue(value, is_error=c.pyapi.c_api_error())
 
 
