@@ -581,6 +581,26 @@ def test_griddepcontrol_ptx_and_refusal_below_sm_90():
     assert "built for 8.0" in str(info.value)
 
 
+@pytest.mark.parametrize("ty, value, stored", [
+    (nt.boolean, True, 1), (nt.uint8, 200, 200), (nt.int8, -1, 2**32 - 1),
+    (nt.int16, 5, 5), (nt.int32, -7, 2**32 - 1), (nt.uint32, 2**32 - 1, 2**32 - 1),
+    (nt.int64, 2**40, 2**32 - 1), (nt.int64, -5, 2**32 - 1), (nt.int64, 123, 123),
+    (nt.uint64, 2**63, 2**32 - 1), (nt.uint64, 2**32, 2**32 - 1)])
+def test_the_value_a_kernel_stores(ty, value, stored):
+    # set_conditional's conversion, run on the CPU: saturated, never wrapped
+    from numba.extending import intrinsic
+
+    from numba_cuda_launch.launch.intrinsics import _as_condition
+
+    @intrinsic
+    def as_condition(typingctx, v):
+        return nt.uint32(v), lambda context, builder, sig, args: _as_condition(
+            builder, args[0], sig.args[0])
+
+    convert = njit(nt.uint32(ty))(lambda v: as_condition(v))
+    assert convert(value) == stored
+
+
 def test_set_conditional_typing_in_kernels():
     with pytest.raises(TypingError, match="value must be an integer or a boolean"):
         ptx_of(lambda h: graphs.set_conditional(h, 1.5), (graphs.conditional_handle_type,))

@@ -96,13 +96,13 @@ def _type_set_conditional(*args):
 
 def _as_condition(builder, value, ty):
     """*value* (integer or boolean *ty*) as the condition's ``i32``: values
-    outside 0..2**32-1 saturate to 2**32-1, keeping their truth."""
+    outside 0..2**32-1 (negative ones too) saturate to 2**32-1, keeping
+    their truth."""
     if isinstance(ty, types.Boolean):
         return builder.zext(value, _i32)
-    if ty.bitwidth < 32 or (ty.bitwidth == 32 and not ty.signed):
+    if not ty.signed and ty.bitwidth <= 32:
         return builder.zext(value, _i32) if ty.bitwidth < 32 else value
-    wide = builder.sext(value, _i64) if ty.signed and ty.bitwidth < 64 else \
-        builder.zext(value, _i64) if ty.bitwidth < 64 else value
+    wide = value if ty.bitwidth == 64 else builder.sext(value, _i64)
     outside = builder.icmp_unsigned(">", wide, ir.Constant(_i64, _U32_MAX))  # negatives too
     return builder.select(outside, ir.Constant(_i32, _U32_MAX), builder.trunc(wide, _i32))
 
