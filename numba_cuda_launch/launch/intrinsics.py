@@ -16,9 +16,8 @@ from numba.core.typing.templates import signature
 from numba.extending import overload
 
 from numba_cuda_launch.compat import numba_cuda as _compat
-from numba_cuda_launch.compat import simulator as _simulator
 from numba_cuda_launch.errors import NopythonUsageError
-from numba_cuda_launch.launch.backends import simgraph as _simgraph
+from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType, handle_value
 
 __all__ = ["set_conditional", "griddepcontrol_wait", "griddepcontrol_launch_dependents",
@@ -39,6 +38,14 @@ def _outside_kernels(name):
         "numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) in simulated kernels" % name)
 
 
+def _run_in_kernel(name, *args):
+    """The Python body of kernel function *name*: the backend's, where
+    kernels are Python (the simulator's); called from Python elsewhere, a
+    refusal saying where it belongs."""
+    if not BACKEND.run_kernel_function(name, *args):
+        raise _outside_kernels(name)
+
+
 def set_conditional(handle, value) -> None:
     """In a kernel: set conditional handle *handle* (a
     :class:`~numba_cuda_launch.graphs.ConditionalHandle` argument, or its
@@ -48,9 +55,7 @@ def set_conditional(handle, value) -> None:
     node runs body *value*. A value outside 0..2**32-1 is stored as
     2**32-1 (true, and no SWITCH case) rather than wrapped. Any thread may
     call it; the last write before the node is evaluated wins."""
-    if not _simulator.enabled():
-        raise _outside_kernels("set_conditional")
-    _simgraph.set_conditional(getattr(handle, "handle", handle), value)
+    _run_in_kernel("set_conditional", getattr(handle, "handle", handle), value)
 
 
 def griddepcontrol_wait() -> None:
@@ -58,8 +63,7 @@ def griddepcontrol_wait() -> None:
     the grids it depends on have completed and their memory is visible
     (PTX ``griddepcontrol.wait``; sm_90+). Returns at once in a kernel not
     launched so; does nothing under the simulator."""
-    if not _simulator.enabled():
-        raise _outside_kernels("griddepcontrol_wait")
+    _run_in_kernel("griddepcontrol_wait")
 
 
 def griddepcontrol_launch_dependents() -> None:
@@ -67,8 +71,7 @@ def griddepcontrol_launch_dependents() -> None:
     dependent launch start before this one completes (PTX
     ``griddepcontrol.launch_dependents``; sm_90+). A hint, once per block
     suffices; does nothing under the simulator."""
-    if not _simulator.enabled():
-        raise _outside_kernels("griddepcontrol_launch_dependents")
+    _run_in_kernel("griddepcontrol_launch_dependents")
 
 
 # -- CUDA target ------------------------------------------------------------------
@@ -148,8 +151,8 @@ def _register():
         _compat.register_kernel_function(fn, *_griddepcontrol(fn.__name__, instruction))
 
 
-# Under the simulator the kernels are Python: nothing to type.
-if not _simulator.enabled():
+# Where kernels are Python (the simulator) there is nothing to type.
+if BACKEND.compiles_kernels:
     _register()
 
 

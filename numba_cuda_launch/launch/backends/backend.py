@@ -25,6 +25,8 @@ class LaunchBackend:
     device_memory = True
     #: Why kernels have no image or driver handle here (``kernel_handle``), or None
     no_handles = None
+    #: Whether kernels are compiled for the CUDA target (not run as Python)
+    compiles_kernels = True
 
     def cache_target(self) -> tuple:
         """This process's launch target as cached code records it."""
@@ -61,6 +63,12 @@ class LaunchBackend:
         target's arrays it reads itself, or None (read through its CUDA
         Array Interface)."""
         return None
+
+    def run_kernel_function(self, name, *args) -> bool:
+        """Run the Python body of kernel function *name* (``set_conditional``,
+        ``griddepcontrol_wait``, ...) where kernels are Python; False (the
+        default) where they are compiled: it was called outside a kernel."""
+        return False
 
     def refusal(self, source, kernel) -> Optional[str]:
         """Why *kernel* of *source* cannot be launched in this process, or None."""

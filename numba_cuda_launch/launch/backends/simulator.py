@@ -254,6 +254,7 @@ class SimulatorBackend(LaunchBackend):
     """Runs simulator kernels in Python through an object-mode helper."""
 
     name = "simulator"
+    compiles_kernels = False
     waits_for_producer_streams = False
     runs_on_host = True
     device_memory = False
@@ -280,6 +281,13 @@ class SimulatorBackend(LaunchBackend):
 
     def stream_classes(self):
         return (_simulator.stream_class(),)
+
+    def run_kernel_function(self, name, *args):
+        # set_conditional sets the simulated handle; the PDL controls do
+        # nothing (a simulated launch has completed when the next starts)
+        if name == "set_conditional":
+            simgraph.set_conditional(*args)
+        return True
 
     def stream_handle(self, stream):
         # unique while it lives, so that simulated graphs capture on it as on
