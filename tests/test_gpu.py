@@ -336,24 +336,26 @@ def test_first_launch_from_many_threads():
 # -- failures, cooperative launch, the handle API ----------------------------------
 
 @njit
-def oversized_block(xp, n):
+def oversized_block(xp, n, threads):
     x = numba.carray(ncl.as_voidptr(xp), (n,), np.float32)
-    add_one[1, 2048](x)
+    add_one[1, threads](x)
 
 
 @njit
-def oversized_block_status(xp, n):
+def oversized_block_status(xp, n, threads):
     x = numba.carray(ncl.as_voidptr(xp), (n,), np.float32)
-    return add_one[1, 2048].launch_status(x)
+    return add_one[1, threads].launch_status(x)
 
 
 def test_failed_launch_reports_driver_error_and_context_survives():
+    # 2048 threads fit the configuration's 32-bit items, so only the driver
+    # refuses them (a constant 2048 is refused at typing).
     x = rng.standard_normal(64).astype(np.float32)
     dx = cuda.to_device(x)
     with pytest.raises(ncl.CudaLaunchError) as info:
-        oversized_block(ptr(dx), 64)
+        oversized_block(ptr(dx), 64, 2048)
     assert info.value.name == "CUDA_ERROR_INVALID_VALUE" and info.value.code == 1
-    assert oversized_block_status(ptr(dx), 64) == 1
+    assert oversized_block_status(ptr(dx), 64, 2048) == 1
     cuda.synchronize()
     np.testing.assert_array_equal(dx.copy_to_host(), x)  # nothing was written
     reuse_config(ptr(dx), 64, 1, 0)  # the next launch works
