@@ -13,6 +13,7 @@ driver when there is no GPU).
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -109,3 +110,40 @@ def test_graph_loop_records_without_a_gpu():
 def test_graph_loop_runs_under_the_simulator():
     out = _run(os.path.join(ROOT, "examples", "graph_loop.py"))
     assert "CUDA simulator" in out and "correct True" in out, out
+
+
+def readme_c_library_commands():
+    """The lines of README.md's bash block that builds the C library."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    for m in re.finditer(r"^```bash\n(.*?)^```$", text, re.M | re.S):
+        if "numba-cuda-launch-aot" in m.group(1):
+            return [line for line in m.group(1).splitlines()
+                    if line.strip() and not line.startswith("#")]
+    raise AssertionError("README.md has no bash block running numba-cuda-launch-aot")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which(os.environ.get("CC") or "cc"), reason="no C compiler")
+def test_readme_c_library_commands_run_as_written(tmp_path):
+    # In a folder holding the checkout's examples, with this interpreter's
+    # bin/ as the README's .venv/bin/ and no architecture set: on a machine
+    # without a GPU examples/clib/build.py sets one itself.
+    os.symlink(os.path.join(ROOT, "examples"), tmp_path / "examples")
+    venv_bin = os.path.dirname(sys.executable)
+    env = child_env()
+    env.pop("NUMBA_CUDA_LAUNCH_CC", None)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    for line in readme_c_library_commands():
+        command = line.split("#")[0].strip()
+        if command.startswith(".venv/bin/numba-cuda-launch-aot") and not os.path.exists(
+                os.path.join(venv_bin, "numba-cuda-launch-aot")):  # not installed: the module
+            command = command.replace(".venv/bin/numba-cuda-launch-aot",
+                                      "%s -m numba_cuda_launch.aot" % sys.executable)
+        command = command.replace(".venv/bin/", venv_bin + "/")
+        done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=TIMEOUT)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, (line, done.stderr)
+    assert (tmp_path / "build" / "libsaxpy.so").exists()
+    assert "saxpy" in done.stdout  # the program says what it checked (or that it needs a GPU)
