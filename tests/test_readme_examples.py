@@ -147,3 +147,21 @@ def test_readme_c_library_commands_run_as_written(tmp_path):
         assert "Traceback" not in done.stderr, (line, done.stderr)
     assert (tmp_path / "build" / "libsaxpy.so").exists()
     assert "saxpy" in done.stdout  # the program says what it checked (or that it needs a GPU)
+
+
+@pytest.mark.slow
+def test_readme_recording_block_under_the_simulator_refuses_to_start(tmp_path):
+    # The README's first lines suggest NUMBA_ENABLE_CUDASIM=1 for a machine
+    # without a GPU; the recording block run that way says why it cannot
+    # (it used to warn, then crash on the fake address).
+    (line, _, source), = [b for b in readme_blocks() if "RecordingDriver() as rec" in b[2]]
+    path = tmp_path / ("readme_line%d.py" % line)
+    path.write_text(source)
+    env = child_env(NUMBA_ENABLE_CUDASIM="1")
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + "import runpy\nrunpy.run_path(%r)"
+                          % str(path)], env=env, cwd=str(tmp_path), capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 1, (out.returncode, out.stderr[-3000:])
+    assert out.stderr.rstrip().splitlines()[-1].startswith(
+        "RuntimeError: RecordingDriver cannot record launches in this process: under "
+        "numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"), out.stderr[-3000:]
