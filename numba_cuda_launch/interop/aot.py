@@ -76,7 +76,7 @@ _NAME_RULE = (
 _NEEDED_OK = {"libc.so.6", "libdl.so.2", "libm.so.6"}
 _LIBC_OK = frozenset(
     "dlopen dlsym dlerror getenv strcmp strlen strstr memcpy memmove memset memcmp "
-    "sched_yield __stack_chk_fail abort".split()
+    "sched_yield __stack_chk_fail abort snprintf bcmp".split()
     # glibc's checked forms, which C compilers emit with _FORTIFY_SOURCE (on
     # by default with optimisation on Debian and Ubuntu toolchains)
     + ["__%s_chk" % n for n in ("memcpy", "memmove", "memset", "strlen")])

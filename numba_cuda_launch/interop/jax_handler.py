@@ -6,12 +6,14 @@ handler is one function body whose constants carry what differs between signatur
 """
 
 import functools
+import itertools
+import struct
 
 import numba
 import numpy as np
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.extending import intrinsic, register_jitable
+from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -30,20 +32,44 @@ def _as_half(x):
 
 # -- a rank variant's constants, as a type --------------------------------------
 
-class VariantType(nt.Dummy):
-    """A rank variant's array types (inputs, then outputs), how many are inputs,
-    and its scalars ``((attribute name, NumPy dtype), ...)``. An instance is a
-    constant of the handler's body, typed ``TypeRef(VariantType)``."""
+# What the handler reads besides the scalars: the launch configuration's
+# attributes when there is no @njit launch rule ((name, required); y, z and
+# sharedmem default), and sharedmem in any case.
+_CONFIG_ATTRIBUTES = (("ncl_grid_x", True), ("ncl_grid_y", False), ("ncl_grid_z", False),
+                      ("ncl_block_x", True), ("ncl_block_y", False), ("ncl_block_z", False))
+_SHAREDMEM_ATTRIBUTE = ("ncl_sharedmem", False)
+_S64 = 5  # XLA_FFI_DataType_S64: jax passes the launch attributes as int64
 
-    def __init__(self, arrays, n_in, scalars):
-        self.arrays, self.n_in, self.scalars = arrays, n_in, scalars
-        super().__init__("jax_variant(%s; %d in; %s)" % (
+
+def scalar_attribute_code(dtype):
+    """The ``XLA_FFI_DataType`` of the attribute carrying a scalar of *dtype*
+    (float16 travels as float32: XLA's attributes have no F16)."""
+    return xla_ffi.DTYPES[np.dtype(np.float32 if dtype == np.float16 else dtype)]
+
+
+class VariantType(nt.Dummy):
+    """A rank variant of a handler: its array types (inputs, then outputs),
+    how many are inputs, its scalars ``((attribute name, NumPy dtype), ...)``,
+    the attributes it reads ``((name, XLA type code, required), ...)``: the
+    launch configuration's (unless *rule*), sharedmem, the scalars, in that
+    order), and *context*, how its messages name the kernel. An instance is
+    a constant of the handler's body, typed ``TypeRef(VariantType)``."""
+
+    def __init__(self, arrays, n_in, scalars, rule, context):
+        self.arrays, self.n_in, self.scalars, self.context = arrays, n_in, scalars, context
+        self.rule = rule
+        config = () if rule else _CONFIG_ATTRIBUTES
+        self.attributes = tuple((n, _S64, req) for n, req in config + (_SHAREDMEM_ATTRIBUTE,)) \
+            + tuple((n, scalar_attribute_code(d), True) for n, d in scalars)
+        self.first_scalar = len(self.attributes) - len(scalars)
+        super().__init__("jax_variant(%s; %d in; %s; %s)" % (
             ", ".join(map(str, arrays)), n_in,
-            ", ".join("%s %s" % (n, d) for n, d in scalars) or "no scalars"))
+            ", ".join("%s %s" % (n, d) for n, d in scalars) or "no scalars",
+            "launch rule" if rule else "launch attributes"))
 
     @property
     def key(self):
-        return self.arrays, self.n_in, self.scalars
+        return self.arrays, self.n_in, self.scalars, self.rule, self.context
 
 
 # -- lowering calls of the accessors ----------------------------------------------
@@ -90,13 +116,12 @@ def _buffer_views(typingctx, frame, variant):
     return nt.Tuple((ins, outs))(frame, variant), codegen
 
 
-def _scalar(context, builder, frame, name, dtype):
-    """Scalar attribute *name* converted to *dtype* as nopython code converts
-    (float16 arrives as F32 and is made half bits without LLVM's helpers)."""
-    getter = xla_ffi.attr_float if dtype.kind == "f" else xla_ffi.attr_int
-    name = nt.StringLiteral(name)
-    value, ty = _lower_call(context, builder, getter, (nt.voidptr, name),
-                            (frame, _placeholder(context, name)))
+def _scalar(context, builder, frame, index, dtype):
+    """Scalar attribute *index* (checked: of *dtype*'s attribute type)
+    converted to *dtype* as nopython code converts (float16 arrives as F32
+    and is made half bits without LLVM's helpers)."""
+    getter = xla_ffi.attr_float_at if dtype.kind == "f" else xla_ffi.attr_int_at
+    value, ty = _lower_call(context, builder, getter, (nt.voidptr, nt.int64), (frame, index))
     if dtype == np.float16:
         value, _ = _lower_call(context, builder, _as_half, (ty,), (value,))
         return value
@@ -104,15 +129,18 @@ def _scalar(context, builder, frame, name, dtype):
 
 
 @intrinsic
-def _scalar_values(typingctx, frame, variant):
-    """The tuple of the *variant*'s scalars, read from the call's attributes."""
-    scalars = variant.instance_type.scalars
-    ty = nt.Tuple([numba.from_dtype(d) for _, d in scalars])
+def _scalar_values(typingctx, frame, variant, indices):
+    """The tuple of the *variant*'s scalars, read from the call's attributes
+    at *indices* (:func:`_checked_attributes`)."""
+    v = variant.instance_type
+    ty = nt.Tuple([numba.from_dtype(d) for _, d in v.scalars])
 
     def codegen(context, builder, sig, args):
-        return context.make_tuple(builder, ty, [_scalar(context, builder, args[0], n, d)
-                                                for n, d in scalars])
-    return ty(frame, variant), codegen
+        return context.make_tuple(builder, ty, [
+            _scalar(context, builder, args[0],
+                    builder.extract_value(args[2], v.first_scalar + k), d)
+            for k, (_, d) in enumerate(v.scalars)])
+    return ty(frame, variant, indices), codegen
 
 
 @intrinsic
@@ -127,6 +155,158 @@ def _shapes(typingctx, arrays):
     return nt.Tuple(shape_types)(arrays), codegen
 
 
+# -- checking the call frame ----------------------------------------------------
+
+def _check_buffers(frame, variant):
+    """NULL when every buffer is of the *variant*'s element type and rank,
+    else the error naming the first that is not (the counts are checked)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(_check_buffers)
+def _check_buffers_ol(frame, variant):
+    v = variant.instance_type
+    codes = tuple(xla_ffi.DTYPES[np.dtype(str(a.dtype))] for a in v.arrays)
+    ranks = tuple(a.ndim for a in v.arrays)
+    n_in, n = v.n_in, len(v.arrays)
+    context_text = v.context
+
+    def impl(frame, variant):
+        for i in range(n):
+            is_ret = i >= n_in
+            j = i - n_in if is_ret else i
+            buf = xla_ffi.ret_buffer(frame, j) if is_ret else xla_ffi.arg_buffer(frame, j)
+            if xla_ffi.buffer_dtype(buf) != codes[i] or xla_ffi.buffer_rank(buf) != ranks[i]:
+                return xla_ffi.check_buffer(frame, is_ret, j, codes[i], ranks[i],
+                                            xla_ffi.c_string(context_text))
+        return xla_ffi.ok()
+    return impl
+
+
+def _checked_attributes(frame, variant):
+    """``(error, indices)``: the index in the call's attributes of each
+    attribute the *variant* reads (-1: absent, its default applies), or
+    the error for one missing or of another type, or for an attribute it
+    does not read (as XLA's own binding refuses those)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(_checked_attributes)
+def _checked_attributes_ol(frame, variant):
+    v = variant.instance_type
+    names = [n.encode() for n, _, _ in v.attributes]
+    n = len(names)
+    # A constant table, in name order (XLA gives the attributes sorted by
+    # name: matched in that order, each is found at the first name tried),
+    # of each name's (offset in the name bytes, length, XLA type code,
+    # required, position in the variant's attributes); read from memory, so
+    # no index is checked against a tuple's length.
+    order = sorted(range(n), key=names.__getitem__)
+    offsets = list(itertools.accumulate([0] + [len(names[k]) + 1 for k in order]))
+    name_bytes = xla_ffi._constant_bytes(b"".join(names[k] + b"\0" for k in order))
+    table = xla_ffi._constant_bytes(b"".join(
+        struct.pack("<5q", offsets[pos], len(names[k]), v.attributes[k][1],
+                    v.attributes[k][2], k) for pos, k in enumerate(order)))
+    reads = xla_ffi._constant_bytes(b", ".join(names[k] for k in order) + b"\0")
+    load_indices = xla_ffi._make_load(nt.UniTuple(nt.int64, n))
+    size, context_text = 8 * n, v.context
+
+    def impl(frame, variant):
+        slots = xla_ffi._stack_bytes(size, 0)
+        indices = numba.carray(slots, (n,), np.int64)  # by position
+        for k in range(n):
+            indices[k] = -1
+        key, entries = name_bytes(), table()
+        cursor = 0
+        for i in range(xla_ffi.num_attrs(frame)):
+            known = False
+            for t in range(n):
+                pos = cursor + t
+                if pos >= n:
+                    pos -= n
+                entry = xla_ffi._offset(entries, 40 * pos)
+                if xla_ffi.attr_name_is(frame, i, xla_ffi._offset(key, xla_ffi._load_i64(entry, 0)),
+                                        xla_ffi._load_i64(entry, 8)):
+                    indices[xla_ffi._load_i64(entry, 32)] = i
+                    cursor = pos + 1
+                    known = True
+                    break
+            if not known:
+                return xla_ffi.unknown_attr_error(frame, i, reads(),
+                                                  xla_ffi.c_string(context_text)), \
+                    load_indices(slots, 0)
+        for pos in range(n):
+            entry = xla_ffi._offset(entries, 40 * pos)
+            code, i = xla_ffi._load_i64(entry, 16), indices[xla_ffi._load_i64(entry, 32)]
+            if (i < 0 and xla_ffi._load_i64(entry, 24) != 0) or (
+                    i >= 0 and not xla_ffi.attr_is_scalar(frame, i, code)):
+                return xla_ffi.check_scalar_attr(
+                    frame, i, xla_ffi._offset(key, xla_ffi._load_i64(entry, 0)), code,
+                    xla_ffi.c_string(context_text)), load_indices(slots, 0)
+        return xla_ffi.ok(), load_indices(slots, 0)
+    return impl
+
+
+#: CUDA's launch limits, the same on every device since compute capability
+#: 3.0 ((x, y, z) maxima, as the messages state them), and dynamic shared
+#: memory as the driver takes it (an unsigned int).
+GRID_MAX, BLOCK_MAX, BLOCK_THREADS_MAX = (2**31 - 1, 65535, 65535), (1024, 1024, 64), 1024
+SHAREDMEM_MAX = 2**32 - 1
+
+
+def _dim3(dims):
+    """A launch dimension (an integer or a tuple of 1 to 3) as three int64."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(_dim3)
+def _dim3_ol(dims):
+    if isinstance(dims, nt.Integer):
+        return lambda dims: (np.int64(dims), np.int64(1), np.int64(1))
+    if isinstance(dims, nt.BaseTuple) and len(dims) == 1:
+        return lambda dims: (np.int64(dims[0]), np.int64(1), np.int64(1))
+    if isinstance(dims, nt.BaseTuple) and len(dims) == 2:
+        return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(1))
+    if isinstance(dims, nt.BaseTuple) and len(dims) == 3:
+        return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2]))
+    return None  # the launch's own typing error names what is wrong
+
+
+def _check_config(frame, variant, grid, block, sharedmem):
+    """NULL when *grid* and *block* (three int64 each) and *sharedmem* are
+    within CUDA's limits, else the error saying which is not and why."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(_check_config)
+def _check_config_ol(frame, variant, grid, block, sharedmem):
+    v = variant.instance_type
+    source = ("the launch rule gave" if v.rule else
+              "the attributes ncl_grid_x/y/z and ncl_block_x/y/z give")
+    bad_grid = xla_ffi.failure("%s: " + source + " grid (%lld, %lld, %lld); CUDA takes grids "
+                               "of 1..2**31-1 blocks in x and 1..65535 in y and z")
+    bad_block = xla_ffi.failure("%s: " + source + " block (%lld, %lld, %lld); CUDA takes "
+                                "blocks of 1..1024 threads in x and y and 1..64 in z, at most "
+                                "1024 in all")
+    bad_sharedmem = xla_ffi.failure("%s: the attribute ncl_sharedmem is %lld bytes; CUDA "
+                                    "takes 0..2**32-1")
+    (gx, gy, gz), (bx, by, bz) = GRID_MAX, BLOCK_MAX
+    context_text = v.context
+
+    def impl(frame, variant, grid, block, sharedmem):
+        x, y, z = grid
+        if not (1 <= x <= gx and 1 <= y <= gy and 1 <= z <= gz):
+            return bad_grid(frame, xla_ffi.c_string(context_text), x, y, z)
+        x, y, z = block
+        if not (1 <= x <= bx and 1 <= y <= by and 1 <= z <= bz) \
+                or x * y * z > BLOCK_THREADS_MAX:
+            return bad_block(frame, xla_ffi.c_string(context_text), x, y, z)
+        if not 0 <= sharedmem <= SHAREDMEM_MAX:
+            return bad_sharedmem(frame, xla_ffi.c_string(context_text), sharedmem)
+        return xla_ffi.ok()
+    return impl
+
+
 # -- the handler --------------------------------------------------------------------
 
 # The pieces of the handler below are inlined into its IR before typing: a
@@ -134,12 +314,19 @@ def _shapes(typingctx, arrays):
 # its own (an inlined overload or register_jitable would be).
 
 @numba.njit(inline="always")
-def _attribute_config(frame):
-    """Grid and block from the call's attributes (y and z default to 1)."""
-    grid = (xla_ffi.attr_int(frame, "ncl_grid_x"), xla_ffi.attr_int(frame, "ncl_grid_y", 1),
-            xla_ffi.attr_int(frame, "ncl_grid_z", 1))
-    block = (xla_ffi.attr_int(frame, "ncl_block_x"), xla_ffi.attr_int(frame, "ncl_block_y", 1),
-             xla_ffi.attr_int(frame, "ncl_block_z", 1))
+def _int_attribute(frame, indices, k, default):
+    i = indices[k]
+    return default if i < 0 else xla_ffi.attr_int_at(frame, i)
+
+
+@numba.njit(inline="always")
+def _attribute_config(frame, indices):
+    """Grid and block from the call's attributes (y and z default to 1),
+    at the first six of *indices*."""
+    grid = (_int_attribute(frame, indices, 0, 1), _int_attribute(frame, indices, 1, 1),
+            _int_attribute(frame, indices, 2, 1))
+    block = (_int_attribute(frame, indices, 3, 1), _int_attribute(frame, indices, 4, 1),
+             _int_attribute(frame, indices, 5, 1))
     return grid, block
 
 
@@ -181,54 +368,84 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
 
 
 @numba.njit(inline="always")
-def _launch(frame, kernel, variant, rule):
-    """Preload (initialize stage) or launch *kernel* on the buffers as *variant*;
-    the driver's status. *rule* (None: the attributes' grid and block) is a constant."""
+def _run(frame, kernel, variant, rule):
+    """``(error, status)``: the error for a call frame that does not match the
+    *variant* or a launch configuration out of CUDA's limits (NULL when
+    none), and the driver's status of the preload (initialize stage) or
+    launch of *kernel* on the buffers. *rule* (None: the attributes' grid
+    and block) is a constant."""
+    err = _check_buffers(frame, variant)
+    if xla_ffi.is_error(err):
+        return err, 0
+    err, indices = _checked_attributes(frame, variant)
+    if xla_ffi.is_error(err):
+        return err, 0
     inputs, outputs = _buffer_views(frame, variant)
-    scalars = _scalar_values(frame, variant)
+    scalars = _scalar_values(frame, variant, indices)
     args = inputs + outputs + scalars
     if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
-        return kernel[1, 1].preload(*args)
+        return err, kernel[1, 1].preload(*args)
     if rule is None:
-        grid, block = _attribute_config(frame)
+        grid, block = _attribute_config(frame, indices)
+        shmem = _int_attribute(frame, indices, 6, 0)
     else:
         grid, block = rule(*(_shapes(inputs) + scalars))
-    shmem = xla_ffi.attr_int(frame, "ncl_sharedmem")
-    return kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
+        shmem = _int_attribute(frame, indices, 0, 0)
+    grid, block = _dim3(grid), _dim3(block)
+    err = _check_config(frame, variant, grid, block, shmem)
+    if xla_ffi.is_error(err):
+        return err, 0
+    return err, kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
 
 
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
     """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
     argument types per rank variant (a batch-aware kernel's second has a leading batch
     dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
-    and block come from the call's attributes, or the ``@njit`` *launch_rule*."""
+    and block come from the call's attributes, or the ``@njit`` *launch_rule*. The
+    handler checks the call frame against the signature before reading it (counts,
+    buffer types and ranks, attributes) and the launch configuration against CUDA's
+    limits, returning an error that says what differs."""
     major, minor = xla_ffi.api_version()
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
-    msg_rank = "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank" \
-        % kernel_name
-    msg_launch = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
+    context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
-    unbatched, batched = (VariantType(tuple(a), n_in, attributes) for a in arrays)
+    unbatched, batched = (VariantType(tuple(a), n_in, attributes, launch_rule is not None,
+                                      context) for a in arrays)
     batch_aware = len(variants) > 1
+    n_out = len(arrays[0]) - n_in
     # the first buffer (XLA's first argument, else its first result) selects the variant
     first = xla_ffi.arg_buffer if n_in else xla_ffi.ret_buffer
+    first_is_ret = n_in == 0
+    first_code = xla_ffi.DTYPES[np.dtype(str(arrays[0][0].dtype))]
     rank0, rank1 = (a[0].ndim for a in arrays)
+    bad_rank = xla_ffi.failure(
+        "%s: " + ("result" if first_is_ret else "argument") + " 0 has rank %lld; the handler "
+        "takes rank %lld, or %lld with a leading batch dimension")
 
     # batch_aware, the ranks and launch_rule are constants: Numba prunes the
     # branches they rule out before typing.
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
+        err = xla_ffi.check_items(frame, n_in, n_out, xla_ffi.c_string(context))
+        if xla_ffi.is_error(err):
+            return err
         rank = xla_ffi.buffer_rank(first(frame, 0))
         if rank == rank0:
-            status = _launch(frame, kernel, unbatched, launch_rule)
+            err, status = _run(frame, kernel, unbatched, launch_rule)
         elif batch_aware and rank == rank1:
-            status = _launch(frame, kernel, batched, launch_rule)
+            err, status = _run(frame, kernel, batched, launch_rule)
+        elif batch_aware:
+            return bad_rank(frame, xla_ffi.c_string(context), rank, rank0, rank1)
         else:
-            return xla_ffi.error(frame, xla_ffi.c_string(msg_rank))
+            return xla_ffi.check_buffer(frame, first_is_ret, 0, first_code, rank0,
+                                        xla_ffi.c_string(context))
+        if xla_ffi.is_error(err):
+            return err
         if status != 0:
-            return xla_ffi.launch_error(frame, status, msg_launch)
+            return xla_ffi.launch_error(frame, status, context)
         return xla_ffi.ok()
     return numba.cfunc(nt.voidptr(nt.voidptr))(handler)

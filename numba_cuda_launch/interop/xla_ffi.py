@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
@@ -25,6 +26,7 @@ from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 __all__ = [
     "api_version", "DTYPES", "dtype_code", "COMMAND_BUFFER_COMPATIBLE",
+    "check_call", "check_arg", "check_ret", "check_attr", "is_error",
     "STAGE_INSTANTIATE", "STAGE_PREPARE", "STAGE_INITIALIZE", "STAGE_EXECUTE",
     "is_metadata_query", "answer_metadata_query", "execution_stage",
     "num_args", "num_rets", "arg_buffer", "ret_buffer", "buffer_dtype",
@@ -229,12 +231,35 @@ def c_string(typingctx, text):
     data = text.literal_value.encode() + b"\0"
 
     def codegen(context, builder, sig, args):
-        name = "numba_cuda_launch_cstr_" + hashlib.sha1(data).hexdigest()[:16]
-        gv = context.insert_unique_const(
-            builder.module, name,
-            ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), bytearray(data)))
-        return builder.bitcast(gv, ir.IntType(8).as_pointer())
+        return _global_bytes(context, builder, data)
     return types.voidptr(text), codegen
+
+
+def _global_bytes(context, builder, data):
+    """An ``i8*`` to a constant global holding *data* (one per content and module)."""
+    name = "numba_cuda_launch_cstr_" + hashlib.sha1(data).hexdigest()[:16]
+    gv = context.insert_unique_const(
+        builder.module, name, ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), bytearray(data)))
+    return builder.bitcast(gv, ir.IntType(8).as_pointer())
+
+
+def _constant_bytes(data):
+    """An intrinsic ``() -> voidptr``: the address of constant bytes *data*."""
+    @intrinsic
+    def constant(typingctx):
+        def codegen(context, builder, sig, args):
+            return _global_bytes(context, builder, data)
+        return types.voidptr(), codegen
+    return constant
+
+
+@intrinsic
+def _offset(typingctx, ptr, n):
+    """``ptr + n`` bytes, a voidptr."""
+    def codegen(context, builder, sig, args):
+        n = context.cast(builder, args[1], sig.args[1], types.intp)
+        return builder.gep(args[0], [n])
+    return types.voidptr(ptr, n), codegen
 
 
 # -- the call frame ---------------------------------------------------------------
@@ -589,6 +614,8 @@ def _launch_error(frame, status, context):
                 _store_u8(buf, pos, c)
                 pos += 1
         name = _driver_error_name(np.int32(status))
+        if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
+            name = _cuda_error_name(status)
         if not _is_null(name):
             for j in range(64):
                 c = _load_u8(name, j)
@@ -616,4 +643,318 @@ def _launch_error(frame, status, context):
         pos += digits
         _store_u8(buf, pos, 41)
         return error(frame, buf)
+    return impl
+
+
+# -- checking a call frame against a signature ----------------------------------
+# What XLA's C++ binding (xla/ffi/api/api.h) checks before it calls a typed
+# handler: the numbers of arguments and results, that each is a buffer of the
+# element type and rank the handler takes, that each attribute it reads is
+# there with the type it reads, and that the call has no other attribute. Read
+# unchecked, a frame that differs is memory read out of bounds (a crash) or a
+# value of another type (a wrong result). A check costs a few loads and
+# compares; a message is made only when one fails.
+
+_BUFFER = 1  # XLA_FFI_ArgType_BUFFER and XLA_FFI_RetType_BUFFER
+_INVALID_ARGUMENT = 3  # XLA_FFI_Error_Code_INVALID_ARGUMENT
+_MESSAGE_BYTES = 512
+#: XLA_FFI_DataType names (c_api.h), NumPy's where NumPy has the type.
+XLA_TYPE_NAMES = {
+    0: "invalid", 1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8",
+    7: "uint16", 8: "uint32", 9: "uint64", 10: "float16", 11: "float32", 12: "float64",
+    15: "complex64", 16: "bfloat16", 17: "token", 18: "complex128", 19: "float8_e5m2",
+    20: "float8_e4m3fn", 21: "int4", 22: "uint4", 23: "float8_e4m3b11fnuz",
+    24: "float8_e5m2fnuz", 25: "float8_e4m3fnuz", 26: "int2", 27: "uint2", 28: "float8_e4m3",
+    29: "float8_e3m4", 30: "int1", 31: "uint1", 32: "float4_e2m1fn", 33: "float8_e8m0fnu"}
+_ATTR_KIND_NAMES = {_ATTR_ARRAY: "an array", 2: "a dictionary", _ATTR_SCALAR: "a scalar",
+                    _ATTR_STRING: "a string"}
+
+
+def _name_table(names):
+    """An intrinsic ``(code) -> voidptr``: the C string naming *code* in
+    *names* ({code: name}), or NULL."""
+    @intrinsic
+    def name_of(typingctx, code):
+        def codegen(context, builder, sig, args):
+            value = context.cast(builder, args[0], sig.args[0], types.int64)
+            found = ir.Constant(ir.IntType(8).as_pointer(), None)
+            for key, text in names.items():
+                hit = builder.icmp_signed("==", value, ir.Constant(ir.IntType(64), key))
+                found = builder.select(hit, _global_bytes(context, builder, text.encode() + b"\0"),
+                                       found)
+            return found
+        return types.voidptr(code), codegen
+    return name_of
+
+
+_xla_type_name = _name_table(XLA_TYPE_NAMES)
+_cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
+_attr_kind_name = _name_table(_ATTR_KIND_NAMES)
+
+
+@register_jitable
+def _type_text(code):
+    name = _xla_type_name(code)
+    return c_string("an unknown XLA type") if _is_null(name) else name
+
+
+@register_jitable
+def _kind_text(kind):
+    name = _attr_kind_name(kind)
+    return c_string("of an unknown kind") if _is_null(name) else name
+
+
+@functools.lru_cache(maxsize=None)
+def _formatter(fmt):
+    """An intrinsic ``(a, b, c, d, e, f, g) -> voidptr``: printf format
+    *fmt* applied to the values (integers as ``long long``, ``%lld``;
+    voidptr as C strings, ``%s``) in a stack buffer of the function it is
+    lowered in."""
+    data = fmt.encode() + b"\0"
+
+    @intrinsic
+    def message(typingctx, a, b, c, d, e, f, g):
+        def codegen(context, builder, sig, args):
+            i8p = ir.IntType(8).as_pointer()
+            values = [context.cast(builder, v, t, types.int64)
+                      if isinstance(t, (types.Integer, types.Boolean)) else v
+                      for v, t in zip(args, sig.args)]
+            buf = builder.bitcast(cgutils.alloca_once(
+                builder, ir.ArrayType(ir.IntType(8), _MESSAGE_BYTES)), i8p)
+            fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
+            snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+            builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), _MESSAGE_BYTES),
+                                    _global_bytes(context, builder, data)] + values)
+            return buf
+        return types.voidptr(a, b, c, d, e, f, g), codegen
+    return message
+
+
+@functools.lru_cache(maxsize=None)
+def failure(fmt):
+    """A jitable ``(frame, a, ..., g) -> XLA_FFI_Error*`` (INVALID_ARGUMENT)
+    whose message is printf format *fmt* applied to the values (integers
+    ``%lld``, C strings ``%s``); made once per format."""
+    message = _formatter(fmt)
+
+    def fail(frame, a=0, b=0, c=0, d=0, e=0, f=0, g=0):
+        return error(frame, message(a, b, c, d, e, f, g), _INVALID_ARGUMENT)
+    return register_jitable(fail)
+
+
+# The checks, shared by every handler: *context* (a C string) begins the
+# message, naming the handler.
+_counts = failure("%s: the call has %lld argument(s) and %lld result(s); the handler takes "
+                   "%lld and %lld")
+_not_buffer = failure("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler "
+                       "takes buffers only")
+_no_item = failure("%s: the call has no %s %lld (it has %lld)")
+_mismatch = failure("%s: %s %lld is %s of rank %lld; the handler takes %s of rank %lld")
+_missing = failure("%s: the call has no attribute '%s'; the handler reads it as a scalar "
+                    "of %s")
+_not_scalar = failure("%s: attribute '%s' is %s; the handler reads a scalar of %s")
+_wrong_type = failure("%s: attribute '%s' is a scalar of %s; the handler reads a scalar of %s")
+_unknown = failure("%s: the call has attribute '%s', which the handler does not read (it "
+                    "reads %s)")
+
+
+@register_jitable
+def check_items(frame, n_args, n_rets, context):
+    """NULL when the call has *n_args* arguments and *n_rets* results, each a
+    buffer; else the error saying what it has."""
+    got_args, got_rets = num_args(frame), num_rets(frame)
+    if got_args != n_args or got_rets != n_rets:
+        return _counts(frame, context, got_args, got_rets, n_args, n_rets)
+    arg_types = _load_ptr(frame, _FRAME_ARGS + _TYPES)
+    for i in range(got_args):
+        kind = _load_i32(arg_types, 4 * i)
+        if kind != _BUFFER:
+            return _not_buffer(frame, context, c_string("argument"), i, kind)
+    ret_types = _load_ptr(frame, _FRAME_RETS + _TYPES)
+    for i in range(got_rets):
+        kind = _load_i32(ret_types, 4 * i)
+        if kind != _BUFFER:
+            return _not_buffer(frame, context, c_string("result"), i, kind)
+    return _null()
+
+
+@register_jitable
+def check_buffer(frame, is_ret, i, code, ndim, context):
+    """NULL when result (*is_ret*) or argument *i* is there, of XLA type
+    *code* and rank *ndim*; else the error saying what it is."""
+    what = c_string("result") if is_ret else c_string("argument")
+    n = num_rets(frame) if is_ret else num_args(frame)
+    if i < 0 or i >= n:
+        return _no_item(frame, context, what, i, n)
+    buf = ret_buffer(frame, i) if is_ret else arg_buffer(frame, i)
+    got, rank = buffer_dtype(buf), buffer_rank(buf)
+    if got != code or rank != ndim:
+        return _mismatch(frame, context, what, i, _type_text(got), rank, _type_text(code), ndim)
+    return _null()
+
+
+@register_jitable
+def check_scalar_attr(frame, i, name, code, context):
+    """NULL when attribute *i* (from :func:`attr_index`; -1: absent) named
+    *name* (a C string) is a scalar of XLA type *code*; else the error
+    saying it is missing or what it is."""
+    if i < 0:
+        return _missing(frame, context, name, _type_text(code))
+    kind = _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i)
+    if kind != _ATTR_SCALAR:
+        return _not_scalar(frame, context, name, _kind_text(kind), _type_text(code))
+    got = _load_i32(_attr_value(frame, i), 0)
+    if got != code:
+        return _wrong_type(frame, context, name, _type_text(got), _type_text(code))
+    return _null()
+
+
+@register_jitable
+def unknown_attr_error(frame, i, reads, context):
+    """The error for attribute *i*, which the handler does not read (*reads*:
+    a C string naming those it reads)."""
+    # the name NUL-terminated (XLA's names are spans), cut to 200 bytes
+    span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
+    n = min(_load_i64(span, 8), 200)
+    chars = _load_ptr(span, 0)
+    name = _stack_bytes(208, 0)
+    for j in range(n):
+        _store_u8(name, j, _load_u8(chars, j))
+    return _unknown(frame, context, name, reads)
+
+
+@register_jitable
+def num_attrs(frame):
+    return _load_i64(frame, _FRAME_ATTRS + _SIZE)
+
+
+@intrinsic
+def _same_bytes(typingctx, a, b, n):
+    """``memcmp(a, b, n) == 0``."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.IntType(32), [i8p, i8p, ir.IntType(64)])
+        memcmp = cgutils.get_or_insert_function(builder.module, fnty, "memcmp")
+        n = context.cast(builder, args[2], sig.args[2], types.int64)
+        return builder.icmp_signed("==", builder.call(memcmp, [args[0], args[1], n]),
+                                   ir.Constant(ir.IntType(32), 0))
+    return types.boolean(a, b, n), codegen
+
+
+@register_jitable
+def attr_name_is(frame, i, key, n):
+    """True when attribute *i*'s name is the *n* bytes at *key*."""
+    span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
+    return _load_i64(span, 8) == n and _same_bytes(_load_ptr(span, 0), key, n)
+
+
+@register_jitable
+def attr_is_scalar(frame, i, code):
+    """True when attribute *i* is a scalar of XLA type *code*."""
+    return (_load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i) == _ATTR_SCALAR
+            and _load_i32(_attr_value(frame, i), 0) == code)
+
+
+@register_jitable
+def _attr_value(frame, i):
+    """The value pointer of attribute *i* (for a scalar: ``{dtype, value*}``)."""
+    return _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
+
+
+@register_jitable
+def attr_int_at(frame, i):
+    """Scalar attribute *i* (checked to be one) as int64."""
+    return _scalar_as_int(_attr_value(frame, i))
+
+
+@register_jitable
+def attr_float_at(frame, i):
+    """Scalar attribute *i* (checked to be one) as float64."""
+    return _scalar_as_float(_attr_value(frame, i))
+
+
+@register_jitable
+def is_error(err):
+    """True when *err* (a check's or another call's ``XLA_FFI_Error*``) is an
+    error, not NULL: return it from the handler."""
+    return not _is_null(err)
+
+
+def _context_text(context, fn):
+    if not isinstance(context, types.StringLiteral):
+        raise NopythonUsageError("%s: the context (how messages name the handler) must be a "
+                                 "string constant, got %s" % (fn, context))
+    return context.literal_value
+
+
+def _constant_ndim(ndim, fn):
+    if not (isinstance(ndim, types.IntegerLiteral) and 0 <= ndim.literal_value <= _MAX_NDIM):
+        raise NopythonUsageError("%s: ndim must be a constant integer from 0 to %d, got %s"
+                                 % (fn, _MAX_NDIM, ndim))
+    return ndim.literal_value
+
+
+def check_call(frame, n_args, n_rets, context):
+    """NULL when the call has *n_args* arguments and *n_rets* results, all
+    buffers; else an ``XLA_FFI_Error*`` (INVALID_ARGUMENT) saying what the
+    call has, its message beginning with *context* (a string constant)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(check_call, prefer_literal=True)
+def _check_call(frame, n_args, n_rets, context):
+    _context_text(context, "check_call")
+
+    def impl(frame, n_args, n_rets, context):
+        return check_items(frame, n_args, n_rets, c_string(context))
+    return impl
+
+
+def check_arg(frame, i, dtype, ndim, context):
+    """NULL when argument *i* is a buffer of *dtype* and rank *ndim*
+    (constants); else an ``XLA_FFI_Error*`` naming what it is."""
+    raise NotImplementedError("only in nopython code")
+
+
+def check_ret(frame, i, dtype, ndim, context):
+    """NULL when result *i* is a buffer of *dtype* and rank *ndim*
+    (constants); else an ``XLA_FFI_Error*`` naming what it is."""
+    raise NotImplementedError("only in nopython code")
+
+
+def _buffer_check(fn, is_ret):
+    def typer(frame, i, dtype, ndim, context):
+        code = DTYPES[_constant_dtype(dtype, fn, tuple(DTYPES))]
+        rank = _constant_ndim(ndim, fn)
+        _context_text(context, fn)
+
+        def impl(frame, i, dtype, ndim, context):
+            return check_buffer(frame, is_ret, i, code, rank, c_string(context))
+        return impl
+    return typer
+
+
+overload(check_arg, prefer_literal=True)(_buffer_check("check_arg", False))
+overload(check_ret, prefer_literal=True)(_buffer_check("check_ret", True))
+
+# the scalar types XLA gives attributes, as NumPy dtypes
+_SCALAR_ATTR_DTYPES = tuple(d for d, code in DTYPES.items() if code in _SCALAR_CODES)
+
+
+def check_attr(frame, name, dtype, context):
+    """NULL when the call has attribute *name* (a string constant), a
+    scalar of *dtype* (a constant: bool, an integer or a float type); else
+    an ``XLA_FFI_Error*`` saying it is missing or what it is."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(check_attr, prefer_literal=True)
+def _check_attr(frame, name, dtype, context):
+    _name_key(name, "check_attr")
+    code = DTYPES[_constant_dtype(dtype, "check_attr", _SCALAR_ATTR_DTYPES)]
+    _context_text(context, "check_attr")
+
+    def impl(frame, name, dtype, context):
+        return check_scalar_attr(frame, attr_index(frame, name), c_string(name), code,
+                                 c_string(context))
     return impl
