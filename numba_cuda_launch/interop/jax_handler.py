@@ -11,6 +11,7 @@ import struct
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload, register_jitable
@@ -131,7 +132,7 @@ def _scalar(context, builder, frame, index, dtype):
 @intrinsic
 def _scalar_values(typingctx, frame, variant, indices):
     """The tuple of the *variant*'s scalars, read from the call's attributes
-    at *indices* (:func:`_checked_attributes`)."""
+    at *indices* (:func:`_attribute_indices`)."""
     v = variant.instance_type
     ty = nt.Tuple([numba.from_dtype(d) for _, d in v.scalars])
 
@@ -157,94 +158,59 @@ def _shapes(typingctx, arrays):
 
 # -- checking the call frame ----------------------------------------------------
 
-def _check_buffers(frame, variant):
-    """NULL when every buffer is of the *variant*'s element type and rank,
-    else the error naming the first that is not (the counts are checked)."""
-    raise NotImplementedError("only in nopython code")
+_SIGNATURE = nt.Tuple((nt.voidptr, nt.int64, nt.int64, nt.voidptr, nt.voidptr, nt.int64,
+                       nt.voidptr, nt.voidptr))
 
 
-@overload(_check_buffers)
-def _check_buffers_ol(frame, variant):
+@intrinsic
+def _signature(typingctx, variant):
+    """The *variant*'s constants for xla_ffi's checks: ``(buffer table, number
+    of buffers, number of inputs, attribute table, attribute names, number
+    of attributes, the names as one C string, context)``. The tables are
+    those of :func:`xla_ffi.check_buffers` and :func:`xla_ffi.match_attrs`;
+    *context* names the kernel in messages."""
     v = variant.instance_type
-    codes = tuple(xla_ffi.DTYPES[np.dtype(str(a.dtype))] for a in v.arrays)
-    ranks = tuple(a.ndim for a in v.arrays)
-    n_in, n = v.n_in, len(v.arrays)
-    context_text = v.context
-
-    def impl(frame, variant):
-        for i in range(n):
-            is_ret = i >= n_in
-            j = i - n_in if is_ret else i
-            buf = xla_ffi.ret_buffer(frame, j) if is_ret else xla_ffi.arg_buffer(frame, j)
-            if xla_ffi.buffer_dtype(buf) != codes[i] or xla_ffi.buffer_rank(buf) != ranks[i]:
-                return xla_ffi.check_buffer(frame, is_ret, j, codes[i], ranks[i],
-                                            xla_ffi.c_string(context_text))
-        return xla_ffi.ok()
-    return impl
-
-
-def _checked_attributes(frame, variant):
-    """``(error, indices)``: the index in the call's attributes of each
-    attribute the *variant* reads (-1: absent, its default applies), or
-    the error for one missing or of another type, or for an attribute it
-    does not read (as XLA's own binding refuses those)."""
-    raise NotImplementedError("only in nopython code")
-
-
-@overload(_checked_attributes)
-def _checked_attributes_ol(frame, variant):
-    v = variant.instance_type
+    buffers = b"".join(struct.pack("<2q", xla_ffi.DTYPES[np.dtype(str(a.dtype))], a.ndim)
+                       for a in v.arrays)
     names = [n.encode() for n, _, _ in v.attributes]
-    n = len(names)
-    # A constant table, in name order (XLA gives the attributes sorted by
-    # name: matched in that order, each is found at the first name tried),
-    # of each name's (offset in the name bytes, length, XLA type code,
-    # required, position in the variant's attributes); read from memory, so
-    # no index is checked against a tuple's length.
-    order = sorted(range(n), key=names.__getitem__)
+    order = sorted(range(len(names)), key=names.__getitem__)
     offsets = list(itertools.accumulate([0] + [len(names[k]) + 1 for k in order]))
-    name_bytes = xla_ffi._constant_bytes(b"".join(names[k] + b"\0" for k in order))
-    table = xla_ffi._constant_bytes(b"".join(
-        struct.pack("<5q", offsets[pos], len(names[k]), v.attributes[k][1],
-                    v.attributes[k][2], k) for pos, k in enumerate(order)))
-    reads = xla_ffi._constant_bytes(b", ".join(names[k] for k in order) + b"\0")
-    load_indices = xla_ffi._make_load(nt.UniTuple(nt.int64, n))
-    size, context_text = 8 * n, v.context
+    attrs = b"".join(struct.pack("<5q", offsets[pos], len(names[k]), v.attributes[k][1],
+                                 v.attributes[k][2], k) for pos, k in enumerate(order))
+    name_bytes = b"".join(names[k] + b"\0" for k in order)
+    reads = b", ".join(names[k] for k in order) + b"\0"
+    context_bytes = v.context.encode() + b"\0"
 
-    def impl(frame, variant):
-        slots = xla_ffi._stack_bytes(size, 0)
-        indices = numba.carray(slots, (n,), np.int64)  # by position
-        for k in range(n):
-            indices[k] = -1
-        key, entries = name_bytes(), table()
-        cursor = 0
-        for i in range(xla_ffi.num_attrs(frame)):
-            known = False
-            for t in range(n):
-                pos = cursor + t
-                if pos >= n:
-                    pos -= n
-                entry = xla_ffi._offset(entries, 40 * pos)
-                if xla_ffi.attr_name_is(frame, i, xla_ffi._offset(key, xla_ffi._load_i64(entry, 0)),
-                                        xla_ffi._load_i64(entry, 8)):
-                    indices[xla_ffi._load_i64(entry, 32)] = i
-                    cursor = pos + 1
-                    known = True
-                    break
-            if not known:
-                return xla_ffi.unknown_attr_error(frame, i, reads(),
-                                                  xla_ffi.c_string(context_text)), \
-                    load_indices(slots, 0)
-        for pos in range(n):
-            entry = xla_ffi._offset(entries, 40 * pos)
-            code, i = xla_ffi._load_i64(entry, 16), indices[xla_ffi._load_i64(entry, 32)]
-            if (i < 0 and xla_ffi._load_i64(entry, 24) != 0) or (
-                    i >= 0 and not xla_ffi.attr_is_scalar(frame, i, code)):
-                return xla_ffi.check_scalar_attr(
-                    frame, i, xla_ffi._offset(key, xla_ffi._load_i64(entry, 0)), code,
-                    xla_ffi.c_string(context_text)), load_indices(slots, 0)
-        return xla_ffi.ok(), load_indices(slots, 0)
-    return impl
+    def codegen(context, builder, sig, args):
+        def const(data):
+            return xla_ffi._global_bytes(context, builder, data)
+        i64 = context.get_value_type(nt.int64)
+        return context.make_tuple(builder, _SIGNATURE, [
+            const(buffers), i64(len(v.arrays)), i64(v.n_in), const(attrs), const(name_bytes),
+            i64(len(names)), const(reads), const(context_bytes)])
+    return _SIGNATURE(variant), codegen
+
+
+@intrinsic
+def _attribute_slots(typingctx, variant):
+    """Room on the stack for the index of each attribute the *variant* reads."""
+    n = len(variant.instance_type.attributes)
+
+    def codegen(context, builder, sig, args):
+        slots = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(64), n))
+        return builder.bitcast(slots, ir.IntType(8).as_pointer())
+    return nt.voidptr(variant), codegen
+
+
+@intrinsic
+def _attribute_indices(typingctx, slots, variant):
+    """The indices :func:`_attribute_slots` holds, as a tuple."""
+    ty = nt.UniTuple(nt.int64, len(variant.instance_type.attributes))
+
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(args[0], context.get_value_type(ty).as_pointer())
+        return builder.load(ptr)
+    return ty(slots, variant), codegen
 
 
 #: CUDA's launch limits, the same on every device since compute capability
@@ -272,39 +238,27 @@ def _dim3_ol(dims):
     return None  # the launch's own typing error names what is wrong
 
 
-def _check_config(frame, variant, grid, block, sharedmem):
+@register_jitable
+def _check_config(frame, grid, block, sharedmem, source, context):
     """NULL when *grid* and *block* (three int64 each) and *sharedmem* are
-    within CUDA's limits, else the error saying which is not and why."""
-    raise NotImplementedError("only in nopython code")
-
-
-@overload(_check_config)
-def _check_config_ol(frame, variant, grid, block, sharedmem):
-    v = variant.instance_type
-    source = ("the launch rule gave" if v.rule else
-              "the attributes ncl_grid_x/y/z and ncl_block_x/y/z give")
-    bad_grid = xla_ffi.failure("%s: " + source + " grid (%lld, %lld, %lld); CUDA takes grids "
-                               "of 1..2**31-1 blocks in x and 1..65535 in y and z")
-    bad_block = xla_ffi.failure("%s: " + source + " block (%lld, %lld, %lld); CUDA takes "
-                                "blocks of 1..1024 threads in x and y and 1..64 in z, at most "
-                                "1024 in all")
-    bad_sharedmem = xla_ffi.failure("%s: the attribute ncl_sharedmem is %lld bytes; CUDA "
-                                    "takes 0..2**32-1")
-    (gx, gy, gz), (bx, by, bz) = GRID_MAX, BLOCK_MAX
-    context_text = v.context
-
-    def impl(frame, variant, grid, block, sharedmem):
-        x, y, z = grid
-        if not (1 <= x <= gx and 1 <= y <= gy and 1 <= z <= gz):
-            return bad_grid(frame, xla_ffi.c_string(context_text), x, y, z)
-        x, y, z = block
-        if not (1 <= x <= bx and 1 <= y <= by and 1 <= z <= bz) \
-                or x * y * z > BLOCK_THREADS_MAX:
-            return bad_block(frame, xla_ffi.c_string(context_text), x, y, z)
-        if not 0 <= sharedmem <= SHAREDMEM_MAX:
-            return bad_sharedmem(frame, xla_ffi.c_string(context_text), sharedmem)
-        return xla_ffi.ok()
-    return impl
+    within CUDA's limits, else the error saying which is not and why
+    (*source*: where grid and block came from)."""
+    x, y, z = grid
+    if not (1 <= x <= GRID_MAX[0] and 1 <= y <= GRID_MAX[1] and 1 <= z <= GRID_MAX[2]):
+        return xla_ffi.report(frame, xla_ffi.c_string(
+            "%s: %s grid (%lld, %lld, %lld); CUDA takes grids of 1..2**31-1 blocks in x and "
+            "1..65535 in y and z"), context, source, x, y, z)
+    x, y, z = block
+    if not (1 <= x <= BLOCK_MAX[0] and 1 <= y <= BLOCK_MAX[1] and 1 <= z <= BLOCK_MAX[2]) \
+            or x * y * z > BLOCK_THREADS_MAX:
+        return xla_ffi.report(frame, xla_ffi.c_string(
+            "%s: %s block (%lld, %lld, %lld); CUDA takes blocks of 1..1024 threads in x and y "
+            "and 1..64 in z, at most 1024 in all"), context, source, x, y, z)
+    if not 0 <= sharedmem <= SHAREDMEM_MAX:
+        return xla_ffi.report(frame, xla_ffi.c_string(
+            "%s: the attribute ncl_sharedmem is %lld bytes; CUDA takes 0..2**32-1"),
+            context, sharedmem)
+    return xla_ffi.ok()
 
 
 # -- the handler --------------------------------------------------------------------
@@ -313,9 +267,9 @@ def _check_config_ol(frame, variant, grid, block, sharedmem):
 # Numba function inlined so is typed with the handler and not compiled on
 # its own (an inlined overload or register_jitable would be).
 
-@numba.njit(inline="always")
-def _int_attribute(frame, indices, k, default):
-    i = indices[k]
+@register_jitable
+def _int_attribute(frame, i, default):
+    """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
     return default if i < 0 else xla_ffi.attr_int_at(frame, i)
 
 
@@ -323,10 +277,10 @@ def _int_attribute(frame, indices, k, default):
 def _attribute_config(frame, indices):
     """Grid and block from the call's attributes (y and z default to 1),
     at the first six of *indices*."""
-    grid = (_int_attribute(frame, indices, 0, 1), _int_attribute(frame, indices, 1, 1),
-            _int_attribute(frame, indices, 2, 1))
-    block = (_int_attribute(frame, indices, 3, 1), _int_attribute(frame, indices, 4, 1),
-             _int_attribute(frame, indices, 5, 1))
+    grid = (_int_attribute(frame, indices[0], 1), _int_attribute(frame, indices[1], 1),
+            _int_attribute(frame, indices[2], 1))
+    block = (_int_attribute(frame, indices[3], 1), _int_attribute(frame, indices[4], 1),
+             _int_attribute(frame, indices[5], 1))
     return grid, block
 
 
@@ -374,12 +328,15 @@ def _run(frame, kernel, variant, rule):
     none), and the driver's status of the preload (initialize stage) or
     launch of *kernel* on the buffers. *rule* (None: the attributes' grid
     and block) is a constant."""
-    err = _check_buffers(frame, variant)
+    buffers, n_buffers, n_in, attrs, names, n_attrs, reads, context = _signature(variant)
+    err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
     if xla_ffi.is_error(err):
         return err, 0
-    err, indices = _checked_attributes(frame, variant)
+    slots = _attribute_slots(variant)
+    err = xla_ffi.match_attrs(frame, attrs, names, n_attrs, slots, reads, context)
     if xla_ffi.is_error(err):
         return err, 0
+    indices = _attribute_indices(slots, variant)
     inputs, outputs = _buffer_views(frame, variant)
     scalars = _scalar_values(frame, variant, indices)
     args = inputs + outputs + scalars
@@ -387,12 +344,14 @@ def _run(frame, kernel, variant, rule):
         return err, kernel[1, 1].preload(*args)
     if rule is None:
         grid, block = _attribute_config(frame, indices)
-        shmem = _int_attribute(frame, indices, 6, 0)
+        shmem = _int_attribute(frame, indices[6], 0)
+        source = xla_ffi.c_string("the attributes ncl_grid_x/y/z and ncl_block_x/y/z give")
     else:
         grid, block = rule(*(_shapes(inputs) + scalars))
-        shmem = _int_attribute(frame, indices, 0, 0)
+        shmem = _int_attribute(frame, indices[0], 0)
+        source = xla_ffi.c_string("the launch rule gave")
     grid, block = _dim3(grid), _dim3(block)
-    err = _check_config(frame, variant, grid, block, shmem)
+    err = _check_config(frame, grid, block, shmem, source, context)
     if xla_ffi.is_error(err):
         return err, 0
     return err, kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
@@ -421,9 +380,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     first_is_ret = n_in == 0
     first_code = xla_ffi.DTYPES[np.dtype(str(arrays[0][0].dtype))]
     rank0, rank1 = (a[0].ndim for a in arrays)
-    bad_rank = xla_ffi.failure(
-        "%s: " + ("result" if first_is_ret else "argument") + " 0 has rank %lld; the handler "
-        "takes rank %lld, or %lld with a leading batch dimension")
+    first_what = "result" if first_is_ret else "argument"
 
     # batch_aware, the ranks and launch_rule are constants: Numba prunes the
     # branches they rule out before typing.
@@ -439,7 +396,10 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         elif batch_aware and rank == rank1:
             err, status = _run(frame, kernel, batched, launch_rule)
         elif batch_aware:
-            return bad_rank(frame, xla_ffi.c_string(context), rank, rank0, rank1)
+            return xla_ffi.report(frame, xla_ffi.c_string(
+                "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a leading "
+                "batch dimension"), xla_ffi.c_string(context), xla_ffi.c_string(first_what),
+                rank, rank0, rank1)
         else:
             return xla_ffi.check_buffer(frame, first_is_ret, 0, first_code, rank0,
                                         xla_ffi.c_string(context))

@@ -150,6 +150,7 @@ _load_u16 = _make_load(types.uint16)
 _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
 _store_i32 = _make_store(types.int32)
+_store_i64 = _make_store(types.int64)
 _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
@@ -704,58 +705,37 @@ def _kind_text(kind):
     return c_string("of an unknown kind") if _is_null(name) else name
 
 
-@functools.lru_cache(maxsize=None)
-def _formatter(fmt):
-    """An intrinsic ``(a, b, c, d, e, f, g) -> voidptr``: printf format
-    *fmt* applied to the values (integers as ``long long``, ``%lld``;
-    voidptr as C strings, ``%s``) in a stack buffer of the function it is
-    lowered in."""
-    data = fmt.encode() + b"\0"
-
-    @intrinsic
-    def message(typingctx, a, b, c, d, e, f, g):
-        def codegen(context, builder, sig, args):
-            i8p = ir.IntType(8).as_pointer()
-            values = [context.cast(builder, v, t, types.int64)
-                      if isinstance(t, (types.Integer, types.Boolean)) else v
-                      for v, t in zip(args, sig.args)]
-            buf = builder.bitcast(cgutils.alloca_once(
-                builder, ir.ArrayType(ir.IntType(8), _MESSAGE_BYTES)), i8p)
-            fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
-            snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
-            builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), _MESSAGE_BYTES),
-                                    _global_bytes(context, builder, data)] + values)
-            return buf
-        return types.voidptr(a, b, c, d, e, f, g), codegen
-    return message
+@intrinsic
+def _format(typingctx, fmt, a, b, c, d, e, f, g):
+    """printf format *fmt* (a C string) applied to the values (integers as
+    ``long long``, ``%lld``; voidptr as C strings, ``%s``) in a stack buffer
+    of the function it is lowered in."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        values = [context.cast(builder, v, t, types.int64)
+                  if isinstance(t, (types.Integer, types.Boolean)) else v
+                  for v, t in zip(args[1:], sig.args[1:])]
+        buf = builder.bitcast(cgutils.alloca_once(
+            builder, ir.ArrayType(ir.IntType(8), _MESSAGE_BYTES)), i8p)
+        fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
+        snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+        builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), _MESSAGE_BYTES), args[0]]
+                     + values)
+        return buf
+    return types.voidptr(fmt, a, b, c, d, e, f, g), codegen
 
 
-@functools.lru_cache(maxsize=None)
-def failure(fmt):
-    """A jitable ``(frame, a, ..., g) -> XLA_FFI_Error*`` (INVALID_ARGUMENT)
-    whose message is printf format *fmt* applied to the values (integers
-    ``%lld``, C strings ``%s``); made once per format."""
-    message = _formatter(fmt)
-
-    def fail(frame, a=0, b=0, c=0, d=0, e=0, f=0, g=0):
-        return error(frame, message(a, b, c, d, e, f, g), _INVALID_ARGUMENT)
-    return register_jitable(fail)
+@register_jitable
+def report(frame, fmt, a=0, b=0, c=0, d=0, e=0, f=0, g=0):
+    """An ``XLA_FFI_Error*`` (INVALID_ARGUMENT) whose message is printf
+    format *fmt* (a C string, ``c_string("...")``) applied to the values
+    (integers ``%lld``, C strings ``%s``): a frame that does not match what
+    the handler takes."""
+    return error(frame, _format(fmt, a, b, c, d, e, f, g), _INVALID_ARGUMENT)
 
 
-# The checks, shared by every handler: *context* (a C string) begins the
-# message, naming the handler.
-_counts = failure("%s: the call has %lld argument(s) and %lld result(s); the handler takes "
-                   "%lld and %lld")
-_not_buffer = failure("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler "
-                       "takes buffers only")
-_no_item = failure("%s: the call has no %s %lld (it has %lld)")
-_mismatch = failure("%s: %s %lld is %s of rank %lld; the handler takes %s of rank %lld")
-_missing = failure("%s: the call has no attribute '%s'; the handler reads it as a scalar "
-                    "of %s")
-_not_scalar = failure("%s: attribute '%s' is %s; the handler reads a scalar of %s")
-_wrong_type = failure("%s: attribute '%s' is a scalar of %s; the handler reads a scalar of %s")
-_unknown = failure("%s: the call has attribute '%s', which the handler does not read (it "
-                    "reads %s)")
+_NOT_BUFFER_TEXT = ("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler takes "
+                    "buffers only")
 
 
 @register_jitable
@@ -764,17 +744,19 @@ def check_items(frame, n_args, n_rets, context):
     buffer; else the error saying what it has."""
     got_args, got_rets = num_args(frame), num_rets(frame)
     if got_args != n_args or got_rets != n_rets:
-        return _counts(frame, context, got_args, got_rets, n_args, n_rets)
+        return report(frame, c_string("%s: the call has %lld argument(s) and %lld result(s); "
+                                      "the handler takes %lld and %lld"),
+                      context, got_args, got_rets, n_args, n_rets)
     arg_types = _load_ptr(frame, _FRAME_ARGS + _TYPES)
     for i in range(got_args):
         kind = _load_i32(arg_types, 4 * i)
         if kind != _BUFFER:
-            return _not_buffer(frame, context, c_string("argument"), i, kind)
+            return report(frame, c_string(_NOT_BUFFER_TEXT), context, c_string("argument"), i, kind)
     ret_types = _load_ptr(frame, _FRAME_RETS + _TYPES)
     for i in range(got_rets):
         kind = _load_i32(ret_types, 4 * i)
         if kind != _BUFFER:
-            return _not_buffer(frame, context, c_string("result"), i, kind)
+            return report(frame, c_string(_NOT_BUFFER_TEXT), context, c_string("result"), i, kind)
     return _null()
 
 
@@ -785,11 +767,14 @@ def check_buffer(frame, is_ret, i, code, ndim, context):
     what = c_string("result") if is_ret else c_string("argument")
     n = num_rets(frame) if is_ret else num_args(frame)
     if i < 0 or i >= n:
-        return _no_item(frame, context, what, i, n)
+        return report(frame, c_string("%s: the call has no %s %lld (it has %lld)"), context,
+                      what, i, n)
     buf = ret_buffer(frame, i) if is_ret else arg_buffer(frame, i)
     got, rank = buffer_dtype(buf), buffer_rank(buf)
     if got != code or rank != ndim:
-        return _mismatch(frame, context, what, i, _type_text(got), rank, _type_text(code), ndim)
+        return report(frame, c_string("%s: %s %lld is %s of rank %lld; the handler takes %s "
+                                      "of rank %lld"),
+                      context, what, i, _type_text(got), rank, _type_text(code), ndim)
     return _null()
 
 
@@ -799,13 +784,17 @@ def check_scalar_attr(frame, i, name, code, context):
     *name* (a C string) is a scalar of XLA type *code*; else the error
     saying it is missing or what it is."""
     if i < 0:
-        return _missing(frame, context, name, _type_text(code))
+        return report(frame, c_string("%s: the call has no attribute '%s'; the handler reads "
+                                      "it as a scalar of %s"), context, name, _type_text(code))
     kind = _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i)
     if kind != _ATTR_SCALAR:
-        return _not_scalar(frame, context, name, _kind_text(kind), _type_text(code))
+        return report(frame, c_string("%s: attribute '%s' is %s; the handler reads a scalar "
+                                      "of %s"), context, name, _kind_text(kind), _type_text(code))
     got = _load_i32(_attr_value(frame, i), 0)
     if got != code:
-        return _wrong_type(frame, context, name, _type_text(got), _type_text(code))
+        return report(frame, c_string("%s: attribute '%s' is a scalar of %s; the handler "
+                                      "reads a scalar of %s"),
+                      context, name, _type_text(got), _type_text(code))
     return _null()
 
 
@@ -820,7 +809,62 @@ def unknown_attr_error(frame, i, reads, context):
     name = _stack_bytes(208, 0)
     for j in range(n):
         _store_u8(name, j, _load_u8(chars, j))
-    return _unknown(frame, context, name, reads)
+    return report(frame, c_string("%s: the call has attribute '%s', which the handler does not "
+                                  "read (it reads %s)"), context, name, reads)
+
+
+@register_jitable
+def check_buffers(frame, table, n, n_in, context):
+    """NULL when the call's *n* buffers (its arguments, then its results
+    from index *n_in*) are of the (XLA type code, rank) int64 pairs at
+    *table*; else the error for the first that is not."""
+    for i in range(n):
+        is_ret = i >= n_in
+        j = i - n_in if is_ret else i
+        buf = ret_buffer(frame, j) if is_ret else arg_buffer(frame, j)
+        code, rank = _load_i64(table, 16 * i), _load_i64(table, 16 * i + 8)
+        if buffer_dtype(buf) != code or buffer_rank(buf) != rank:
+            return check_buffer(frame, is_ret, j, code, rank, context)
+    return _null()
+
+
+@register_jitable
+def match_attrs(frame, table, names, n, indices, reads, context):
+    """Find the call's attributes among the *n* a handler reads, described
+    at *table* in name order, five int64 each: offset of the name in
+    *names* (NUL-terminated names), its length, the XLA type code of its
+    scalar, whether it is required, its position. Writes the index of each
+    in the call (-1: absent) at its position in *indices* (int64). NULL, or
+    the error for an attribute missing, of another type or not read
+    (*reads*: a C string listing those read)."""
+    for k in range(n):
+        _store_i64(indices, 8 * k, -1)
+    # XLA gives the attributes sorted by name: each is found at the first
+    # name tried
+    cursor = 0
+    for i in range(num_attrs(frame)):
+        known = False
+        for t in range(n):
+            pos = cursor + t
+            if pos >= n:
+                pos -= n
+            entry = _offset(table, 40 * pos)
+            if attr_name_is(frame, i, _offset(names, _load_i64(entry, 0)),
+                            _load_i64(entry, 8)):
+                _store_i64(indices, 8 * _load_i64(entry, 32), i)
+                cursor = pos + 1
+                known = True
+                break
+        if not known:
+            return unknown_attr_error(frame, i, reads, context)
+    for pos in range(n):
+        entry = _offset(table, 40 * pos)
+        code, i = _load_i64(entry, 16), _load_i64(indices, 8 * _load_i64(entry, 32))
+        if (i < 0 and _load_i64(entry, 24) != 0) or (i >= 0 and not attr_is_scalar(frame, i,
+                                                                                 code)):
+            return check_scalar_attr(frame, i, _offset(names, _load_i64(entry, 0)), code,
+                                     context)
+    return _null()
 
 
 @register_jitable
