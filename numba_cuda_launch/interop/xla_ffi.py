@@ -660,7 +660,7 @@ _BUFFER = 1  # XLA_FFI_ArgType_BUFFER and XLA_FFI_RetType_BUFFER
 _INVALID_ARGUMENT = 3  # XLA_FFI_Error_Code_INVALID_ARGUMENT
 _MESSAGE_BYTES = 512
 #: XLA_FFI_DataType names (c_api.h), NumPy's where NumPy has the type.
-XLA_TYPE_NAMES = {
+_XLA_TYPE_NAMES = {
     0: "invalid", 1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8",
     7: "uint16", 8: "uint32", 9: "uint64", 10: "float16", 11: "float32", 12: "float64",
     15: "complex64", 16: "bfloat16", 17: "token", 18: "complex128", 19: "float8_e5m2",
@@ -688,7 +688,7 @@ def _name_table(names):
     return name_of
 
 
-_xla_type_name = _name_table(XLA_TYPE_NAMES)
+_xla_type_name = _name_table(_XLA_TYPE_NAMES)
 _cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
 _attr_kind_name = _name_table(_ATTR_KIND_NAMES)
 
