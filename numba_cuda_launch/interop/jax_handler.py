@@ -17,6 +17,7 @@ from numba.core import types as nt
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.interop import xla_ffi
+from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 
 __all__ = ["make_handler", "refusal", "kind"]
@@ -213,11 +214,15 @@ def _attribute_indices(typingctx, slots, variant):
     return ty(slots, variant), codegen
 
 
-#: CUDA's launch limits, the same on every device since compute capability
-#: 3.0 ((x, y, z) maxima, as the messages state them), and dynamic shared
-#: memory as the driver takes it (an unsigned int).
-GRID_MAX, BLOCK_MAX, BLOCK_THREADS_MAX = (2**31 - 1, 65535, 65535), (1024, 1024, 64), 1024
-SHAREDMEM_MAX = 2**32 - 1
+# CUDA's launch limits, as the one validator of configurations states them
+# (launchconfig.config_problem): a launch rule's result, known only when the
+# handler runs, is checked against the same, with the same sentences.
+(_GRID_MAX, _GRID_TEXT), (_BLOCK_MAX, _BLOCK_TEXT) = LIMITS["griddim"], LIMITS["blockdim"]
+_BAD_GRID = "%s: griddim must be " + _GRID_TEXT + ", got (%lld, %lld, %lld) (from %s)"
+_BAD_BLOCK = ("%s: blockdim must be " + _BLOCK_TEXT + " with at most " + str(BLOCK_THREADS_MAX)
+              + " threads in all, got (%lld, %lld, %lld) (from %s)")
+_BAD_SHAREDMEM = ("%s: sharedmem must be between 0 and 2**32-1 bytes, got %lld (from the "
+                  "attribute ncl_sharedmem)")
 
 
 def _dim3(dims):
@@ -244,20 +249,14 @@ def _check_config(frame, grid, block, sharedmem, source, context):
     within CUDA's limits, else the error saying which is not and why
     (*source*: where grid and block came from)."""
     x, y, z = grid
-    if not (1 <= x <= GRID_MAX[0] and 1 <= y <= GRID_MAX[1] and 1 <= z <= GRID_MAX[2]):
-        return xla_ffi.report(frame, xla_ffi.c_string(
-            "%s: %s grid (%lld, %lld, %lld); CUDA takes grids of 1..2**31-1 blocks in x and "
-            "1..65535 in y and z"), context, source, x, y, z)
+    if not (1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, x, y, z, source)
     x, y, z = block
-    if not (1 <= x <= BLOCK_MAX[0] and 1 <= y <= BLOCK_MAX[1] and 1 <= z <= BLOCK_MAX[2]) \
+    if not (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]) \
             or x * y * z > BLOCK_THREADS_MAX:
-        return xla_ffi.report(frame, xla_ffi.c_string(
-            "%s: %s block (%lld, %lld, %lld); CUDA takes blocks of 1..1024 threads in x and y "
-            "and 1..64 in z, at most 1024 in all"), context, source, x, y, z)
-    if not 0 <= sharedmem <= SHAREDMEM_MAX:
-        return xla_ffi.report(frame, xla_ffi.c_string(
-            "%s: the attribute ncl_sharedmem is %lld bytes; CUDA takes 0..2**32-1"),
-            context, sharedmem)
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, x, y, z, source)
+    if not 0 <= sharedmem <= 2**32 - 1:
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
     return xla_ffi.ok()
 
 
@@ -345,11 +344,11 @@ def _run(frame, kernel, variant, rule):
     if rule is None:
         grid, block = _attribute_config(frame, indices)
         shmem = _int_attribute(frame, indices[6], 0)
-        source = xla_ffi.c_string("the attributes ncl_grid_x/y/z and ncl_block_x/y/z give")
+        source = xla_ffi.c_string("the attributes ncl_grid_x/y/z and ncl_block_x/y/z")
     else:
         grid, block = rule(*(_shapes(inputs) + scalars))
         shmem = _int_attribute(frame, indices[0], 0)
-        source = xla_ffi.c_string("the launch rule gave")
+        source = xla_ffi.c_string("the launch rule")
     grid, block = _dim3(grid), _dim3(block)
     err = _check_config(frame, grid, block, shmem, source, context)
     if xla_ffi.is_error(err):

@@ -207,13 +207,16 @@ def test_failing_kernel_is_a_jax_error():
 
 
 @pytest.mark.parametrize("rule_result, said", [
-    ((0, 32), "the launch rule gave grid (0, 1, 1); CUDA takes grids of 1..2**31-1 blocks in "
-              "x and 1..65535 in y and z"),
-    (((1, 70000), 32), "the launch rule gave grid (1, 70000, 1)"),
-    ((1, 2048), "the launch rule gave block (2048, 1, 1); CUDA takes blocks of 1..1024 threads "
-                "in x and y and 1..64 in z, at most 1024 in all"),
-    ((1, (32, 64)), "the launch rule gave block (32, 64, 1)"),
-    ((-1, 32), "the launch rule gave grid (-1, 1, 1)"),
+    ((0, 32), "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got (0, 1, 1) (from "
+              "the launch rule)"),
+    (((1, 70000), 32), "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got "
+                       "(1, 70000, 1) (from the launch rule)"),
+    ((1, 2048), "blockdim must be 1..1024 in x and y and 1..64 in z with at most 1024 threads "
+                "in all, got (2048, 1, 1) (from the launch rule)"),
+    ((1, (32, 64)), "blockdim must be 1..1024 in x and y and 1..64 in z with at most 1024 "
+                    "threads in all, got (32, 64, 1) (from the launch rule)"),
+    ((-1, 32), "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got (-1, 1, 1) (from "
+               "the launch rule)"),
 ])
 def test_a_launch_rule_out_of_cudas_limits_is_named_with_the_reason(rule_result, said):
     grid, block = rule_result
