@@ -165,3 +165,53 @@ def test_readme_recording_block_under_the_simulator_refuses_to_start(tmp_path):
     assert out.stderr.rstrip().splitlines()[-1].startswith(
         "RuntimeError: RecordingDriver cannot record launches in this process: under "
         "numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"), out.stderr[-3000:]
+
+
+FORGOTTEN_IMPORT = """
+import sys
+import numpy as np
+from numba import cuda, njit
+
+@cuda.jit
+def double(x):
+    x[0] = 2 * x[0]
+
+@njit
+def step(x):
+    double[1, 1](x)
+
+try:
+    step(np.ones(1))
+except Exception as exc:
+    print(type(exc).__name__, "|", " ".join(str(exc).split()))
+print("imported:", "numba_cuda_launch" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator, said, quoted", [
+    (False, "No implementation of function Function(<built-in function getitem>) found for "
+            "signature: >>> getitem(type(CUDADispatcher(<function double at ",
+     "No implementation of function Function(<built-in function getitem>) found for "
+     "signature: getitem(type(CUDADispatcher(...)), ...)"),
+    (True, "Untyped global name 'double': Cannot determine Numba type of <class "
+           "'numba.cuda.simulator.kernel.FakeCUDAKernel'>",
+     "Untyped global name 'kernel': Cannot determine Numba type of <class "
+     "'numba.cuda.simulator.kernel.FakeCUDAKernel'>"),
+])
+def test_troubleshooting_forgotten_import_reads_as_the_readme_says(simulator, said, quoted):
+    # README's Troubleshooting quotes Numba's errors for the likeliest first
+    # mistake; they come from Numba, so this checks they still read so.
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert quoted in text[text.index("## Troubleshooting"):text.index("## How it is built")]
+    env = child_env()
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + FORGOTTEN_IMPORT], env=env,
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    error, imported = out.stdout.splitlines()[-2:]
+    assert imported == "imported: False", out.stdout + out.stderr
+    assert error.startswith("TypingError | Failed in nopython mode pipeline")
+    assert said in error, error
