@@ -917,11 +917,16 @@ def attr_float_at(frame, i):
     return _scalar_as_float(_attr_value(frame, i))
 
 
-@register_jitable
-def is_error(err):
-    """True when *err* (a check's or another call's ``XLA_FFI_Error*``) is an
-    error, not NULL: return it from the handler."""
-    return not _is_null(err)
+@intrinsic
+def is_error(typingctx, err):
+    """``is_error(err)``: True when *err* (a check's or another call's
+    ``XLA_FFI_Error*``) is an error, not NULL: return it from the handler."""
+    if err != types.voidptr:
+        raise NopythonUsageError("is_error() takes an XLA_FFI_Error* (voidptr), got %s" % err)
+
+    def codegen(context, builder, sig, args):
+        return cgutils.is_not_null(builder, args[0])
+    return types.boolean(err), codegen
 
 
 def _context_text(context, fn):
