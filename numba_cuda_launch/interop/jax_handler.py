@@ -17,8 +17,8 @@ from numba.core import types as nt
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
+from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 
 __all__ = ["make_handler", "refusal", "kind"]
 
@@ -43,7 +43,7 @@ _SHAREDMEM_ATTRIBUTE = ("ncl_sharedmem", False)
 _S64 = 5  # XLA_FFI_DataType_S64: jax passes the launch attributes as int64
 
 
-def scalar_attribute_code(dtype):
+def _scalar_attribute_code(dtype):
     """The ``XLA_FFI_DataType`` of the attribute carrying a scalar of *dtype*
     (float16 travels as float32: XLA's attributes have no F16)."""
     return xla_ffi.DTYPES[np.dtype(np.float32 if dtype == np.float16 else dtype)]
@@ -62,7 +62,7 @@ class VariantType(nt.Dummy):
         self.rule = rule
         config = () if rule else _CONFIG_ATTRIBUTES
         self.attributes = tuple((n, _S64, req) for n, req in config + (_SHAREDMEM_ATTRIBUTE,)) \
-            + tuple((n, scalar_attribute_code(d), True) for n, d in scalars)
+            + tuple((n, _scalar_attribute_code(d), True) for n, d in scalars)
         self.first_scalar = len(self.attributes) - len(scalars)
         super().__init__("jax_variant(%s; %d in; %s; %s)" % (
             ", ".join(map(str, arrays)), n_in,
@@ -260,17 +260,17 @@ def _check_config(frame, grid, block, sharedmem, source, context):
     return xla_ffi.ok()
 
 
-# -- the handler --------------------------------------------------------------------
-
-# The pieces of the handler below are inlined into its IR before typing: a
-# Numba function inlined so is typed with the handler and not compiled on
-# its own (an inlined overload or register_jitable would be).
-
 @register_jitable
 def _int_attribute(frame, i, default):
     """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
     return default if i < 0 else xla_ffi.attr_int_at(frame, i)
 
+
+# -- the handler --------------------------------------------------------------------
+
+# The pieces of the handler below are inlined into its IR before typing: a
+# Numba function inlined so is typed with the handler and not compiled on
+# its own (an inlined overload or register_jitable would be).
 
 @numba.njit(inline="always")
 def _attribute_config(frame, indices):
