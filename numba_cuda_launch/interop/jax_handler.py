@@ -244,20 +244,36 @@ def _dim3_ol(dims):
 
 
 @register_jitable
-def _check_config(frame, grid, block, sharedmem, source, context):
-    """NULL when *grid* and *block* (three int64 each) and *sharedmem* are
-    within CUDA's limits, else the error saying which is not and why
-    (*source*: where grid and block came from)."""
+def _grid_ok(grid):
     x, y, z = grid
-    if not (1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, x, y, z, source)
+    return 1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]
+
+
+@register_jitable
+def _block_ok(block):
     x, y, z = block
-    if not (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]) \
-            or x * y * z > BLOCK_THREADS_MAX:
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, x, y, z, source)
-    if not 0 <= sharedmem <= 2**32 - 1:
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
-    return xla_ffi.ok()
+    return (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]
+            and x * y * z <= BLOCK_THREADS_MAX)
+
+
+@register_jitable
+def _config_ok(grid, block, sharedmem):
+    """*grid* and *block* (three int64 each) and *sharedmem* are within
+    CUDA's limits (a few compares, inlined)."""
+    return _grid_ok(grid) and _block_ok(block) and 0 <= sharedmem <= 2**32 - 1
+
+
+@register_jitable
+def _config_error(frame, grid, block, sharedmem, source, context):
+    """The error saying which of *grid*, *block* and *sharedmem* is outside
+    CUDA's limits and why (*source*: where grid and block came from)."""
+    if not _grid_ok(grid):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, grid[0], grid[1],
+                              grid[2], source)
+    if not _block_ok(block):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, block[0], block[1],
+                              block[2], source)
+    return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
 
 
 @register_jitable
@@ -350,9 +366,8 @@ def _run(frame, kernel, variant, rule):
         shmem = _int_attribute(frame, indices[0], 0)
         source = xla_ffi.c_string("the launch rule")
     grid, block = _dim3(grid), _dim3(block)
-    err = _check_config(frame, grid, block, shmem, source, context)
-    if xla_ffi.is_error(err):
-        return err, 0
+    if not _config_ok(grid, block, shmem):
+        return _config_error(frame, grid, block, shmem, source, context), 0
     return err, kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
 
 

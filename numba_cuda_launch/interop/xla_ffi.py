@@ -885,11 +885,25 @@ def _same_bytes(typingctx, a, b, n):
     return types.boolean(a, b, n), codegen
 
 
+@intrinsic
+def _load_u64_unaligned(typingctx, base, offset):
+    """The 8 bytes at byte *offset* of *base*, wherever they are aligned."""
+    def codegen(context, builder, sig, args):
+        return builder.load(_field(context, builder, args[0], args[1], types.uint64), align=1)
+    return types.uint64(base, offset), codegen
+
+
 @register_jitable
 def attr_name_is(frame, i, key, n):
     """True when attribute *i*'s name is the *n* bytes at *key*."""
     span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
-    return _load_i64(span, 8) == n and _same_bytes(_load_ptr(span, 0), key, n)
+    if _load_i64(span, 8) != n:
+        return False
+    chars = _load_ptr(span, 0)
+    if 8 <= n <= 16:  # the names handlers read: two words, which may overlap
+        return (_load_u64_unaligned(chars, 0) == _load_u64_unaligned(key, 0)
+                and _load_u64_unaligned(chars, n - 8) == _load_u64_unaligned(key, n - 8))
+    return _same_bytes(chars, key, n)
 
 
 @register_jitable
