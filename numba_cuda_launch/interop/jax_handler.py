@@ -243,24 +243,17 @@ def _dim3_ol(dims):
     return None  # the launch's own typing error names what is wrong
 
 
-@register_jitable
+@numba.njit(inline="always")
 def _grid_ok(grid):
     x, y, z = grid
     return 1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]
 
 
-@register_jitable
+@numba.njit(inline="always")
 def _block_ok(block):
     x, y, z = block
     return (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]
             and x * y * z <= BLOCK_THREADS_MAX)
-
-
-@register_jitable
-def _config_ok(grid, block, sharedmem):
-    """*grid* and *block* (three int64 each) and *sharedmem* are within
-    CUDA's limits (a few compares, inlined)."""
-    return _grid_ok(grid) and _block_ok(block) and 0 <= sharedmem <= 2**32 - 1
 
 
 @register_jitable
@@ -276,10 +269,25 @@ def _config_error(frame, grid, block, sharedmem, source, context):
     return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
 
 
+# Compiled once per process and shared by every handler (inlined into one
+# by LLVM: a few compares).
+
 @register_jitable
 def _int_attribute(frame, i, default):
     """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
     return default if i < 0 else xla_ffi.attr_int_at(frame, i)
+
+
+@register_jitable
+def _config_ok(grid, block, sharedmem):
+    """*grid* and *block* (three int64 each) and *sharedmem* are within
+    CUDA's limits."""
+    gx, gy, gz = grid
+    bx, by, bz = block
+    return (1 <= gx <= _GRID_MAX[0] and 1 <= gy <= _GRID_MAX[1] and 1 <= gz <= _GRID_MAX[2]
+            and 1 <= bx <= _BLOCK_MAX[0] and 1 <= by <= _BLOCK_MAX[1]
+            and 1 <= bz <= _BLOCK_MAX[2] and bx * by * bz <= BLOCK_THREADS_MAX
+            and 0 <= sharedmem <= 2**32 - 1)
 
 
 # -- the handler --------------------------------------------------------------------
@@ -287,6 +295,7 @@ def _int_attribute(frame, i, default):
 # The pieces of the handler below are inlined into its IR before typing: a
 # Numba function inlined so is typed with the handler and not compiled on
 # its own (an inlined overload or register_jitable would be).
+
 
 @numba.njit(inline="always")
 def _attribute_config(frame, indices):
@@ -391,32 +400,31 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     n_out = len(arrays[0]) - n_in
     # the first buffer (XLA's first argument, else its first result) selects the variant
     first = xla_ffi.arg_buffer if n_in else xla_ffi.ret_buffer
-    first_is_ret = n_in == 0
-    first_code = xla_ffi.DTYPES[np.dtype(str(arrays[0][0].dtype))]
     rank0, rank1 = (a[0].ndim for a in arrays)
-    first_what = "result" if first_is_ret else "argument"
+    first_what = "argument" if n_in else "result"
 
-    # batch_aware, the ranks and launch_rule are constants: Numba prunes the
-    # branches they rule out before typing.
+    # batch_aware and launch_rule are constants: Numba prunes the branches
+    # they rule out before typing. Without a batch, the buffers' checks say
+    # what a first buffer of another rank is.
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
         err = xla_ffi.check_items(frame, n_in, n_out, xla_ffi.c_string(context))
         if xla_ffi.is_error(err):
             return err
-        rank = xla_ffi.buffer_rank(first(frame, 0))
-        if rank == rank0:
-            err, status = _run(frame, kernel, unbatched, launch_rule)
-        elif batch_aware and rank == rank1:
-            err, status = _run(frame, kernel, batched, launch_rule)
-        elif batch_aware:
-            return xla_ffi.report(frame, xla_ffi.c_string(
-                "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a leading "
-                "batch dimension"), xla_ffi.c_string(context), xla_ffi.c_string(first_what),
-                rank, rank0, rank1)
+        if batch_aware:
+            rank = xla_ffi.buffer_rank(first(frame, 0))
+            if rank == rank0:
+                err, status = _run(frame, kernel, unbatched, launch_rule)
+            elif rank == rank1:
+                err, status = _run(frame, kernel, batched, launch_rule)
+            else:
+                return xla_ffi.report(frame, xla_ffi.c_string(
+                    "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a "
+                    "leading batch dimension"), xla_ffi.c_string(context),
+                    xla_ffi.c_string(first_what), rank, rank0, rank1)
         else:
-            return xla_ffi.check_buffer(frame, first_is_ret, 0, first_code, rank0,
-                                        xla_ffi.c_string(context))
+            err, status = _run(frame, kernel, unbatched, launch_rule)
         if xla_ffi.is_error(err):
             return err
         if status != 0:

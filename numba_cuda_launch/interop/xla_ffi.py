@@ -725,7 +725,9 @@ def _format(typingctx, fmt, a, b, c, d, e, f, g):
     return types.voidptr(fmt, a, b, c, d, e, f, g), codegen
 
 
-@register_jitable
+# Inlined into the caller's IR before typing: typed with it, not compiled
+# on its own for each combination of argument types.
+@numba.njit(inline="always")
 def report(frame, fmt, a=0, b=0, c=0, d=0, e=0, f=0, g=0):
     """An ``XLA_FFI_Error*`` (INVALID_ARGUMENT) whose message is printf
     format *fmt* (a C string, ``c_string("...")``) applied to the values
