@@ -205,16 +205,87 @@ def c_launch_us():
     return lo.median_us(batch, stream.synchronize)
 
 
+def _frames_support():
+    """tests/support/ffi_frames.py of this checkout, or None (a copy of the
+    benchmarks without the tests: ci/bench_ab.sh says what to copy)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "tests"))
+    try:
+        from support import ffi_frames
+    except ImportError:
+        return None
+    return ffi_frames
+
+
+def handler_call_ns(reps=200_000):
+    """Host nanoseconds per call of the handlers of rows (b) and (b'') on a
+    call frame built in memory, the driver's cuLaunchKernel and XLA's
+    Stream_Get native stubs: the handler's own cost (checking and reading
+    the frame, the launch path), called from a compiled loop. No GPU needed:
+    ``{row: ns}``, or None without tests/support."""
+    import numba
+    from numba_cuda_launch.cudadrv import driver
+    from numba_cuda_launch.interop import xla_ffi as raw
+    from numba_cuda_launch.testing import RecordingDriver
+
+    frames = _frames_support()
+    if frames is None:
+        return None
+    if ncl.get_compute_capability() is None and not cuda.is_available():
+        ncl.set_compute_capability((9, 0))
+
+    @numba.cfunc(nt.int32(nt.voidptr, nt.uint32, nt.uint32, nt.uint32, nt.uint32, nt.uint32,
+                          nt.uint32, nt.uint32, nt.voidptr, nt.voidptr, nt.voidptr))
+    def launched(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        return 0
+
+    @numba.cfunc(nt.voidptr(nt.voidptr))
+    def stream_get(args):  # XLA_FFI_Stream_Get: the stream at offset 24
+        raw._store_ptr(args, 24, raw.c_string("s"))
+        return raw.ok()
+
+    spec = jax.ShapeDtypeStruct((N,), np.float32)
+    attrs = {"ncl_%s_%s" % (w, a): np.int64(v if a == "x" else 1)
+             for w, v in (("grid", GRID), ("block", BLOCK)) for a in "xyz"}
+    attrs["ncl_sharedmem"] = np.int64(0)
+    out = {}
+    for row, k, extra in (("(b)", NCL, {}), ("(b'')", NCL_SCALAR, {"ncl_s_a": np.float32(2)})):
+        xla = frames.FakeXla()
+        xla.api.stream_get = stream_get.address
+        frame = frames.Frame(xla, args=[(0x1000, (N,), np.float32)] * 2,
+                             rets=[(0x3000, (N,), np.float32)], attrs=dict(attrs, **extra))
+        handler = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(k.handler([spec, spec],
+                                                                             [spec]).address)
+
+        @numba.cfunc(nt.int64(nt.voidptr, nt.int64))
+        def calls(frame, reps):
+            failed = 0
+            for _ in range(reps):
+                failed += handler(frame) != 0
+            return failed
+
+        with RecordingDriver():  # loads the image
+            assert calls(frame.address, 1) == 0, xla.errors
+        with driver.use_functions(cuLaunchKernel=launched.address):
+            best = []
+            for _ in range(7):
+                t0 = time.perf_counter()
+                assert calls(frame.address, reps) == 0, xla.errors
+                best.append((time.perf_counter() - t0) / reps * 1e9)
+        out[row] = float(min(best))
+    return out
+
+
 def frame_decode_ns(reps=2_000_000):
     """Host nanoseconds the handler spends reading one call frame: three
     buffer views, seven launch attributes and a scalar looked up by name, the
     stage (what an XLA instantiate-stage cache could save). No GPU needed."""
     import numba
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                    "tests"))
-    from support.ffi_frames import FakeXla, Frame
-
+    frames = _frames_support()
+    if frames is None:
+        return None
+    FakeXla, Frame = frames.FakeXla, frames.Frame
     ffi = xla_ffi
 
     @numba.cfunc(nt.int64(nt.voidptr, nt.int64))
@@ -338,9 +409,20 @@ def main():
                         help=argparse.SUPPRESS)
     parser.add_argument("--frame-decode", action="store_true",
                         help="only the host cost of reading a call frame (no GPU needed)")
+    parser.add_argument("--handler-call", action="store_true",
+                        help="only the host cost of a handler call on a frame built in "
+                             "memory, with stub driver and XLA functions (no GPU needed)")
     args = parser.parse_args()
     if args.frame_decode:
         print("frame decode: %.0f ns per call" % frame_decode_ns())
+        return 0
+    if args.handler_call:
+        calls = handler_call_ns()
+        for row, ns in (calls or {}).items():
+            print("handler call %s: %.1f ns" % (row, ns))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"handler_call_ns": calls}, f, indent=1)
         return 0
     if not any(d.platform == "gpu" for d in jax.devices()):
         print("JAX sees no GPU: nothing to measure")
@@ -359,7 +441,9 @@ def main():
     c_us = c_launch_us()
     print("C cuLaunchKernel loop, same kernel: %s us" % ("%.2f" % c_us if c_us else "n/a"))
     decode_ns = frame_decode_ns()
-    print("frame decode (host, per call): %.0f ns" % decode_ns)
+    calls_ns = handler_call_ns()
+    print("frame decode (host, per call): %s ns" % decode_ns)
+    print("handler call (host, stub driver, per call): %s ns" % calls_ns)
     a = rows["(a) jnp"]
     b = rows["(b) numba-cuda-launch cfunc handler"]
     c = rows["(c) ctypes Python handler + numba-cuda launch"]
@@ -389,12 +473,13 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"device": device, "jax": jax.__version__, "brainevent": note,
                        "rows": rows, "c_launch_us": c_us, "frame_decode_ns": decode_ns,
+                       "handler_call_ns": calls_ns,
                        "targets": checks}, f, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(rows, c_us, checks, device, note)
-                    + "\nHandler's host cost of reading a call frame: %.0f ns per call.\n"
-                    % decode_ns)
+                    + "\nHandler's host cost of reading a call frame: %s ns per call; "
+                    "of a whole handler call (stub driver): %s ns.\n" % (decode_ns, calls_ns))
     return 0
 
 

@@ -2,13 +2,14 @@
 # Benchmarks of this checkout against an earlier revision, on one GPU machine,
 # runs interleaved (base, head, base, head) so drift hits both alike:
 #
-#   git archive REV numba_cuda_launch benchmarks | tar -x -C .bench/base   # here
+#   git archive REV numba_cuda_launch benchmarks tests/support | tar -x -C .bench/base   # here
 #   bash ci/bench_ab.sh BENCH [BENCH ...]      # GPU machine, carrying .bench/
 #
 # BENCH is a file of benchmarks/ without .py (devicearray_overhead,
 # launch_overhead, graphs, jax_overhead, ...). Each run's JSON goes to
 # $OUT/ab/NAME.{base,head}.N.json; a table of the rows follows (median of the
-# runs, head/base). The base runs its own copy of the benchmark.
+# runs, head/base). The base runs its own copy of the benchmark (tests/support
+# holds the call frames jax_overhead builds in memory).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 HEAD_TREE="$PWD"

@@ -18,6 +18,10 @@ ENV_VAR = "NUMBA_CUDA_LAUNCH_CC"
 _configured = None
 _SPELLINGS = "(9, 0), '9.0', '9,0', '90' or 'sm_90'"
 _SEPARATORS = re.compile(r"[\s;]+")
+# CUDA names architectures sm_<major><minor> with a one-digit minor; the
+# oldest any CUDA 12 or 13 toolkit builds for is 3.x, and no major has more
+# than two digits (12.x is the newest today).
+_MAJOR = (3, 99)
 
 
 def _parse(value, source):
@@ -45,8 +49,9 @@ def _parse(value, source):
     else:
         refuse(" (floats are ambiguous: 8.10 reads as 8.1)" if isinstance(value, float)
                else "")
-    if major < 3 or minor < 0 or minor > 9:
-        refuse()
+    if not (_MAJOR[0] <= major <= _MAJOR[1] and 0 <= minor <= 9):
+        refuse(" (compute capabilities are %d.0 to %d.9: a major version of %d to %d and a "
+               "minor of 0 to 9)" % (_MAJOR[0], _MAJOR[1], *_MAJOR))
     return (major, minor)
 
 

@@ -307,58 +307,134 @@ def test_helper_name_clash_refused(tmp_path):
         aot.build(str(tmp_path / "liblib.so"), {"lib_error_name": K.saxpy_launch})
 
 
-def test_same_cfunc_twice_refused(tmp_path):
-    with pytest.raises(aot.AotBuildError, match="function 'again' .*: the same cfunc is already "
-                                                "exported as 'saxpy_launch'"):
-        aot.build(str(tmp_path / "libt.so"), {"saxpy_launch": K.saxpy_launch,
-                                              "again": K.saxpy_launch})
+# Exported names that would take another library's symbol (or break the
+# header) in every process loading the library, and why each is refused.
+NAME_REFUSALS = {
+    "getpid": "is the name of a symbol of libc.so.6: exported, it would take the place of "
+              "libc.so.6's in every process that loads the library",
+    "abs": "is the name of a symbol of libc.so.6",
+    "memcpy": "is the name of a symbol of libc.so.6",
+    "malloc": "is the name of a symbol of libc.so.6",
+    "dlopen": "is the name of a symbol of libc.so.6",
+    "sin": "is the name of a symbol of libm.so.6",
+    "cuLaunchKernel": "is in the CUDA driver's or runtime's namespace (libcuda exports cuX...",
+    "cudaMalloc": "is in the CUDA driver's or runtime's namespace",
+    "numba_cuda_launch_driver_table": "is in the namespace of the library's C runtime",
+    "ncl_ensure_bound": "is in the namespace of the library's C runtime",
+    "NCL_PREFIX": "is in the namespace of the library's C runtime",
+    "NAMES_H": "is one of the library's own names (prefix 'names')",
+    "NULL": "is a macro of the C headers the library is compiled with",
+    "INT8_MAX": "is a macro of the C headers the library is compiled with",
+    "RTLD_NOW": "is a macro of the C headers the library is compiled with",
+    "bool": "is a C or C++ keyword",
+    "class": "is a C or C++ keyword",
+    "_launch": "is reserved for the C implementation",
+    "launch_t": "is reserved for the C implementation",
+}
 
 
-def test_no_compiler(tmp_path, monkeypatch):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    with pytest.raises(aot.AotBuildError, match=r"no C compiler found \(tried CC=.*no-such-cc"):
-        aot.build(str(tmp_path / "libs.so"), {"saxpy_launch": K.saxpy_launch})
+@pytest.mark.parametrize("name", sorted(NAME_REFUSALS))
+def test_exported_names_follow_the_rule(tmp_path, name):
+    with pytest.raises(ValueError) as info:  # an AotBuildError, a ValueError
+        aot.build(str(tmp_path / "libnames.so"), {name: K.saxpy_launch})
+    assert isinstance(info.value, aot.AotBuildError)
+    msg = str(info.value)
+    assert msg.startswith("function %r (cfunc saxpy_launch) cannot go in a C library: %r %s"
+                          % (name, name, NAME_REFUSALS[name])), msg
+    assert msg.endswith('or one of the library\'s own (ncl_*, numba_cuda_launch_*, '
+                        'PREFIX_<helper>) (docs/aot.md, "Exported names")')
+    assert not (tmp_path / "libnames.so").exists()
 
 
-def test_no_cc_on_path(tmp_path, monkeypatch):
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(aot.AotBuildError, match="no C compiler found \\(tried 'cc' on PATH\\)"):
-        aot.build(str(tmp_path / "libs.so"), {"saxpy_launch": K.saxpy_launch})
+def test_the_name_rule_asks_the_system_libraries(tmp_path, monkeypatch):
+    # The guard, not the compiler, refuses a libc name: without it the
+    # library builds and exports getpid.
+    monkeypatch.setattr(aot_impl, "_system_library_of", lambda name: None)
+    lib = aot.build(str(tmp_path / "libpid.so"), {"getpid": K.saxpy_launch})
+    assert "getpid" in _run(["nm", "-D", "--defined-only", lib.path])
+    assert aot_impl._system_libraries()[0][0] == "libc.so.6"
 
 
-# -- the final guard ------------------------------------------------------------
-
-def test_library_guard_refuses_python_symbols(tmp_path):
-    src = tmp_path / "py.c"
-    src.write_text("extern void *PyErr_Occurred(void);\n"
-                   "void *f(void) { return PyErr_Occurred(); }\n")
-    so = str(tmp_path / "libpy.so")
-    _run(["cc", "-shared", "-fPIC", "-o", so, str(src)])
-    with pytest.raises(aot.AotBuildError, match="needs symbols PyErr_Occurred"):
-        aot.check_library(so)
-
-
-def test_library_guard_refuses_other_libraries(tmp_path):
-    (tmp_path / "dep.c").write_text("int g(void) { return 1; }\n")
-    (tmp_path / "z.c").write_text("int g(void);\nint f(void) { return g(); }\n")
-    _run(["cc", "-shared", "-fPIC", "-o", "libdep.so", "dep.c"], cwd=tmp_path)
-    _run(["cc", "-shared", "-fPIC", "-o", "libz.so", "z.c", "-L.", "-ldep"], cwd=tmp_path)
-    so = str(tmp_path / "libz.so")
-    with pytest.raises(aot.AotBuildError, match="needs libraries libdep.so; symbols g"):
-        aot.check_library(so)
+def test_functions_given_as_a_list_say_what_to_pass(tmp_path):
+    with pytest.raises(TypeError) as info:
+        aot.build(str(tmp_path / "libl.so"), [K.saxpy_launch])
+    assert str(info.value).startswith(
+        "build(): functions must be a dict {C name: cfunc}, such as {'saxpy_launch': "
+        "saxpy_launch}: each cfunc is exported under the name it is given; got list [")
+    with pytest.raises(TypeError, match=r"^build\(\): functions maps C names \(strings\) to "
+                                        r"cfuncs; got the key int 1$"):
+        aot.build(str(tmp_path / "libl.so"), {1: K.saxpy_launch})
 
 
-def test_link_refuses_what_the_first_guard_missed(tmp_path, monkeypatch):
-    # With the per-function check switched off, the link itself refuses a
-    # function that calls Python (every symbol must resolve in libc/libdl/libm).
-    @numba.cfunc(nt.void(nt.voidptr, f32p, nt.int64))
-    def raising(stream, x, n):
-        fill[1, 32, stream](x, n)
+def test_outputs_that_overwrite_each_other_or_an_input_are_refused(tmp_path):
+    lib = str(tmp_path / "libo.so")
+    with pytest.raises(aot.AotBuildError) as info:
+        aot.build(lib, {"saxpy_launch": K.saxpy_launch}, header=lib)
+    assert str(info.value) == (
+        "build(): header=%r is the library's path %r: writing the header would overwrite the "
+        "library; give the header another name (default: the library's path with .h)"
+        % (lib, lib))
+    # the default header of a path ending in .h is the path itself
+    with pytest.raises(aot.AotBuildError, match="header='.*libo.h' is the library's path"):
+        aot.build(str(tmp_path / "libo.h"), {"saxpy_launch": K.saxpy_launch})
+    # a hard link to the library is the same file
+    open(lib, "w").close()
+    os.link(lib, str(tmp_path / "same.h"))
+    with pytest.raises(aot.AotBuildError, match="is the library's path"):
+        aot.build(lib, {"saxpy_launch": K.saxpy_launch}, header=str(tmp_path / "same.h"))
+    source = K.__file__
+    before = open(source).read()
+    with pytest.raises(aot.AotBuildError) as info:
+        aot.build(str(tmp_path / "libo.so"), {"saxpy_launch": K.saxpy_launch}, header=source)
+    assert str(info.value).startswith(
+        "build(): header=%r is the Python source of function 'saxpy_launch' (cfunc "
+        "saxpy_launch), which the build reads: writing it would destroy it" % source)
+    runtime = os.path.join(os.path.dirname(aot_impl.__file__), "clib", "ncl_runtime.c")
+    with pytest.raises(aot.AotBuildError, match="path=.*ncl_runtime.c' is the library's C "
+                                                "runtime, which the build reads"):
+        aot.build(runtime, {"saxpy_launch": K.saxpy_launch}, header=str(tmp_path / "r.h"),
+                  prefix="r")
+    with pytest.raises(aot.AotBuildError, match="path=.* is a directory; give a file name in it"):
+        aot.build(str(tmp_path), {"saxpy_launch": K.saxpy_launch},
+                  header=str(tmp_path / "d.h"))
+    assert open(source).read() == before and os.path.getsize(lib) == 0
 
-    monkeypatch.setattr(aot_impl, "_refuse_python", lambda exp, module: None)
-    with pytest.raises(aot.AotBuildError, match="(?s)linking libg.so failed.*Py"):
-        aot.build(str(tmp_path / "libg.so"), {"fill_launch": raising})
+
+@pytest.mark.parametrize("cpu, why", [
+    ("no-such-cpu", "LLVM does not know this CPU for x86_64-"),
+    ("i386", "LLVM cannot generate x86_64-unknown-linux-gnu code for it (LLVM ERROR: 64-bit "
+             "code requested on a subtarget that doesn't support it!)"),
+    ("", "it names no CPU"),
+])
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 CPU names")
+def test_a_cpu_llvm_cannot_generate_code_for_is_refused(tmp_path, cpu, why):
+    # Given to LLVM in this process, 'i386' ends it (LLVM ERROR) and
+    # 'no-such-cpu' is ignored with a warning.
+    with pytest.raises(aot.AotBuildError) as info:
+        aot.build(str(tmp_path / "libcpu.so"), {"saxpy_launch": K.saxpy_launch}, cpu=cpu)
+    msg = str(info.value)
+    assert msg.startswith("build(): cpu=%r: %s" % (cpu, why)), msg
+    assert "; pass an LLVM CPU name such as 'x86-64', 'x86-64-v2'" in msg
+    with pytest.raises(TypeError, match=r"cpu must be an LLVM CPU name .* got int 9"):
+        aot.build(str(tmp_path / "libcpu.so"), {"saxpy_launch": K.saxpy_launch}, cpu=9)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="an x86-64 CPU name")
+def test_without_the_cpu_probe_llvm_ends_the_process(tmp_path):
+    # The probe is the guard: without it LLVM sees 'no-such-cpu' in this
+    # process and ends it.
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "import aot_kernels as K\n"
+            "from numba_cuda_launch.interop import aot\n"
+            "aot._check_cpu = lambda triple, cpu: None\n"
+            "aot.build(%r, {'saxpy_launch': K.saxpy_launch}, cpu='no-such-cpu')\n"
+            % (HERE, str(tmp_path / "libgen.so")))
+    done = subprocess.run([sys.executable, "-c", code], env=child_env(NUMBA_CUDA_LAUNCH_CC="9.0"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "'no-such-cpu' is not a recognized processor" in done.stderr
+    assert "LLVM ERROR" in done.stderr
 
 
 # -- command line ----------------------------------------------------------------
@@ -382,11 +458,39 @@ def test_command_line(tmp_path):
     assert out.read_bytes() == (tmp_path / "libcli2.so").read_bytes()
 
 
-def test_command_line_refusal(tmp_path):
-    done = _cli(str(tmp_path / "libx.so"), "bad-name=aot_kernels:saxpy_launch", "--cc", "9.0")
-    assert done.returncode == 1
-    assert "numba-cuda-launch-aot: function 'bad-name'" in done.stderr
-    assert "not a C identifier" in done.stderr
+@pytest.mark.parametrize("args, message", [
+    (["bad-name=aot_kernels:saxpy_launch", "--cc", "9.0"],
+     "function 'bad-name' (cfunc saxpy_launch) cannot go in a C library: 'bad-name' is not a "
+     "C identifier"),
+    (["saxpy_launch=mod:saxpy_launch", "--cc", "9.0"],
+     "'mod:saxpy_launch': no module named 'mod' in the current directory (%s) or on the Python "
+     "path (modules are imported as `import mod`; run from the folder that has it)" % HERE),
+    (["saxpy_launch=aot_kernels:nope", "--cc", "9.0"],
+     "'aot_kernels:nope': module 'aot_kernels' has no attribute 'nope'"),
+    (["saxpy_launch=aot_kernels", "--cc", "9.0"],
+     "'aot_kernels': write MODULE:ATTRIBUTE, e.g. saxpy_launch=mymodule:saxpy_launch"),
+    (["saxpy_launch=aot_kernels:saxpy_launch", "--cc", "9"],
+     "--cc: '9' is not a compute capability; write it as (9, 0), '9.0'"),
+])
+def test_command_line_refusal(tmp_path, args, message):
+    done = _cli(str(tmp_path / "libx.so"), *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith("numba-cuda-launch-aot: %s" % message), done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.skipif(cuda.is_available(), reason="without a GPU, --cc is what is missing")
+def test_command_line_without_cc_or_gpu_names_cc(tmp_path):
+    env = child_env()
+    env.pop("NUMBA_CUDA_LAUNCH_CC", None)
+    done = subprocess.run([sys.executable, "-m", aot.__name__, str(tmp_path / "libx.so"),
+                           "saxpy_launch=aot_kernels:saxpy_launch"], cwd=HERE, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "numba-cuda-launch-aot: importing module 'aot_kernels' failed: its kernels compile for "
+        "a GPU, and this machine has no usable GPU and no architecture was given: pass --cc "
+        "with the GPUs' compute capability, e.g. --cc 9.0\n")
 
 
 # -- jax_kernel handlers in the library, registered by a process without Numba ---

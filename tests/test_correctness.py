@@ -821,6 +821,12 @@ def test_status_launch_inside_prange_works(fake_driver):
     ((2, 0), "is not a compute capability"),
     ("sm_90a", "architecture-specific targets such as sm_90a are not built"),
     ("100f", "architecture-specific targets such as sm_90a are not built"),
+    ((10**30, 0), "(compute capabilities are 3.0 to 99.9: a major version of 3 to 99 and "
+                  "a minor of 0 to 9)"),
+    ((100, 0), "(100, 0) is not a compute capability (compute capabilities are 3.0 to 99.9"),
+    ("sm_1000", "'sm_1000' is not a compute capability (compute capabilities are 3.0 to 99.9"),
+    ([(9, 0), (10**30, 0)], "item 1: (1000000000000000000000000000000, 0) is not a compute "
+                            "capability (compute capabilities are 3.0 to 99.9"),
 ])
 def test_set_compute_capability_refuses_with_a_sentence(value, what):
     before = ncl.get_compute_capability()
@@ -830,13 +836,27 @@ def test_set_compute_capability_refuses_with_a_sentence(value, what):
     assert ncl.get_compute_capability() == before  # unchanged
 
 
-@pytest.mark.parametrize("spelling", ["9.0", "9,0", "90", "sm_90", "compute_90", (9, 0),
-                                      (np.int64(9), 0)])
-def test_compute_capability_spellings(spelling):
+@pytest.mark.parametrize("setting", ["1000.0", "8.0 100.0", str(10**30) + ".0"])
+def test_env_compute_capability_out_of_range_is_refused_naming_the_variable(monkeypatch,
+                                                                           setting):
+    from numba_cuda_launch import config
+
+    monkeypatch.setattr(config, "_configured", None)
+    monkeypatch.setenv("NUMBA_CUDA_LAUNCH_CC", setting)
+    with pytest.raises(ValueError) as info:
+        ncl.get_compute_capability()
+    assert str(info.value).startswith("NUMBA_CUDA_LAUNCH_CC")
+    assert "is not a compute capability (compute capabilities are 3.0 to 99.9" in str(info.value)
+
+
+@pytest.mark.parametrize("spelling, expected", [
+    ("9.0", (9, 0)), ("9,0", (9, 0)), ("90", (9, 0)), ("sm_90", (9, 0)), ("compute_90", (9, 0)),
+    ((9, 0), (9, 0)), ((np.int64(9), 0), (9, 0)), ("99.9", (99, 9)), ((3, 0), (3, 0))])
+def test_compute_capability_spellings(spelling, expected):
     before = ncl.get_compute_capability()
     try:
         ncl.set_compute_capability(spelling)
-        assert ncl.get_compute_capability() == (9, 0)
+        assert ncl.get_compute_capability() == expected
     finally:
         ncl.set_compute_capability(before)
 
@@ -928,11 +948,15 @@ def test_lazy_kernel_with_no_gpu_says_what_to_do_on_the_first_line():
 # -- 4. cache=True across launch targets ----------------------------------------------
 
 CACHE_MAIN = """
+import contextlib, os
 import numpy as np
 import cachemod
 from numba_cuda_launch.testing import RecordingDriver
 a = np.zeros(4, np.float32)
-with RecordingDriver():  # no real launch on host memory, GPU or not
+# no real launch on host memory, GPU or not (the simulator's runs on it, and
+# the recording driver refuses to start there)
+simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+with contextlib.nullcontext() if simulated else RecordingDriver():
     status = cachemod.run(a.ctypes.data, 4)
 hits = sum(cachemod.run.stats.cache_hits.values())
 print(status, a.tolist(), hits)

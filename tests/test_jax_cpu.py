@@ -83,7 +83,7 @@ def test_failed_launch_becomes_xla_error():
     handler = SAXPY.handler([SPEC, SPEC], [SPEC])
     xla = FakeXla()
     frame = Frame(xla, args=[(0x1000, (10,), np.float32)] * 2, rets=[(0x3000, (10,), np.float32)],
-                  attrs={"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(4096),
+                  attrs={"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(128),
                          "ncl_s_a": np.float32(1)})
     with RecordingDriver(launch_status=1):
         err = call(handler, frame)
@@ -98,7 +98,8 @@ def test_initialize_stage_preloads():
     handler = SAXPY.handler([SPEC, SPEC], [SPEC])
     frame = Frame(FakeXla(), args=[(0x1000, (10,), np.float32)] * 2,
                   rets=[(0x3000, (10,), np.float32)], stage=xla_ffi.STAGE_INITIALIZE,
-                  attrs={"ncl_s_a": np.float32(1)})
+                  attrs={"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(128),
+                         "ncl_s_a": np.float32(1)})
     with RecordingDriver() as rec:
         assert call(handler, frame) is None
     assert rec.launches == [] and len(rec.functions) == 1
@@ -159,7 +160,9 @@ def test_batch_aware_handler_takes_both_ranks():
                                   rets=[(0x20, (2, 7, 100), np.float32)]))
     assert [(l.grid, l.block) for l in rec.launches] == [((1, 2, 1), (1, 64, 1)),
                                                          ((7, 2, 1), (1, 64, 1))]
-    assert err and "unexpected rank" in xla.errors[-1][0]
+    assert err and xla.errors[-1][0] == (
+        "numba_cuda_launch: CUDA kernel 'rows_twice': argument 0 has rank 3; the handler takes "
+        "rank 1, or 2 with a leading batch dimension")
 
 
 def test_batch_aware_needs_runtime_launch_rule():
@@ -866,3 +869,166 @@ def test_another_handler_of_known_types_compiles_only_its_cfunc():
     compiled = [e.data["dispatcher"].py_func.__qualname__ for _, e in rec.buffer if e.is_start]
     assert compiled == []
     assert again.handler([spec, spec], [spec]) is not first.handler([spec, spec], [spec])
+
+
+# -- call frames that do not match the handler's signature --------------------------
+# XLA's own C++ binding checks a frame against a handler's signature before
+# calling it; hand-built frames that differ (as another frame producer, a C++
+# host registering the handlers of a C library, or a mismatched export could
+# make) were read unchecked: a crash (too few buffers, a 0-d buffer) or a
+# launch of values of another type. Each is refused with an error naming the
+# kernel and what differs, and nothing is launched.
+
+AXPB = "numba_cuda_launch: CUDA kernel 'axpb': "
+AXPB_READS = ("it reads ncl_block_x, ncl_block_y, ncl_block_z, ncl_grid_x, ncl_grid_y, "
+              "ncl_grid_z, ncl_s_a, ncl_s_b, ncl_sharedmem")
+
+
+def _axpb_handler():
+    k = jax_kernel(axpb, lambda x, **kw: x, (1, 32), scalars={"a": np.float32, "b": np.int32})
+    spec = jax.ShapeDtypeStruct((10,), np.float32)
+    return k.handler([spec], [spec])
+
+
+def _refused(handler, frame, xla):
+    with RecordingDriver() as rec:
+        err = call(handler, frame)
+    assert rec.launches == [] and err is not None
+    (message, code), = xla.errors
+    assert code == 3  # XLA_FFI_Error_Code_INVALID_ARGUMENT
+    return message
+
+
+F32 = (0x1000, (10,), np.float32)
+# the sentences of the one validator of configurations (launchconfig.config_problem)
+GRIDDIM = "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got "
+BLOCKDIM = ("blockdim must be 1..1024 in x and y and 1..64 in z with at most 1024 threads in "
+            "all, got ")
+FROM_ATTRIBUTES = " (from the attributes ncl_grid_x/y/z and ncl_block_x/y/z)"
+CONFIG = {"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32)}
+SCALARS = {"ncl_s_a": np.float32(2), "ncl_s_b": np.int32(3)}
+
+
+@pytest.mark.parametrize("args, rets, said", [
+    ([F32], [F32, F32], "the call has 1 argument(s) and 2 result(s); the handler takes 1 and 1"),
+    ([F32, F32], [F32], "the call has 2 argument(s) and 1 result(s); the handler takes 1 and 1"),
+    ([], [], "the call has 0 argument(s) and 0 result(s); the handler takes 1 and 1"),
+    ([(0x1000, (10,), np.bool_)], [F32],
+     "argument 0 is bool of rank 1; the handler takes float32 of rank 1"),
+    ([(0x1000, (10,), np.int64)], [F32],
+     "argument 0 is int64 of rank 1; the handler takes float32 of rank 1"),
+    ([(0x1000, (), np.float32)], [F32],
+     "argument 0 is float32 of rank 0; the handler takes float32 of rank 1"),
+    ([F32], [(0x2000, (), np.float32)],
+     "result 0 is float32 of rank 0; the handler takes float32 of rank 1"),
+    ([F32], [(0x2000, (2, 5), np.float32)],
+     "result 0 is float32 of rank 2; the handler takes float32 of rank 1"),
+], ids=["two results", "two arguments", "none", "bool input", "int64 input", "0-d input",
+        "0-d output", "2-d output"])
+def test_buffers_that_differ_from_the_signature_are_refused(args, rets, said):
+    xla = FakeXla()
+    frame = Frame(xla, args=args, rets=rets, attrs=dict(CONFIG, **SCALARS))
+    assert _refused(_axpb_handler(), frame, xla) == AXPB + said
+
+
+def test_an_argument_that_is_no_buffer_is_refused():
+    xla = FakeXla()
+    frame = Frame(xla, args=[F32], rets=[F32], attrs=dict(CONFIG, **SCALARS))
+    frame.frame.args.types[0] = 2  # another XLA_FFI_ArgType
+    assert _refused(_axpb_handler(), frame, xla) == AXPB + (
+        "argument 0 is not a buffer (its XLA FFI type is 2); the handler takes buffers only")
+
+
+@pytest.mark.parametrize("attrs, said", [
+    ({"ncl_s_a": np.float32(2)},
+     "the call has no attribute 'ncl_s_b'; the handler reads it as a scalar of int32"),
+    ({"ncl_s_a": np.int32(3), "ncl_s_b": np.float32(2)},  # the scalars' types swapped
+     "attribute 'ncl_s_a' is a scalar of int32; the handler reads a scalar of float32"),
+    ({"ncl_s_a": np.float64(2), "ncl_s_b": np.int32(3)},
+     "attribute 'ncl_s_a' is a scalar of float64; the handler reads a scalar of float32"),
+    ({"ncl_s_a": ScalarAttr(10, np.float16(2).tobytes()), "ncl_s_b": np.int32(3)},
+     "attribute 'ncl_s_a' is a scalar of float16; the handler reads a scalar of float32"),
+    ({"ncl_s_a": "2.0", "ncl_s_b": np.int32(3)},
+     "attribute 'ncl_s_a' is a string; the handler reads a scalar of float32"),
+    ({"ncl_s_a": np.array([2], np.float32), "ncl_s_b": np.int32(3)},
+     "attribute 'ncl_s_a' is an array; the handler reads a scalar of float32"),
+    ({"ncl_s_a": ScalarAttr(99, b"\0" * 8), "ncl_s_b": np.int32(3)},
+     "attribute 'ncl_s_a' is a scalar of an unknown XLA type; the handler reads a scalar of "
+     "float32"),
+    (dict(SCALARS, ncl_s_c=np.int32(1)),
+     "the call has attribute 'ncl_s_c', which the handler does not read (" + AXPB_READS + ")"),
+    (dict(SCALARS, ncl_grid_Y=np.int64(2)),
+     "the call has attribute 'ncl_grid_Y', which the handler does not read (" + AXPB_READS + ")"),
+], ids=["missing", "swapped", "float64", "float16", "string", "array", "unknown type",
+        "unknown name", "misspelt name"])
+def test_scalar_attributes_that_differ_are_refused(attrs, said):
+    xla = FakeXla()
+    frame = Frame(xla, args=[F32], rets=[F32], attrs=dict(CONFIG, **attrs))
+    assert _refused(_axpb_handler(), frame, xla) == AXPB + said
+
+
+@pytest.mark.parametrize("config, said", [
+    ({"ncl_block_x": np.int64(32)},
+     "the call has no attribute 'ncl_grid_x'; the handler reads it as a scalar of int64"),
+    ({"ncl_grid_x": np.int32(1), "ncl_block_x": np.int64(32)},
+     "attribute 'ncl_grid_x' is a scalar of int32; the handler reads a scalar of int64"),
+    ({"ncl_grid_x": np.int64(0), "ncl_block_x": np.int64(32)},
+     GRIDDIM + "(0, 1, 1)" + FROM_ATTRIBUTES),
+    ({"ncl_grid_x": np.int64(1), "ncl_grid_z": np.int64(65536), "ncl_block_x": np.int64(32)},
+     GRIDDIM + "(1, 1, 65536)" + FROM_ATTRIBUTES),
+    ({"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32), "ncl_block_y": np.int64(64)},
+     BLOCKDIM + "(32, 64, 1)" + FROM_ATTRIBUTES),
+    ({"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32), "ncl_sharedmem": np.int64(-1)},
+     "sharedmem must be between 0 and 2**32-1 bytes, got -1 (from the attribute "
+     "ncl_sharedmem)"),
+], ids=["no grid", "int32 grid", "grid 0", "grid z", "block", "sharedmem"])
+def test_launch_attributes_that_differ_are_refused(config, said):
+    xla = FakeXla()
+    frame = Frame(xla, args=[F32], rets=[F32], attrs=dict(config, **SCALARS))
+    assert _refused(_axpb_handler(), frame, xla) == AXPB + said
+
+
+def test_a_matching_frame_launches_with_the_defaults_of_optional_attributes():
+    xla = FakeXla()
+    with RecordingDriver() as rec:
+        assert call(_axpb_handler(), Frame(xla, args=[F32], rets=[F32],
+                                           attrs=dict(CONFIG, **SCALARS))) is None
+    (launch,) = rec.launches
+    assert (launch.grid, launch.block, launch.sharedmem) == ((1, 1, 1), (32, 1, 1), 0)
+    assert launch.params[-2:] == [np.float32(2).tobytes(), np.int32(3).tobytes()]
+    assert xla.errors == []
+
+
+@pytest.mark.parametrize("result, said", [
+    ((0, 32), GRIDDIM + "(0, 1, 1) (from the launch rule)"),
+    (((1, 1, 70000), 32), GRIDDIM + "(1, 1, 70000) (from the launch rule)"),
+    ((1, (16, 16, 65)), BLOCKDIM + "(16, 16, 65) (from the launch rule)"),
+    ((1, 1025), BLOCKDIM + "(1025, 1, 1) (from the launch rule)"),
+])
+def test_a_launch_rule_out_of_cudas_limits_is_refused_naming_it(result, said):
+    import numba
+
+    grid, block = result
+
+    @numba.njit
+    def rule(x_shape, a, b):
+        return grid, block
+
+    k = jax_kernel(axpb, lambda x, **kw: x, rule, scalars={"a": np.float32, "b": np.int32})
+    spec = jax.ShapeDtypeStruct((10,), np.float32)
+    xla = FakeXla()
+    frame = Frame(xla, args=[F32], rets=[F32], attrs=SCALARS)
+    assert _refused(k.handler([spec], [spec]), frame, xla) == AXPB + said
+
+
+def test_a_failed_launch_is_named_without_a_driver_name():
+    from numba_cuda_launch.cudadrv import driver
+
+    no_name = driver.prototype("cuGetErrorName")(lambda status, out: 1)
+    xla = FakeXla()
+    with RecordingDriver(launch_status=719), driver.use_functions(cuGetErrorName=no_name):
+        assert call(_axpb_handler(), Frame(xla, args=[F32], rets=[F32],
+                                           attrs=dict(CONFIG, **SCALARS))) == 0xE001
+    # the package's own name for the status (it was "failed:  (719)")
+    assert xla.errors == [("numba_cuda_launch: CUDA kernel 'axpb' failed: "
+                           "CUDA_ERROR_LAUNCH_FAILED (719)", 13)]

@@ -353,3 +353,47 @@ def test_multiprocess_example_two_gpus(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-4000:]
     assert "OK: 2 processes" in out.stdout, out.stdout
+
+
+@numba.njit
+def _rule_of_zero_blocks(x_shape, y_shape):
+    return 0, 256
+
+
+def test_call_frames_that_differ_and_bad_launch_rules_are_named_on_a_gpu():
+    # Calls made by hand (another frame producer) with what the handler
+    # does not take, and an @njit launch rule giving grid 0: XLA errors
+    # naming the kernel and what differs (tests/test_jax_cpu.py has every
+    # case with frames built in memory).
+    x, y = (jnp.asarray(random(1000, np.float32)) for _ in range(2))
+    target = TWICE_PLUS.register(x, y)
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    call = jax.ffi.ffi_call(target, out)
+    good = dict(ncl_grid_x=np.int64(4), ncl_grid_y=np.int64(1), ncl_grid_z=np.int64(1),
+                ncl_block_x=np.int64(256), ncl_block_y=np.int64(1), ncl_block_z=np.int64(1),
+                ncl_sharedmem=np.int64(0))
+    np.testing.assert_array_equal(np.asarray(call(x, y, **good)),
+                                  2 * np.asarray(x) + np.asarray(y))
+    prefix = "numba_cuda_launch: CUDA kernel 'twice_plus': "
+    for attrs, said in [
+            (dict(good, ncl_grid_Y=np.int64(1)), "the call has attribute 'ncl_grid_Y', which "
+                                                 "the handler does not read"),
+            # a value no other call gives: JAX's cache of eager ffi_calls takes
+            # an int32 4 for the int64 4 of the call above
+            (dict(good, ncl_grid_x=np.int32(5)), "attribute 'ncl_grid_x' is a scalar of int32; "
+                                                 "the handler reads a scalar of int64"),
+            (dict(good, ncl_block_x=np.int64(2048)), "blockdim must be 1..1024 in x and y and "
+                                                     "1..64 in z with at most 1024 threads in "
+                                                     "all, got (2048, 1, 1)")]:
+        with pytest.raises(Exception) as info:
+            jax.block_until_ready(call(x, y, **attrs))
+        assert prefix + said in str(info.value)
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.ffi.ffi_call(target, out)(x, **good))
+    assert prefix + "the call has 1 argument(s) and 1 result(s); the handler takes 2 and 1" \
+        in str(info.value)
+    zero = jax_kernel(twice_plus, lambda x, y: x, _rule_of_zero_blocks)
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.jit(zero)(x, y))
+    assert prefix + ("griddim must be 1..2**31-1 in x and 1..65535 in y and z, got (0, 1, 1) "
+                     "(from the launch rule)") in str(info.value)

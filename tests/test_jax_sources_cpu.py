@@ -100,7 +100,8 @@ def test_foreign_kernel_initialize_stage_preloads(foreign_scale):
 
     frame = Frame(FakeXla(), args=[(0x1000, (10,), np.float32)],
                   rets=[(0x3000, (10,), np.float32)], stage=xla_ffi.STAGE_INITIALIZE,
-                  attrs={"ncl_s_a": np.float32(1), "ncl_s_n": np.int64(10)})
+                  attrs={"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32),
+                         "ncl_s_a": np.float32(1), "ncl_s_n": np.int64(10)})
     with RecordingDriver() as rec:
         assert call(handler, frame) is None
     assert rec.launches == [] and [name for _, name in rec.functions] == ["scale"]

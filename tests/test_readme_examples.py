@@ -13,6 +13,7 @@ driver when there is no GPU).
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -109,3 +110,108 @@ def test_graph_loop_records_without_a_gpu():
 def test_graph_loop_runs_under_the_simulator():
     out = _run(os.path.join(ROOT, "examples", "graph_loop.py"))
     assert "CUDA simulator" in out and "correct True" in out, out
+
+
+def readme_c_library_commands():
+    """The lines of README.md's bash block that builds the C library."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    for m in re.finditer(r"^```bash\n(.*?)^```$", text, re.M | re.S):
+        if "numba-cuda-launch-aot" in m.group(1):
+            return [line for line in m.group(1).splitlines()
+                    if line.strip() and not line.startswith("#")]
+    raise AssertionError("README.md has no bash block running numba-cuda-launch-aot")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which(os.environ.get("CC") or "cc"), reason="no C compiler")
+def test_readme_c_library_commands_run_as_written(tmp_path):
+    # In a folder holding the checkout's examples, with this interpreter's
+    # bin/ as the README's .venv/bin/ and no architecture set: on a machine
+    # without a GPU examples/clib/build.py sets one itself.
+    os.symlink(os.path.join(ROOT, "examples"), tmp_path / "examples")
+    venv_bin = os.path.dirname(sys.executable)
+    env = child_env()
+    env.pop("NUMBA_CUDA_LAUNCH_CC", None)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    for line in readme_c_library_commands():
+        command = line.split("#")[0].strip()
+        if command.startswith(".venv/bin/numba-cuda-launch-aot") and not os.path.exists(
+                os.path.join(venv_bin, "numba-cuda-launch-aot")):  # not installed: the module
+            command = command.replace(".venv/bin/numba-cuda-launch-aot",
+                                      "%s -m numba_cuda_launch.aot" % sys.executable)
+        command = command.replace(".venv/bin/", venv_bin + "/")
+        done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=TIMEOUT)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, (line, done.stderr)
+    assert (tmp_path / "build" / "libsaxpy.so").exists()
+    assert "saxpy" in done.stdout  # the program says what it checked (or that it needs a GPU)
+
+
+@pytest.mark.slow
+def test_readme_recording_block_under_the_simulator_refuses_to_start(tmp_path):
+    # The README's first lines suggest NUMBA_ENABLE_CUDASIM=1 for a machine
+    # without a GPU; the recording block run that way says why it cannot
+    # (it used to warn, then crash on the fake address).
+    (line, _, source), = [b for b in readme_blocks() if "RecordingDriver() as rec" in b[2]]
+    path = tmp_path / ("readme_line%d.py" % line)
+    path.write_text(source)
+    env = child_env(NUMBA_ENABLE_CUDASIM="1")
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + "import runpy\nrunpy.run_path(%r)"
+                          % str(path)], env=env, cwd=str(tmp_path), capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 1, (out.returncode, out.stderr[-3000:])
+    assert out.stderr.rstrip().splitlines()[-1].startswith(
+        "RuntimeError: RecordingDriver cannot record launches in this process: under "
+        "numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"), out.stderr[-3000:]
+
+
+FORGOTTEN_IMPORT = """
+import sys
+import numpy as np
+from numba import cuda, njit
+
+@cuda.jit
+def double(x):
+    x[0] = 2 * x[0]
+
+@njit
+def step(x):
+    double[1, 1](x)
+
+try:
+    step(np.ones(1))
+except Exception as exc:
+    print(type(exc).__name__, "|", " ".join(str(exc).split()))
+print("imported:", "numba_cuda_launch" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator, said, quoted", [
+    (False, "No implementation of function Function(<built-in function getitem>) found for "
+            "signature: >>> getitem(type(CUDADispatcher(<function double at ",
+     "No implementation of function Function(<built-in function getitem>) found for "
+     "signature: getitem(type(CUDADispatcher(...)), ...)"),
+    (True, "Untyped global name 'double': Cannot determine Numba type of <class "
+           "'numba.cuda.simulator.kernel.FakeCUDAKernel'>",
+     "Untyped global name 'kernel': Cannot determine Numba type of <class "
+     "'numba.cuda.simulator.kernel.FakeCUDAKernel'>"),
+])
+def test_troubleshooting_forgotten_import_reads_as_the_readme_says(simulator, said, quoted):
+    # README's Troubleshooting quotes Numba's errors for the likeliest first
+    # mistake; they come from Numba, so this checks they still read so.
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert quoted in text[text.index("## Troubleshooting"):text.index("## How it is built")]
+    env = child_env()
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    out = subprocess.run([sys.executable, "-c", PREAMBLE + FORGOTTEN_IMPORT], env=env,
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    error, imported = out.stdout.splitlines()[-2:]
+    assert imported == "imported: False", out.stdout + out.stderr
+    assert error.startswith("TypingError | Failed in nopython mode pipeline")
+    assert said in error, error

@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from support.childenv import PREAMBLE, child_env
-from numba_cuda_launch.compat.numba_cuda import with_toolkit_hint
+from numba_cuda_launch.compat.numba_cuda import (TOOLKIT_MISSING, compile_failure_cause,
+                                                 with_toolkit_hint)
 
 # A child process whose library search finds no compiler library, as after
 # `pip install numba-cuda-launch` without an extra.
@@ -54,12 +55,26 @@ def _run(body):
     return out.stderr
 
 
-@pytest.mark.parametrize("body", [_EAGER, _LAZY], ids=["eager", "lazy"])
-def test_missing_compiler_library_names_the_extra(body):
+@pytest.mark.parametrize("body, first", [
+    (_EAGER, "cuda.pathfinder._dynamic_libs.load_dl_common.DynamicLibNotFoundError: "),
+    (_LAZY, "numba.core.errors.TypingError: compiling kernel 'lazy' for (x: array(float32, 1d, "
+            "C)) failed: ")], ids=["eager", "lazy"])
+def test_missing_compiler_library_names_the_extra_first_and_once(body, first):
     err = _run(body)
+    # the error's first line says what to install, once, with no chained
+    # traceback repeating it (there were two, 92 lines, the hint last)
+    error_line = next(line for line in err.splitlines() if line.startswith(first))
+    assert error_line == first + TOOLKIT_MISSING
+    assert err.count("numba-cuda-launch[cu13]") == 1
+    assert "The above exception was the direct cause" not in err
+    assert err.count("Traceback (most recent call last)") == 1
+    assert len(err.splitlines()) < 30, err
     # numba-cuda's own message, kept (releases load NVVM or NVRTC first)
     assert 'Failure finding "libnvvm.so"' in err or 'Failure finding "libnvrtc.so"' in err
-    assert 'pip install "numba-cuda-launch[cu13]"' in err and "[cu12]" in err
+    assert TOOLKIT_MISSING == (
+        'the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them '
+        'with the package\'s extra, pip install "numba-cuda-launch[cu13]", or [cu12] for a '
+        'CUDA 12 driver')
 
 
 def test_other_errors_are_left_alone():
@@ -67,7 +82,8 @@ def test_other_errors_are_left_alone():
     assert with_toolkit_hint(ValueError("nvvm: invalid option -opt=4")) is None
 
 
-def test_hint_added_once():
+def test_hint_added_once_and_first():
     once = with_toolkit_hint(RuntimeError('Failure finding "libnvrtc.so"'))
-    assert "numba-cuda-launch[cu13]" in str(once)
+    assert str(once) == TOOLKIT_MISSING + '\nFailure finding "libnvrtc.so"'
     assert with_toolkit_hint(once) is None
+    assert compile_failure_cause(once) == (TOOLKIT_MISSING, 'Failure finding "libnvrtc.so"')

@@ -124,3 +124,95 @@ def test_reader_refuses_a_wrong_constant(reader, expected):
     with pytest.raises(numba.core.errors.TypingError) as info:
         numba.cfunc(nt.int64(nt.voidptr))(reader)
     assert str(info.value).splitlines()[0] == expected
+
+
+# -- checking the call frame in a hand-written handler ----------------------------
+
+@numba.cfunc(nt.voidptr(nt.voidptr))
+def checked_scale(frame):
+    if ffi.is_metadata_query(frame):
+        return ffi.answer_metadata_query(frame, 0, MAJOR, MINOR)
+    err = ffi.check_call(frame, 1, 1, "scale")
+    if ffi.is_error(err):
+        return err
+    err = ffi.check_arg(frame, 0, np.float32, 1, "scale")
+    if ffi.is_error(err):
+        return err
+    err = ffi.check_ret(frame, 0, np.float32, 1, "scale")
+    if ffi.is_error(err):
+        return err
+    err = ffi.check_attr(frame, "factor", np.float32, "scale")
+    if ffi.is_error(err):
+        return err
+    x = ffi.buffer_as_array(ffi.arg_buffer(frame, 0), 1, np.float32)
+    y = ffi.buffer_as_array(ffi.ret_buffer(frame, 0), 1, np.float32)
+    factor = ffi.attr_float(frame, "factor")
+    for i in range(min(x.size, y.size)):
+        y[i] = x[i] * factor
+    return ffi.ok()
+
+
+jax.ffi.register_ffi_target("ncl_test_checked_scale", jax.ffi.pycapsule(checked_scale.ctypes),
+                            platform="cpu", api_version=1)
+
+
+def call_checked(x, out_dtype=jnp.float32, **attrs):
+    x = jax.device_put(x, CPU)
+    return jax.ffi.ffi_call("ncl_test_checked_scale",
+                            jax.ShapeDtypeStruct(x.shape, out_dtype))(x, **attrs)
+
+
+def test_checked_handler_runs_a_matching_call():
+    x = rng.standard_normal(9).astype(np.float32)
+    factor = np.float32(rng.standard_normal())
+    np.testing.assert_allclose(np.asarray(call_checked(x, factor=factor)), x * factor,
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("x, out_dtype, attrs, said", [
+    (np.ones(4, np.float64), jnp.float32, {"factor": np.float32(2)},
+     "scale: argument 0 is float64 of rank 1; the handler takes float32 of rank 1"),
+    (np.ones((2, 2), np.float32), jnp.float32, {"factor": np.float32(2)},
+     "scale: argument 0 is float32 of rank 2; the handler takes float32 of rank 1"),
+    (np.ones(4, np.float32), jnp.int32, {"factor": np.float32(2)},
+     "scale: result 0 is int32 of rank 1; the handler takes float32 of rank 1"),
+    (np.ones(4, np.float32), jnp.float32, {},
+     "scale: the call has no attribute 'factor'; the handler reads it as a scalar of float32"),
+    # a value no other call gives: JAX's cache of eager ffi_calls takes 2.0 as
+    # float32 and as float64 for the same attribute
+    (np.ones(4, np.float32), jnp.float32, {"factor": np.float64(5.5)},
+     "scale: attribute 'factor' is a scalar of float64; the handler reads a scalar of float32"),
+    (np.ones(4, np.float32), jnp.float32, {"factor": "2"},
+     "scale: attribute 'factor' is a string; the handler reads a scalar of float32"),
+], ids=["dtype", "rank", "result dtype", "missing attribute", "attribute type",
+        "string attribute"])
+def test_checked_handler_refuses_what_xla_passes_otherwise(x, out_dtype, attrs, said):
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(call_checked(x, out_dtype, **attrs))
+    assert said in str(info.value)
+
+
+def test_check_call_counts_arguments_and_results():
+    x = jax.device_put(np.ones(4, np.float32), CPU)
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.ffi.ffi_call(
+            "ncl_test_checked_scale", jax.ShapeDtypeStruct((4,), jnp.float32))(
+            x, x, factor=np.float32(1)))
+    assert ("scale: the call has 2 argument(s) and 1 result(s); the handler takes 1 and 1"
+            in str(info.value))
+
+
+@pytest.mark.parametrize("check, expected", [
+    (lambda f: ffi.check_arg(f, 0, np.float32, ffi.num_args(f), "h"),
+     "check_arg: ndim must be a constant integer from 0 to 64, got int64"),
+    (lambda f: ffi.check_ret(f, 0, np.float32, 65, "h"),
+     "check_ret: ndim must be a constant integer from 0 to 64, got Literal[int](65)"),
+    (lambda f: ffi.check_attr(f, "a", np.complex64, "h"),
+     "check_attr: dtype must be one of bool, int8, int16, int32, int64, uint8, uint16, "
+     "uint32, uint64, float16, float32, float64 (a NumPy scalar type such as np.float32), "
+     "got class(complex64)"),
+], ids=["runtime ndim", "ndim over 64", "complex attribute"])
+def test_checks_refuse_a_wrong_constant(check, expected):
+    with pytest.raises(numba.core.errors.TypingError) as info:
+        numba.cfunc(nt.voidptr(nt.voidptr))(check)
+    assert str(info.value).splitlines()[0] == expected

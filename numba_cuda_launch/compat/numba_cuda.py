@@ -19,7 +19,8 @@ from numba_cuda_launch.config import get_compute_capabilities, get_compute_capab
 __all__ = [
     "CUDADispatcherType", "is_signature", "parse_signature", "parse_kernel_signature",
     "unsupported_architectures", "image_target", "target_compute_capability", "no_gpu_cause",
-    "with_toolkit_hint", "stream_class", "array_base_class", "array_classes",
+    "with_toolkit_hint", "compile_failure_cause", "stream_class", "array_base_class",
+    "array_classes",
     # replacements of numba-cuda's functions (installed by .overrides)
     "deviceless_get_current_device", "deviceless_ensure_cc", "deviceless_bind",
     "toolkit_hinting_kernel_init", "refusing_get_call_type",
@@ -129,14 +130,15 @@ def _deviceless():
 @contextlib.contextmanager
 def _hinted(extend):
     """An exception raised inside is raised again as ``extend(exc)``, unless
-    that is None."""
+    that is None; alone, since its message carries the original one (a
+    chain would print the error twice)."""
     try:
         yield
     except Exception as exc:
         hinted = extend(exc)
         if hinted is None:
             raise
-        raise hinted from exc
+        raise hinted from None
 
 
 def _extended(exc, hint):
@@ -172,22 +174,43 @@ def no_gpu_cause(exc):
             "under NUMBA_ENABLE_CUDASIM=1" % _SET_CC, text.replace(_NO_GPU_HINT, ""))
 
 
-TOOLKIT_HINT = (
-    "\n(the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them "
-    "with the package's extra, pip install \"numba-cuda-launch[cu13]\", or [cu12] for a "
-    "CUDA 12 driver)")
+#: What to do when a CUDA compiler library is missing: the first line of the error.
+TOOLKIT_MISSING = (
+    "the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them with "
+    "the package's extra, pip install \"numba-cuda-launch[cu13]\", or [cu12] for a CUDA 12 "
+    "driver")
 _TOOLKIT_LIBS = ("nvvm", "nvrtc", "nvjitlink")
 _NOT_FOUND = ("not found", "cannot be found", "cannot be loaded", "failure finding",
               "not available")
 
 
+def _toolkit_missing(text):
+    low = text.lower()
+    return any(lib in low for lib in _TOOLKIT_LIBS) and any(w in low for w in _NOT_FOUND)
+
+
 def with_toolkit_hint(exc):
-    """*exc* again, its message extended with :data:`TOOLKIT_HINT`, when it
-    says a CUDA compiler library is missing; None otherwise."""
-    low = str(exc).lower()
-    if not any(lib in low for lib in _TOOLKIT_LIBS) or not any(w in low for w in _NOT_FOUND):
+    """*exc* again, its message starting with :data:`TOOLKIT_MISSING` (then
+    numba-cuda's), when it says a CUDA compiler library is missing; None
+    otherwise, or when it says what to install already."""
+    text = str(exc)
+    if TOOLKIT_MISSING in text or not _toolkit_missing(text):
         return None
-    return _extended(exc, TOOLKIT_HINT)
+    try:
+        return type(exc)("%s\n%s" % (TOOLKIT_MISSING, text))
+    except Exception:
+        return None
+
+
+def compile_failure_cause(exc):
+    """``(what to do, text)`` of a kernel's compilation error *exc*: what to
+    do when it failed for a missing CUDA compiler library, or for no usable
+    GPU and no configured compute capability (else None), and its text
+    without the hint it may carry."""
+    text = str(exc)
+    if _toolkit_missing(text):
+        return TOOLKIT_MISSING, text.replace(TOOLKIT_MISSING + "\n", "")
+    return no_gpu_cause(exc)
 
 
 class _ConfiguredDevice:

@@ -14,7 +14,6 @@ import dataclasses
 import itertools
 import math
 import threading
-import warnings
 from dataclasses import dataclass
 
 from numba_cuda_launch.errors import (
@@ -769,9 +768,10 @@ class RecordingDriver:
     def __enter__(self):
         unused = driver.unused_reason()
         if unused:
-            warnings.warn("RecordingDriver records the driver calls of compiled launches; "
-                          "%s, so their launches are not recorded" % unused,
-                          RuntimeWarning, stacklevel=2)
+            # Compiled code calls no driver function (the simulator runs the
+            # kernel in Python on the addresses given: fake ones crash).
+            raise RuntimeError("RecordingDriver cannot record launches in this process: %s"
+                               % unused)
         if self._active:
             raise RuntimeError("this RecordingDriver is already active: one instance "
                                "is entered once at a time (make another to nest)")

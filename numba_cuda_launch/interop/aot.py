@@ -8,6 +8,8 @@ numba_cuda_launch.aot`` (``numba-cuda-launch-aot``).
 """
 
 import argparse
+import ctypes
+import functools
 import importlib
 import inspect
 import itertools
@@ -18,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from llvmlite import binding as ll
@@ -41,16 +44,39 @@ _RUNTIME = "ncl_runtime.c"
 # defined by the C runtime instead.
 _RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, _driver_launch.FLAG_SYMBOL}
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# C (C23) and C++ (C++23) keywords: the header is included from both.
 _C_KEYWORDS = frozenset(
-    "auto bool break case char const continue default do double else enum extern float for "
-    "goto if inline int long register restrict return short signed sizeof static struct "
-    "switch typedef union unsigned void volatile while".split())
+    "auto bool break case char const constexpr continue default do double else enum extern "
+    "false float for goto if inline int long nullptr register restrict return short signed "
+    "sizeof static static_assert struct switch thread_local true typedef typeof typeof_unqual "
+    "union unsigned void volatile while alignas alignof _Alignas _Alignof _Atomic _BitInt "
+    "_Bool _Complex _Decimal128 _Decimal32 _Decimal64 _Generic _Imaginary _Noreturn "
+    "_Static_assert _Thread_local "
+    "and and_eq asm bitand bitor catch char8_t char16_t char32_t class co_await co_return "
+    "co_yield compl concept const_cast consteval constinit decltype delete dynamic_cast "
+    "explicit export friend mutable namespace new noexcept not not_eq operator or or_eq "
+    "private protected public reinterpret_cast requires static_cast template this throw try "
+    "typeid typename using virtual wchar_t xor xor_eq".split())
+# Names C reserves for its implementation, and POSIX's type names.
+_RESERVED = re.compile(r"_|.*_t\Z")
+# libcuda exports only cu* names, libcudart only cuda* names (and __cuda*).
+_CUDA_NAMES = re.compile(r"cu(da)?[A-Z0-9_]")
+# The C runtime's names (ncl_*, NCL_* macros) and the package's own symbols.
+_RUNTIME_NAMES = re.compile(r"(?i:ncl_)|numba_cuda_launch_")
+# System libraries whose symbols an exported name must not take the place of.
+_SYSTEM_LIBRARIES = ("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1")
+_NAME_RULE = (
+    "an exported name is a C identifier that is not a C or C++ keyword, a name reserved "
+    "for the C implementation (_x, x_t), a macro of the headers the library is "
+    "compiled with, a symbol of libc, libm, libdl, libpthread or librt, a name of the CUDA "
+    "driver or runtime (cuX..., cudaX...) or one of the library's own (ncl_*, "
+    "numba_cuda_launch_*, PREFIX_<helper>) (docs/aot.md, \"Exported names\")")
 # Libraries a built library may need, and the symbols it may take from them:
 # what the runtime and LLVM's code generation call (memcpy, libm for math).
 _NEEDED_OK = {"libc.so.6", "libdl.so.2", "libm.so.6"}
 _LIBC_OK = frozenset(
     "dlopen dlsym dlerror getenv strcmp strlen strstr memcpy memmove memset memcmp "
-    "sched_yield __stack_chk_fail abort".split()
+    "sched_yield __stack_chk_fail abort snprintf bcmp".split()
     # glibc's checked forms, which C compilers emit with _FORTIFY_SOURCE (on
     # by default with optimisation on Debian and Ubuntu toolchains)
     + ["__%s_chk" % n for n in ("memcpy", "memmove", "memset", "strlen")])
@@ -75,9 +101,10 @@ _HELPER_NAMES = ("abi_version", "build_info", "error_name", "last_error_name", "
                  "ffi_target_count", "ffi_targets")
 
 
-class AotBuildError(Exception):
+class AotBuildError(ValueError):
     """A C library could not be built: a function that needs Python at run
-    time, a C name or type that does not fit, or no C toolchain."""
+    time, a C name or type that does not fit, an output that would overwrite
+    another file of the build, a CPU LLVM does not know, or no C toolchain."""
 
 
 @dataclass(frozen=True)
@@ -117,12 +144,85 @@ def _refuse(what, why):
     raise AotBuildError("%s cannot go in a C library: %s" % (what, why))
 
 
-def _launcher(cname, cf):
+def _own_names(prefix):
+    """The names the library defines besides its launchers: its helpers, their
+    type, and the header's guard and version macros."""
+    return ({"%s_%s" % (prefix, h) for h in _HELPER_NAMES + ("ffi_target",)}
+            | {prefix.upper() + "_H", prefix.upper() + "_ABI_VERSION"})
+
+
+@functools.lru_cache(maxsize=None)
+def _system_libraries():
+    libraries = []
+    for name in _SYSTEM_LIBRARIES:
+        try:
+            libraries.append((name, ctypes.CDLL(name)))
+        except OSError:  # not on this system (librt of a musl libc, ...)
+            pass
+    return tuple(libraries)
+
+
+def _system_library_of(name):
+    """The first of the system libraries that has symbol *name* (asked with
+    ``dlsym``, so the libraries of this machine), or None."""
+    for library, handle in _system_libraries():
+        try:
+            handle[name]
+        except AttributeError:
+            continue
+        return library
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _header_macros(cc):
+    """The macros defined where the library's C code is compiled (the
+    compiler's own, ``<stdint.h>``, ``<stdbool.h>`` and the runtime's
+    headers), asked of compiler *cc* (a tuple); empty if it cannot say (the
+    link reports the compiler's problem)."""
+    source = '#include <stdbool.h>\n#include <stdint.h>\n#include "%s"\n' % _RUNTIME
+    try:
+        done = subprocess.run(list(cc) + ["-E", "-dM", "-I", _RUNTIME_DIR, "-x", "c", "-"],
+                              input=source, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(re.findall(r"^#define (\w+)", done.stdout, re.M))
+
+
+def _name_problem(cname, prefix, macros):
+    """Why *cname* cannot be the exported name of a launcher, or None."""
+    if not _C_NAME.match(cname):
+        return "is not a C identifier (letters, digits and _, not starting with a digit)"
+    if cname in _C_KEYWORDS:
+        return "is a C or C++ keyword"
+    if cname in _own_names(prefix):
+        return "is one of the library's own names (prefix %r)" % prefix
+    if _RUNTIME_NAMES.match(cname):
+        return "is in the namespace of the library's C runtime (ncl_*, numba_cuda_launch_*)"
+    if _RESERVED.match(cname):
+        return "is reserved for the C implementation (names starting with _, and POSIX's " \
+               "type names ending in _t)"
+    if cname in macros:
+        return "is a macro of the C headers the library is compiled with (the compiler's, " \
+               "<stdint.h>, <stdbool.h>, <dlfcn.h>, <stdlib.h>, <string.h>, <sched.h>)"
+    if _CUDA_NAMES.match(cname):
+        return "is in the CUDA driver's or runtime's namespace (libcuda exports cuX... " \
+               "names, libcudart cudaX...): exported, it would take the place of CUDA's " \
+               "symbol in every process that loads the library"
+    library = _system_library_of(cname)
+    if library is not None:
+        return "is the name of a symbol of %s: exported, it would take the place of " \
+               "%s's in every process that loads the library" % (library, library)
+    return None
+
+
+def _launcher(cname, cf, prefix, macros):
     what = "function %r (cfunc %s)" % (cname, getattr(cf, "__qualname__", cf))
     if not numba_cfunc.is_cfunc(cf):
         _refuse("function %r" % cname, "expected a @numba.cfunc, got %s" % type(cf).__name__)
-    if not _C_NAME.match(cname) or cname in _C_KEYWORDS:
-        _refuse(what, "%r is not a C identifier" % cname)
+    problem = _name_problem(cname, prefix, macros)
+    if problem is not None:
+        _refuse(what, "%r %s; %s" % (cname, problem, _NAME_RULE))
     try:
         code = numba_cfunc.cfunc_code(cf)
     except ValueError as exc:
@@ -136,6 +236,9 @@ def _jax_exports(kernels):
     from numba_cuda_launch.interop import jax as jax_interop
 
     out = []
+    if isinstance(kernels, jax_interop.JaxKernel):
+        raise TypeError("build(): jax_kernels must be a list of jax_kernel() results, got one "
+                        "jax_kernel (of %r): pass [k]" % kernels.kernel_name)
     for k in kernels:
         if not isinstance(k, jax_interop.JaxKernel):
             raise AotBuildError("jax_kernels: expected jax_kernel() results, got %s"
@@ -244,7 +347,9 @@ def _param_names(exp):
         names = []
     if len(names) != len(exp.code.argtypes):
         names = [""] * len(exp.code.argtypes)
-    return [n if _C_NAME.match(n) and n not in _C_KEYWORDS and not n.startswith("ncl_")
+    macros = _header_macros(tuple(_compiler()))
+    return [n if _C_NAME.match(n) and n not in _C_KEYWORDS and n not in macros
+            and not _RUNTIME_NAMES.match(n) and not _RESERVED.match(n)
             else "arg%d" % i for i, n in enumerate(names)]
 
 
@@ -439,6 +544,117 @@ def _build_info(prefix, cpu):
                 versions["llvmlite"], versions["cuda"], archs, cpu or "host"))
 
 
+def _describe(value):
+    text = repr(value)
+    return "%s %s" % (type(value).__name__, text if len(text) <= 60 else text[:57] + "...")
+
+
+def _path_argument(value, what, optional=False):
+    if optional and value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes):
+        raise TypeError("build(): %s must be a file path (a str or os.PathLike), got %s"
+                        % (what, _describe(value)))
+    text = os.fspath(value)
+    if not text or text.endswith(os.sep):
+        raise ValueError("build(): %s=%r names no file: give a file name such as "
+                         "'build/libsaxpy.so'" % (what, text))
+    return text
+
+
+def _check_outputs(path, header, exports):
+    """Refuse outputs that would overwrite each other, a directory, or a file
+    the build reads: the C runtime, a Python file defining an exported
+    function."""
+    outputs = (("path", path), ("header", header))
+    if _same_file(path, header):
+        raise AotBuildError(
+            "build(): header=%r is the library's path %r: writing the header would "
+            "overwrite the library; give the header another name (default: the library's "
+            "path with .h)" % (header, path))
+    inputs = {os.path.join(_RUNTIME_DIR, _RUNTIME): "the library's C runtime"}
+    for e in exports:
+        try:
+            source = inspect.getsourcefile(e.code.pyfunc)
+        except TypeError:
+            source = None
+        if source:
+            inputs.setdefault(source, "the Python source of %s" % e.what)
+    for what, out in outputs:
+        if os.path.isdir(out):
+            raise AotBuildError("build(): %s=%r is a directory; give a file name in it"
+                                % (what, out))
+        for source, role in inputs.items():
+            if _same_file(out, source):
+                raise AotBuildError("build(): %s=%r is %s, which the build reads: writing it "
+                                    "would destroy it; give another file name"
+                                    % (what, out, role))
+
+
+def _same_file(a, b):
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+# A function with floating-point and integer code, which LLVM compiles for a
+# CPU only if the CPU can run the target's code.
+_CPU_PROBE_IR = """
+define double @probe(double %x, i64 %n) {
+  %f = sitofp i64 %n to double
+  %y = fmul double %x, %f
+  ret double %y
+}
+"""
+_CPU_PROBE = r"""
+import sys
+from llvmlite import binding as ll
+ll.initialize_native_target()
+ll.initialize_native_asmprinter()
+triple, cpu, ir = sys.argv[1:4]
+module = ll.parse_assembly(ir)
+module.triple = triple
+tm = ll.Target.from_triple(triple).create_target_machine(cpu=cpu, features="", opt=3,
+                                                          reloc="pic", codemodel="default")
+tm.emit_object(module)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_problem(triple, cpu):
+    """Why LLVM cannot generate code for CPU *cpu* of *triple*, or None: asked
+    of a child process, since LLVM ignores a CPU it does not know (saying so
+    on stderr) and ends the process on one that cannot run the target's code."""
+    done = subprocess.run([sys.executable, "-c", _CPU_PROBE, triple, cpu, _CPU_PROBE_IR],
+                          capture_output=True, text=True, timeout=120)
+    if "is not a recognized processor" in done.stderr:
+        return "LLVM does not know this CPU for %s" % triple
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        said = [line for line in lines if "LLVM ERROR" in line or "error" in line.lower()]
+        return "LLVM cannot generate %s code for it (%s)" % (
+            triple, (said or lines or ["exit status %d" % done.returncode])[-1])
+    return None
+
+
+def _check_cpu(triple, cpu):
+    """Refuse a *cpu* (``build(cpu=...)``) LLVM cannot generate code for,
+    before the build's LLVM sees it."""
+    if cpu in (None, "host"):
+        return  # the CPU and features Numba compiled for
+    problem = "it names no CPU" if not cpu.strip() else _cpu_problem(triple, cpu)
+    if problem is not None:
+        examples = "'x86-64', 'x86-64-v2', 'x86-64-v3', 'skylake', " \
+            if triple.startswith("x86_64") else ""
+        raise AotBuildError(
+            "build(): cpu=%r: %s; pass an LLVM CPU name such as %s'%s' (this machine's), or "
+            "'host' or None for the CPU Numba compiles for" % (
+                cpu, problem, examples, ll.get_host_cpu_name()))
+
+
 def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu=None):
     """Build shared library *path* from compiled ``@cfunc`` launchers (docs/aot.md).
 
@@ -455,32 +671,46 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
     if not sys.platform.startswith("linux"):
         raise AotBuildError("C libraries are built for Linux (ELF shared objects) only, "
                             "not %s" % sys.platform)
+    path, header = _path_argument(path, "path"), _path_argument(header, "header", True)
+    if functions is not None and not isinstance(functions, Mapping):
+        raise TypeError(
+            "build(): functions must be a dict {C name: cfunc}, such as {'saxpy_launch': "
+            "saxpy_launch}: each cfunc is exported under the name it is given; got %s"
+            % _describe(functions))
+    if cpu is not None and not isinstance(cpu, str):
+        raise TypeError("build(): cpu must be an LLVM CPU name (a str such as 'x86-64') or "
+                        "None, got %s" % _describe(cpu))
     base = os.path.basename(path)
     if prefix is None:
         prefix = re.sub(r"\W", "_", re.sub(r"^lib", "", base.split(".")[0]))
-    if not _C_NAME.match(prefix or "") or prefix in _C_KEYWORDS:
-        raise AotBuildError("prefix %r is not a C identifier: pass prefix=" % prefix)
-    exports = [_launcher(n, f) for n, f in (functions or {}).items()]
-    exports += _jax_exports(jax_kernels)
-    if not exports:
-        raise AotBuildError("nothing to build: give functions={C name: cfunc} or jax_kernels")
-    own = {"%s_%s" % (prefix, h) for h in _HELPER_NAMES + ("ffi_target",)}
-    names, symbols = set(), {}
-    for e in exports:
-        if e.cname in names or e.cname in own:
-            raise AotBuildError("%s: the name %r is %s" % (
-                e.what, e.cname, "given twice" if e.cname in names
-                else "one of the library's own names (prefix %r)" % prefix))
-        if e.code.symbol in symbols:
-            raise AotBuildError("%s: the same cfunc is already exported as %r; a cfunc goes "
-                                "in a library once" % (e.what, symbols[e.code.symbol]))
-        names.add(e.cname)
-        symbols[e.code.symbol] = e.cname
+    if (not isinstance(prefix, str) or not _C_NAME.match(prefix) or prefix in _C_KEYWORDS
+            or _RESERVED.match(prefix) or _RUNTIME_NAMES.match(prefix + "_")):
+        raise AotBuildError("prefix %r is not a C identifier that can prefix the library's "
+                            "own names (not a keyword, not starting with _, not ncl): pass "
+                            "prefix=" % (prefix,))
+    for name in functions or {}:
+        if not isinstance(name, str):
+            raise TypeError("build(): functions maps C names (strings) to cfuncs; got the "
+                            "key %s" % _describe(name))
     cc = _compiler()
     if not os.path.exists(os.path.join(_RUNTIME_DIR, _RUNTIME)):
         raise AotBuildError("the C runtime %s is missing from this installation (package "
                             "data of numba_cuda_launch.interop)" % os.path.join(_RUNTIME_DIR,
                                                                                _RUNTIME))
+    macros = _header_macros(tuple(cc))
+    exports = [_launcher(n, f, prefix, macros) for n, f in (functions or {}).items()]
+    exports += _jax_exports(jax_kernels)
+    if not exports:
+        raise AotBuildError("nothing to build: give functions={C name: cfunc} or jax_kernels")
+    symbols = {}
+    for e in exports:
+        if e.code.symbol in symbols:
+            raise AotBuildError("%s: the same cfunc is already exported as %r; a cfunc goes "
+                                "in a library once" % (e.what, symbols[e.code.symbol]))
+        symbols[e.code.symbol] = e.cname
+    header = header or os.path.splitext(path)[0] + ".h"
+    _check_outputs(path, header, exports)
+    _check_cpu(exports[0].code.triple, cpu)
     for e in exports:
         _check_signature(e)
     tm = _target_machine(exports[0].code, cpu)
@@ -491,7 +721,6 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
     for m in modules[1:]:
         linked.link_in(m)
     build_info = _build_info(prefix, cpu)
-    header = header or os.path.splitext(path)[0] + ".h"
     header_text = _header(exports, prefix, base, build_info)
     with tempfile.TemporaryDirectory(prefix="ncl-aot-") as tmp:
         files = {"launchers.o": tm.emit_object(linked), "lib.h": header_text.encode(),
@@ -522,18 +751,51 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
 
 # -- command line ---------------------------------------------------------------
 
+class _CommandLineError(Exception):
+    """A refusal of the command line, said in one line."""
+
+
+def _first_line(exc):
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return "%s: %s" % (type(exc).__name__, lines[0] if lines else "")
+
+
 def _load(spec):
+    """The object *spec* (``MODULE:ATTRIBUTE``) names, imported from the
+    current directory; :class:`_CommandLineError` saying what is wrong."""
     module, _, attr = spec.partition(":")
-    if not attr:
-        raise AotBuildError("%r: write MODULE:ATTRIBUTE" % spec)
-    obj = importlib.import_module(module)
+    if not module or not attr:
+        raise _CommandLineError("%r: write MODULE:ATTRIBUTE, e.g. "
+                                "saxpy_launch=mymodule:saxpy_launch" % spec)
+    try:
+        obj = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module + ".").startswith(exc.name + "."):
+            raise _CommandLineError("importing module %r failed: %s" % (module, _first_line(exc)))
+        raise _CommandLineError(
+            "%r: no module named %r in the current directory (%s) or on the Python path "
+            "(modules are imported as `import %s`; run from the folder that has it)"
+            % (spec, exc.name, os.getcwd(), module)) from None
+    except Exception as exc:  # the module's own error: compiling a kernel, ...
+        if _compat.no_gpu_cause(exc)[0] is not None:
+            raise _CommandLineError(
+                "importing module %r failed: its kernels compile for a GPU, and this machine "
+                "has no usable GPU and no architecture was given: pass --cc with the "
+                "GPUs' compute capability, e.g. --cc 9.0" % module) from None
+        raise _CommandLineError("importing module %r failed: %s"
+                                % (module, _first_line(exc))) from None
     for part in attr.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise _CommandLineError("%r: module %r has no attribute %r"
+                                    % (spec, module, attr)) from None
     return obj
 
 
 def main(argv=None):
-    """``numba-cuda-launch-aot OUT.so NAME=module:cfunc ... [module:jax_kernel ...]``."""
+    """``numba-cuda-launch-aot OUT.so NAME=module:cfunc ... [module:jax_kernel ...]``:
+    0 when the library is written, 2 with a one-line error otherwise."""
     p = argparse.ArgumentParser(
         prog="numba-cuda-launch-aot",
         description="Build a C shared library from @cfunc launchers (docs/aot.md).")
@@ -549,11 +811,11 @@ def main(argv=None):
                    "NUMBA_CUDA_LAUNCH_CC")
     p.add_argument("--cpu", help="LLVM CPU name of the code (default: this machine's)")
     args = p.parse_args(argv)
-    if args.cc:
-        config.set_compute_capability(args.cc)
-    sys.path.insert(0, os.getcwd())
-    functions, kernels = {}, []
     try:
+        if args.cc:
+            config.set_compute_capability(config.parse_setting(args.cc, "--cc"))
+        sys.path.insert(0, os.getcwd())
+        functions, kernels = {}, []
         for item in args.items:
             name, eq, spec = item.rpartition("=")
             if eq:
@@ -562,8 +824,8 @@ def main(argv=None):
                 kernels.append(_load(spec))
         lib = build(args.output, functions, header=args.header, prefix=args.prefix,
                     jax_kernels=kernels, cpu=args.cpu)
-    except AotBuildError as exc:
+    except (_CommandLineError, ValueError, TypeError) as exc:  # AotBuildError is a ValueError
         print("numba-cuda-launch-aot: %s" % exc, file=sys.stderr)
-        return 1
+        return 2
     print("wrote %s (%d bytes) and %s" % (lib.path, os.path.getsize(lib.path), lib.header))
     return 0

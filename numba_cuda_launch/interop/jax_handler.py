@@ -6,15 +6,19 @@ handler is one function body whose constants carry what differs between signatur
 """
 
 import functools
+import itertools
+import struct
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.extending import intrinsic, register_jitable
+from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
+from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 
 __all__ = ["make_handler", "refusal", "kind"]
 
@@ -30,20 +34,44 @@ def _as_half(x):
 
 # -- a rank variant's constants, as a type --------------------------------------
 
-class VariantType(nt.Dummy):
-    """A rank variant's array types (inputs, then outputs), how many are inputs,
-    and its scalars ``((attribute name, NumPy dtype), ...)``. An instance is a
-    constant of the handler's body, typed ``TypeRef(VariantType)``."""
+# What the handler reads besides the scalars: the launch configuration's
+# attributes when there is no @njit launch rule ((name, required); y, z and
+# sharedmem default), and sharedmem in any case.
+_CONFIG_ATTRIBUTES = (("ncl_grid_x", True), ("ncl_grid_y", False), ("ncl_grid_z", False),
+                      ("ncl_block_x", True), ("ncl_block_y", False), ("ncl_block_z", False))
+_SHAREDMEM_ATTRIBUTE = ("ncl_sharedmem", False)
+_S64 = 5  # XLA_FFI_DataType_S64: jax passes the launch attributes as int64
 
-    def __init__(self, arrays, n_in, scalars):
-        self.arrays, self.n_in, self.scalars = arrays, n_in, scalars
-        super().__init__("jax_variant(%s; %d in; %s)" % (
+
+def _scalar_attribute_code(dtype):
+    """The ``XLA_FFI_DataType`` of the attribute carrying a scalar of *dtype*
+    (float16 travels as float32: XLA's attributes have no F16)."""
+    return xla_ffi.DTYPES[np.dtype(np.float32 if dtype == np.float16 else dtype)]
+
+
+class VariantType(nt.Dummy):
+    """A rank variant of a handler: its array types (inputs, then outputs),
+    how many are inputs, its scalars ``((attribute name, NumPy dtype), ...)``,
+    the attributes it reads ``((name, XLA type code, required), ...)``: the
+    launch configuration's (unless *rule*), sharedmem, the scalars, in that
+    order), and *context*, how its messages name the kernel. An instance is
+    a constant of the handler's body, typed ``TypeRef(VariantType)``."""
+
+    def __init__(self, arrays, n_in, scalars, rule, context):
+        self.arrays, self.n_in, self.scalars, self.context = arrays, n_in, scalars, context
+        self.rule = rule
+        config = () if rule else _CONFIG_ATTRIBUTES
+        self.attributes = tuple((n, _S64, req) for n, req in config + (_SHAREDMEM_ATTRIBUTE,)) \
+            + tuple((n, _scalar_attribute_code(d), True) for n, d in scalars)
+        self.first_scalar = len(self.attributes) - len(scalars)
+        super().__init__("jax_variant(%s; %d in; %s; %s)" % (
             ", ".join(map(str, arrays)), n_in,
-            ", ".join("%s %s" % (n, d) for n, d in scalars) or "no scalars"))
+            ", ".join("%s %s" % (n, d) for n, d in scalars) or "no scalars",
+            "launch rule" if rule else "launch attributes"))
 
     @property
     def key(self):
-        return self.arrays, self.n_in, self.scalars
+        return self.arrays, self.n_in, self.scalars, self.rule, self.context
 
 
 # -- lowering calls of the accessors ----------------------------------------------
@@ -90,13 +118,12 @@ def _buffer_views(typingctx, frame, variant):
     return nt.Tuple((ins, outs))(frame, variant), codegen
 
 
-def _scalar(context, builder, frame, name, dtype):
-    """Scalar attribute *name* converted to *dtype* as nopython code converts
-    (float16 arrives as F32 and is made half bits without LLVM's helpers)."""
-    getter = xla_ffi.attr_float if dtype.kind == "f" else xla_ffi.attr_int
-    name = nt.StringLiteral(name)
-    value, ty = _lower_call(context, builder, getter, (nt.voidptr, name),
-                            (frame, _placeholder(context, name)))
+def _scalar(context, builder, frame, index, dtype):
+    """Scalar attribute *index* (checked: of *dtype*'s attribute type)
+    converted to *dtype* as nopython code converts (float16 arrives as F32
+    and is made half bits without LLVM's helpers)."""
+    getter = xla_ffi.attr_float_at if dtype.kind == "f" else xla_ffi.attr_int_at
+    value, ty = _lower_call(context, builder, getter, (nt.voidptr, nt.int64), (frame, index))
     if dtype == np.float16:
         value, _ = _lower_call(context, builder, _as_half, (ty,), (value,))
         return value
@@ -104,15 +131,18 @@ def _scalar(context, builder, frame, name, dtype):
 
 
 @intrinsic
-def _scalar_values(typingctx, frame, variant):
-    """The tuple of the *variant*'s scalars, read from the call's attributes."""
-    scalars = variant.instance_type.scalars
-    ty = nt.Tuple([numba.from_dtype(d) for _, d in scalars])
+def _scalar_values(typingctx, frame, variant, indices):
+    """The tuple of the *variant*'s scalars, read from the call's attributes
+    at *indices* (:func:`_attribute_indices`)."""
+    v = variant.instance_type
+    ty = nt.Tuple([numba.from_dtype(d) for _, d in v.scalars])
 
     def codegen(context, builder, sig, args):
-        return context.make_tuple(builder, ty, [_scalar(context, builder, args[0], n, d)
-                                                for n, d in scalars])
-    return ty(frame, variant), codegen
+        return context.make_tuple(builder, ty, [
+            _scalar(context, builder, args[0],
+                    builder.extract_value(args[2], v.first_scalar + k), d)
+            for k, (_, d) in enumerate(v.scalars)])
+    return ty(frame, variant, indices), codegen
 
 
 @intrinsic
@@ -127,19 +157,154 @@ def _shapes(typingctx, arrays):
     return nt.Tuple(shape_types)(arrays), codegen
 
 
+# -- checking the call frame ----------------------------------------------------
+
+_SIGNATURE = nt.Tuple((nt.voidptr, nt.int64, nt.int64, nt.voidptr, nt.voidptr, nt.int64,
+                       nt.voidptr, nt.voidptr))
+
+
+@intrinsic
+def _signature(typingctx, variant):
+    """The *variant*'s constants for xla_ffi's checks: ``(buffer table, number
+    of buffers, number of inputs, attribute table, attribute names, number
+    of attributes, the names as one C string, context)``. The tables are
+    those of :func:`xla_ffi.check_buffers` and :func:`xla_ffi.match_attrs`;
+    *context* names the kernel in messages."""
+    v = variant.instance_type
+    buffers = b"".join(struct.pack("<2q", xla_ffi.DTYPES[np.dtype(str(a.dtype))], a.ndim)
+                       for a in v.arrays)
+    names = [n.encode() for n, _, _ in v.attributes]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    offsets = list(itertools.accumulate([0] + [len(names[k]) + 1 for k in order]))
+    attrs = b"".join(struct.pack("<5q", offsets[pos], len(names[k]), v.attributes[k][1],
+                                 v.attributes[k][2], k) for pos, k in enumerate(order))
+    name_bytes = b"".join(names[k] + b"\0" for k in order)
+    reads = b", ".join(names[k] for k in order) + b"\0"
+    context_bytes = v.context.encode() + b"\0"
+
+    def codegen(context, builder, sig, args):
+        def const(data):
+            return xla_ffi._global_bytes(context, builder, data)
+        i64 = context.get_value_type(nt.int64)
+        return context.make_tuple(builder, _SIGNATURE, [
+            const(buffers), i64(len(v.arrays)), i64(v.n_in), const(attrs), const(name_bytes),
+            i64(len(names)), const(reads), const(context_bytes)])
+    return _SIGNATURE(variant), codegen
+
+
+@intrinsic
+def _attribute_slots(typingctx, variant):
+    """Room on the stack for the index of each attribute the *variant* reads."""
+    n = len(variant.instance_type.attributes)
+
+    def codegen(context, builder, sig, args):
+        slots = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(64), n))
+        return builder.bitcast(slots, ir.IntType(8).as_pointer())
+    return nt.voidptr(variant), codegen
+
+
+@intrinsic
+def _attribute_indices(typingctx, slots, variant):
+    """The indices :func:`_attribute_slots` holds, as a tuple."""
+    ty = nt.UniTuple(nt.int64, len(variant.instance_type.attributes))
+
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(args[0], context.get_value_type(ty).as_pointer())
+        return builder.load(ptr)
+    return ty(slots, variant), codegen
+
+
+# CUDA's launch limits, as the one validator of configurations states them
+# (launchconfig.config_problem): a launch rule's result, known only when the
+# handler runs, is checked against the same, with the same sentences.
+(_GRID_MAX, _GRID_TEXT), (_BLOCK_MAX, _BLOCK_TEXT) = LIMITS["griddim"], LIMITS["blockdim"]
+_BAD_GRID = "%s: griddim must be " + _GRID_TEXT + ", got (%lld, %lld, %lld) (from %s)"
+_BAD_BLOCK = ("%s: blockdim must be " + _BLOCK_TEXT + " with at most " + str(BLOCK_THREADS_MAX)
+              + " threads in all, got (%lld, %lld, %lld) (from %s)")
+_BAD_SHAREDMEM = ("%s: sharedmem must be between 0 and 2**32-1 bytes, got %lld (from the "
+                  "attribute ncl_sharedmem)")
+
+
+def _dim3(dims):
+    """A launch dimension (an integer or a tuple of 1 to 3) as three int64."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(_dim3)
+def _dim3_ol(dims):
+    if isinstance(dims, nt.Integer):
+        return lambda dims: (np.int64(dims), np.int64(1), np.int64(1))
+    if isinstance(dims, nt.BaseTuple) and len(dims) == 1:
+        return lambda dims: (np.int64(dims[0]), np.int64(1), np.int64(1))
+    if isinstance(dims, nt.BaseTuple) and len(dims) == 2:
+        return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(1))
+    if isinstance(dims, nt.BaseTuple) and len(dims) == 3:
+        return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2]))
+    return None  # the launch's own typing error names what is wrong
+
+
+@numba.njit(inline="always")
+def _grid_ok(grid):
+    x, y, z = grid
+    return 1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]
+
+
+@numba.njit(inline="always")
+def _block_ok(block):
+    x, y, z = block
+    return (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]
+            and x * y * z <= BLOCK_THREADS_MAX)
+
+
+@register_jitable
+def _config_error(frame, grid, block, sharedmem, source, context):
+    """The error saying which of *grid*, *block* and *sharedmem* is outside
+    CUDA's limits and why (*source*: where grid and block came from)."""
+    if not _grid_ok(grid):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, grid[0], grid[1],
+                              grid[2], source)
+    if not _block_ok(block):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, block[0], block[1],
+                              block[2], source)
+    return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
+
+
+# Compiled once per process and shared by every handler (inlined into one
+# by LLVM: a few compares).
+
+@register_jitable
+def _int_attribute(frame, i, default):
+    """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
+    return default if i < 0 else xla_ffi.attr_int_at(frame, i)
+
+
+@register_jitable
+def _config_ok(grid, block, sharedmem):
+    """*grid* and *block* (three int64 each) and *sharedmem* are within
+    CUDA's limits."""
+    gx, gy, gz = grid
+    bx, by, bz = block
+    return (1 <= gx <= _GRID_MAX[0] and 1 <= gy <= _GRID_MAX[1] and 1 <= gz <= _GRID_MAX[2]
+            and 1 <= bx <= _BLOCK_MAX[0] and 1 <= by <= _BLOCK_MAX[1]
+            and 1 <= bz <= _BLOCK_MAX[2] and bx * by * bz <= BLOCK_THREADS_MAX
+            and 0 <= sharedmem <= 2**32 - 1)
+
+
 # -- the handler --------------------------------------------------------------------
 
 # The pieces of the handler below are inlined into its IR before typing: a
 # Numba function inlined so is typed with the handler and not compiled on
 # its own (an inlined overload or register_jitable would be).
 
+
 @numba.njit(inline="always")
-def _attribute_config(frame):
-    """Grid and block from the call's attributes (y and z default to 1)."""
-    grid = (xla_ffi.attr_int(frame, "ncl_grid_x"), xla_ffi.attr_int(frame, "ncl_grid_y", 1),
-            xla_ffi.attr_int(frame, "ncl_grid_z", 1))
-    block = (xla_ffi.attr_int(frame, "ncl_block_x"), xla_ffi.attr_int(frame, "ncl_block_y", 1),
-             xla_ffi.attr_int(frame, "ncl_block_z", 1))
+def _attribute_config(frame, indices):
+    """Grid and block from the call's attributes (y and z default to 1),
+    at the first six of *indices*."""
+    grid = (_int_attribute(frame, indices[0], 1), _int_attribute(frame, indices[1], 1),
+            _int_attribute(frame, indices[2], 1))
+    block = (_int_attribute(frame, indices[3], 1), _int_attribute(frame, indices[4], 1),
+             _int_attribute(frame, indices[5], 1))
     return grid, block
 
 
@@ -181,54 +346,88 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
 
 
 @numba.njit(inline="always")
-def _launch(frame, kernel, variant, rule):
-    """Preload (initialize stage) or launch *kernel* on the buffers as *variant*;
-    the driver's status. *rule* (None: the attributes' grid and block) is a constant."""
+def _run(frame, kernel, variant, rule):
+    """``(error, status)``: the error for a call frame that does not match the
+    *variant* or a launch configuration out of CUDA's limits (NULL when
+    none), and the driver's status of the preload (initialize stage) or
+    launch of *kernel* on the buffers. *rule* (None: the attributes' grid
+    and block) is a constant."""
+    buffers, n_buffers, n_in, attrs, names, n_attrs, reads, context = _signature(variant)
+    err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
+    if xla_ffi.is_error(err):
+        return err, 0
+    slots = _attribute_slots(variant)
+    err = xla_ffi.match_attrs(frame, attrs, names, n_attrs, slots, reads, context)
+    if xla_ffi.is_error(err):
+        return err, 0
+    indices = _attribute_indices(slots, variant)
     inputs, outputs = _buffer_views(frame, variant)
-    scalars = _scalar_values(frame, variant)
+    scalars = _scalar_values(frame, variant, indices)
     args = inputs + outputs + scalars
     if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
-        return kernel[1, 1].preload(*args)
+        return err, kernel[1, 1].preload(*args)
     if rule is None:
-        grid, block = _attribute_config(frame)
+        grid, block = _attribute_config(frame, indices)
+        shmem = _int_attribute(frame, indices[6], 0)
+        source = xla_ffi.c_string("the attributes ncl_grid_x/y/z and ncl_block_x/y/z")
     else:
         grid, block = rule(*(_shapes(inputs) + scalars))
-    shmem = xla_ffi.attr_int(frame, "ncl_sharedmem")
-    return kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
+        shmem = _int_attribute(frame, indices[0], 0)
+        source = xla_ffi.c_string("the launch rule")
+    grid, block = _dim3(grid), _dim3(block)
+    if not _config_ok(grid, block, shmem):
+        return _config_error(frame, grid, block, shmem, source, context), 0
+    return err, kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
 
 
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
     """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
     argument types per rank variant (a batch-aware kernel's second has a leading batch
     dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
-    and block come from the call's attributes, or the ``@njit`` *launch_rule*."""
+    and block come from the call's attributes, or the ``@njit`` *launch_rule*. The
+    handler checks the call frame against the signature before reading it (counts,
+    buffer types and ranks, attributes) and the launch configuration against CUDA's
+    limits, returning an error that says what differs."""
     major, minor = xla_ffi.api_version()
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
-    msg_rank = "numba_cuda_launch: CUDA kernel '%s' got buffers of an unexpected rank" \
-        % kernel_name
-    msg_launch = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
+    context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
-    unbatched, batched = (VariantType(tuple(a), n_in, attributes) for a in arrays)
+    unbatched, batched = (VariantType(tuple(a), n_in, attributes, launch_rule is not None,
+                                      context) for a in arrays)
     batch_aware = len(variants) > 1
+    n_out = len(arrays[0]) - n_in
     # the first buffer (XLA's first argument, else its first result) selects the variant
     first = xla_ffi.arg_buffer if n_in else xla_ffi.ret_buffer
     rank0, rank1 = (a[0].ndim for a in arrays)
+    first_what = "argument" if n_in else "result"
 
-    # batch_aware, the ranks and launch_rule are constants: Numba prunes the
-    # branches they rule out before typing.
+    # batch_aware and launch_rule are constants: Numba prunes the branches
+    # they rule out before typing. Without a batch, the buffers' checks say
+    # what a first buffer of another rank is.
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
-        rank = xla_ffi.buffer_rank(first(frame, 0))
-        if rank == rank0:
-            status = _launch(frame, kernel, unbatched, launch_rule)
-        elif batch_aware and rank == rank1:
-            status = _launch(frame, kernel, batched, launch_rule)
+        err = xla_ffi.check_items(frame, n_in, n_out, xla_ffi.c_string(context))
+        if xla_ffi.is_error(err):
+            return err
+        if batch_aware:
+            rank = xla_ffi.buffer_rank(first(frame, 0))
+            if rank == rank0:
+                err, status = _run(frame, kernel, unbatched, launch_rule)
+            elif rank == rank1:
+                err, status = _run(frame, kernel, batched, launch_rule)
+            else:
+                return xla_ffi.report(frame, xla_ffi.c_string(
+                    "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a "
+                    "leading batch dimension"), xla_ffi.c_string(context),
+                    xla_ffi.c_string(first_what), rank, rank0, rank1)
         else:
-            return xla_ffi.error(frame, xla_ffi.c_string(msg_rank))
+            err, status = _run(frame, kernel, unbatched, launch_rule)
+        if xla_ffi.is_error(err):
+            return err
         if status != 0:
-            return xla_ffi.launch_error(frame, status, msg_launch)
+            return xla_ffi.launch_error(frame, status, context)
         return xla_ffi.ok()
     return numba.cfunc(nt.voidptr(nt.voidptr))(handler)

@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
@@ -25,6 +26,7 @@ from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 __all__ = [
     "api_version", "DTYPES", "dtype_code", "COMMAND_BUFFER_COMPATIBLE",
+    "check_call", "check_arg", "check_ret", "check_attr", "is_error",
     "STAGE_INSTANTIATE", "STAGE_PREPARE", "STAGE_INITIALIZE", "STAGE_EXECUTE",
     "is_metadata_query", "answer_metadata_query", "execution_stage",
     "num_args", "num_rets", "arg_buffer", "ret_buffer", "buffer_dtype",
@@ -148,6 +150,7 @@ _load_u16 = _make_load(types.uint16)
 _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
 _store_i32 = _make_store(types.int32)
+_store_i64 = _make_store(types.int64)
 _store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
@@ -229,12 +232,35 @@ def c_string(typingctx, text):
     data = text.literal_value.encode() + b"\0"
 
     def codegen(context, builder, sig, args):
-        name = "numba_cuda_launch_cstr_" + hashlib.sha1(data).hexdigest()[:16]
-        gv = context.insert_unique_const(
-            builder.module, name,
-            ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), bytearray(data)))
-        return builder.bitcast(gv, ir.IntType(8).as_pointer())
+        return _global_bytes(context, builder, data)
     return types.voidptr(text), codegen
+
+
+def _global_bytes(context, builder, data):
+    """An ``i8*`` to a constant global holding *data* (one per content and module)."""
+    name = "numba_cuda_launch_cstr_" + hashlib.sha1(data).hexdigest()[:16]
+    gv = context.insert_unique_const(
+        builder.module, name, ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), bytearray(data)))
+    return builder.bitcast(gv, ir.IntType(8).as_pointer())
+
+
+def _constant_bytes(data):
+    """An intrinsic ``() -> voidptr``: the address of constant bytes *data*."""
+    @intrinsic
+    def constant(typingctx):
+        def codegen(context, builder, sig, args):
+            return _global_bytes(context, builder, data)
+        return types.voidptr(), codegen
+    return constant
+
+
+@intrinsic
+def _offset(typingctx, ptr, n):
+    """``ptr + n`` bytes, a voidptr."""
+    def codegen(context, builder, sig, args):
+        n = context.cast(builder, args[1], sig.args[1], types.intp)
+        return builder.gep(args[0], [n])
+    return types.voidptr(ptr, n), codegen
 
 
 # -- the call frame ---------------------------------------------------------------
@@ -589,6 +615,8 @@ def _launch_error(frame, status, context):
                 _store_u8(buf, pos, c)
                 pos += 1
         name = _driver_error_name(np.int32(status))
+        if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
+            name = _cuda_error_name(status)
         if not _is_null(name):
             for j in range(64):
                 c = _load_u8(name, j)
@@ -616,4 +644,382 @@ def _launch_error(frame, status, context):
         pos += digits
         _store_u8(buf, pos, 41)
         return error(frame, buf)
+    return impl
+
+
+# -- checking a call frame against a signature ----------------------------------
+# What XLA's C++ binding (xla/ffi/api/api.h) checks before it calls a typed
+# handler: the numbers of arguments and results, that each is a buffer of the
+# element type and rank the handler takes, that each attribute it reads is
+# there with the type it reads, and that the call has no other attribute. Read
+# unchecked, a frame that differs is memory read out of bounds (a crash) or a
+# value of another type (a wrong result). A check costs a few loads and
+# compares; a message is made only when one fails.
+
+_BUFFER = 1  # XLA_FFI_ArgType_BUFFER and XLA_FFI_RetType_BUFFER
+_INVALID_ARGUMENT = 3  # XLA_FFI_Error_Code_INVALID_ARGUMENT
+_MESSAGE_BYTES = 512
+#: XLA_FFI_DataType names (c_api.h), NumPy's where NumPy has the type.
+_XLA_TYPE_NAMES = {
+    0: "invalid", 1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8",
+    7: "uint16", 8: "uint32", 9: "uint64", 10: "float16", 11: "float32", 12: "float64",
+    15: "complex64", 16: "bfloat16", 17: "token", 18: "complex128", 19: "float8_e5m2",
+    20: "float8_e4m3fn", 21: "int4", 22: "uint4", 23: "float8_e4m3b11fnuz",
+    24: "float8_e5m2fnuz", 25: "float8_e4m3fnuz", 26: "int2", 27: "uint2", 28: "float8_e4m3",
+    29: "float8_e3m4", 30: "int1", 31: "uint1", 32: "float4_e2m1fn", 33: "float8_e8m0fnu"}
+_ATTR_KIND_NAMES = {_ATTR_ARRAY: "an array", 2: "a dictionary", _ATTR_SCALAR: "a scalar",
+                    _ATTR_STRING: "a string"}
+
+
+def _name_table(names):
+    """An intrinsic ``(code) -> voidptr``: the C string naming *code* in
+    *names* ({code: name}), or NULL."""
+    @intrinsic
+    def name_of(typingctx, code):
+        def codegen(context, builder, sig, args):
+            value = context.cast(builder, args[0], sig.args[0], types.int64)
+            found = ir.Constant(ir.IntType(8).as_pointer(), None)
+            for key, text in names.items():
+                hit = builder.icmp_signed("==", value, ir.Constant(ir.IntType(64), key))
+                found = builder.select(hit, _global_bytes(context, builder, text.encode() + b"\0"),
+                                       found)
+            return found
+        return types.voidptr(code), codegen
+    return name_of
+
+
+_xla_type_name = _name_table(_XLA_TYPE_NAMES)
+_cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
+_attr_kind_name = _name_table(_ATTR_KIND_NAMES)
+
+
+@register_jitable
+def _type_text(code):
+    name = _xla_type_name(code)
+    return c_string("an unknown XLA type") if _is_null(name) else name
+
+
+@register_jitable
+def _kind_text(kind):
+    name = _attr_kind_name(kind)
+    return c_string("of an unknown kind") if _is_null(name) else name
+
+
+@intrinsic
+def _format(typingctx, fmt, a, b, c, d, e, f, g):
+    """printf format *fmt* (a C string) applied to the values (integers as
+    ``long long``, ``%lld``; voidptr as C strings, ``%s``) in a stack buffer
+    of the function it is lowered in."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        values = [context.cast(builder, v, t, types.int64)
+                  if isinstance(t, (types.Integer, types.Boolean)) else v
+                  for v, t in zip(args[1:], sig.args[1:])]
+        buf = builder.bitcast(cgutils.alloca_once(
+            builder, ir.ArrayType(ir.IntType(8), _MESSAGE_BYTES)), i8p)
+        fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
+        snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+        builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), _MESSAGE_BYTES), args[0]]
+                     + values)
+        return buf
+    return types.voidptr(fmt, a, b, c, d, e, f, g), codegen
+
+
+# Inlined into the caller's IR before typing: typed with it, not compiled
+# on its own for each combination of argument types.
+@numba.njit(inline="always")
+def report(frame, fmt, a=0, b=0, c=0, d=0, e=0, f=0, g=0):
+    """An ``XLA_FFI_Error*`` (INVALID_ARGUMENT) whose message is printf
+    format *fmt* (a C string, ``c_string("...")``) applied to the values
+    (integers ``%lld``, C strings ``%s``): a frame that does not match what
+    the handler takes."""
+    return error(frame, _format(fmt, a, b, c, d, e, f, g), _INVALID_ARGUMENT)
+
+
+_NOT_BUFFER_TEXT = ("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler takes "
+                    "buffers only")
+
+
+@register_jitable
+def check_items(frame, n_args, n_rets, context):
+    """NULL when the call has *n_args* arguments and *n_rets* results, each a
+    buffer; else the error saying what it has."""
+    got_args, got_rets = num_args(frame), num_rets(frame)
+    if got_args != n_args or got_rets != n_rets:
+        return report(frame, c_string("%s: the call has %lld argument(s) and %lld result(s); "
+                                      "the handler takes %lld and %lld"),
+                      context, got_args, got_rets, n_args, n_rets)
+    arg_types = _load_ptr(frame, _FRAME_ARGS + _TYPES)
+    for i in range(got_args):
+        kind = _load_i32(arg_types, 4 * i)
+        if kind != _BUFFER:
+            return report(frame, c_string(_NOT_BUFFER_TEXT), context, c_string("argument"), i, kind)
+    ret_types = _load_ptr(frame, _FRAME_RETS + _TYPES)
+    for i in range(got_rets):
+        kind = _load_i32(ret_types, 4 * i)
+        if kind != _BUFFER:
+            return report(frame, c_string(_NOT_BUFFER_TEXT), context, c_string("result"), i, kind)
+    return _null()
+
+
+@register_jitable
+def check_buffer(frame, is_ret, i, code, ndim, context):
+    """NULL when result (*is_ret*) or argument *i* is there, of XLA type
+    *code* and rank *ndim*; else the error saying what it is."""
+    what = c_string("result") if is_ret else c_string("argument")
+    n = num_rets(frame) if is_ret else num_args(frame)
+    if i < 0 or i >= n:
+        return report(frame, c_string("%s: the call has no %s %lld (it has %lld)"), context,
+                      what, i, n)
+    buf = ret_buffer(frame, i) if is_ret else arg_buffer(frame, i)
+    got, rank = buffer_dtype(buf), buffer_rank(buf)
+    if got != code or rank != ndim:
+        return report(frame, c_string("%s: %s %lld is %s of rank %lld; the handler takes %s "
+                                      "of rank %lld"),
+                      context, what, i, _type_text(got), rank, _type_text(code), ndim)
+    return _null()
+
+
+@register_jitable
+def check_scalar_attr(frame, i, name, code, context):
+    """NULL when attribute *i* (from :func:`attr_index`; -1: absent) named
+    *name* (a C string) is a scalar of XLA type *code*; else the error
+    saying it is missing or what it is."""
+    if i < 0:
+        return report(frame, c_string("%s: the call has no attribute '%s'; the handler reads "
+                                      "it as a scalar of %s"), context, name, _type_text(code))
+    kind = _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i)
+    if kind != _ATTR_SCALAR:
+        return report(frame, c_string("%s: attribute '%s' is %s; the handler reads a scalar "
+                                      "of %s"), context, name, _kind_text(kind), _type_text(code))
+    got = _load_i32(_attr_value(frame, i), 0)
+    if got != code:
+        return report(frame, c_string("%s: attribute '%s' is a scalar of %s; the handler "
+                                      "reads a scalar of %s"),
+                      context, name, _type_text(got), _type_text(code))
+    return _null()
+
+
+@register_jitable
+def unknown_attr_error(frame, i, reads, context):
+    """The error for attribute *i*, which the handler does not read (*reads*:
+    a C string naming those it reads)."""
+    # the name NUL-terminated (XLA's names are spans), cut to 200 bytes
+    span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
+    n = min(_load_i64(span, 8), 200)
+    chars = _load_ptr(span, 0)
+    name = _stack_bytes(208, 0)
+    for j in range(n):
+        _store_u8(name, j, _load_u8(chars, j))
+    return report(frame, c_string("%s: the call has attribute '%s', which the handler does not "
+                                  "read (it reads %s)"), context, name, reads)
+
+
+@register_jitable
+def check_buffers(frame, table, n, n_in, context):
+    """NULL when the call's *n* buffers (its arguments, then its results
+    from index *n_in*) are of the (XLA type code, rank) int64 pairs at
+    *table*; else the error for the first that is not."""
+    for i in range(n):
+        is_ret = i >= n_in
+        j = i - n_in if is_ret else i
+        buf = ret_buffer(frame, j) if is_ret else arg_buffer(frame, j)
+        code, rank = _load_i64(table, 16 * i), _load_i64(table, 16 * i + 8)
+        if buffer_dtype(buf) != code or buffer_rank(buf) != rank:
+            return check_buffer(frame, is_ret, j, code, rank, context)
+    return _null()
+
+
+@register_jitable
+def match_attrs(frame, table, names, n, indices, reads, context):
+    """Find the call's attributes among the *n* a handler reads, described
+    at *table* in name order, five int64 each: offset of the name in
+    *names* (NUL-terminated names), its length, the XLA type code of its
+    scalar, whether it is required, its position. Writes the index of each
+    in the call (-1: absent) at its position in *indices* (int64). NULL, or
+    the error for an attribute missing, of another type or not read
+    (*reads*: a C string listing those read)."""
+    for k in range(n):
+        _store_i64(indices, 8 * k, -1)
+    # XLA gives the attributes sorted by name: each is found at the first
+    # name tried
+    cursor = 0
+    for i in range(num_attrs(frame)):
+        known = False
+        for t in range(n):
+            pos = cursor + t
+            if pos >= n:
+                pos -= n
+            entry = _offset(table, 40 * pos)
+            if attr_name_is(frame, i, _offset(names, _load_i64(entry, 0)),
+                            _load_i64(entry, 8)):
+                _store_i64(indices, 8 * _load_i64(entry, 32), i)
+                cursor = pos + 1
+                known = True
+                break
+        if not known:
+            return unknown_attr_error(frame, i, reads, context)
+    for pos in range(n):
+        entry = _offset(table, 40 * pos)
+        code, i = _load_i64(entry, 16), _load_i64(indices, 8 * _load_i64(entry, 32))
+        if (i < 0 and _load_i64(entry, 24) != 0) or (i >= 0 and not attr_is_scalar(frame, i,
+                                                                                 code)):
+            return check_scalar_attr(frame, i, _offset(names, _load_i64(entry, 0)), code,
+                                     context)
+    return _null()
+
+
+@register_jitable
+def num_attrs(frame):
+    return _load_i64(frame, _FRAME_ATTRS + _SIZE)
+
+
+@intrinsic
+def _same_bytes(typingctx, a, b, n):
+    """``memcmp(a, b, n) == 0``."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.IntType(32), [i8p, i8p, ir.IntType(64)])
+        memcmp = cgutils.get_or_insert_function(builder.module, fnty, "memcmp")
+        n = context.cast(builder, args[2], sig.args[2], types.int64)
+        return builder.icmp_signed("==", builder.call(memcmp, [args[0], args[1], n]),
+                                   ir.Constant(ir.IntType(32), 0))
+    return types.boolean(a, b, n), codegen
+
+
+@intrinsic
+def _load_u64_unaligned(typingctx, base, offset):
+    """The 8 bytes at byte *offset* of *base*, wherever they are aligned."""
+    def codegen(context, builder, sig, args):
+        return builder.load(_field(context, builder, args[0], args[1], types.uint64), align=1)
+    return types.uint64(base, offset), codegen
+
+
+@register_jitable
+def attr_name_is(frame, i, key, n):
+    """True when attribute *i*'s name is the *n* bytes at *key*."""
+    span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
+    if _load_i64(span, 8) != n:
+        return False
+    chars = _load_ptr(span, 0)
+    if 8 <= n <= 16:  # the names handlers read: two words, which may overlap
+        return (_load_u64_unaligned(chars, 0) == _load_u64_unaligned(key, 0)
+                and _load_u64_unaligned(chars, n - 8) == _load_u64_unaligned(key, n - 8))
+    return _same_bytes(chars, key, n)
+
+
+@register_jitable
+def attr_is_scalar(frame, i, code):
+    """True when attribute *i* is a scalar of XLA type *code*."""
+    return (_load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i) == _ATTR_SCALAR
+            and _load_i32(_attr_value(frame, i), 0) == code)
+
+
+@register_jitable
+def _attr_value(frame, i):
+    """The value pointer of attribute *i* (for a scalar: ``{dtype, value*}``)."""
+    return _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
+
+
+@register_jitable
+def attr_int_at(frame, i):
+    """Scalar attribute *i* (checked to be one) as int64."""
+    return _scalar_as_int(_attr_value(frame, i))
+
+
+@register_jitable
+def attr_float_at(frame, i):
+    """Scalar attribute *i* (checked to be one) as float64."""
+    return _scalar_as_float(_attr_value(frame, i))
+
+
+@intrinsic
+def is_error(typingctx, err):
+    """``is_error(err)``: True when *err* (a check's or another call's
+    ``XLA_FFI_Error*``) is an error, not NULL: return it from the handler."""
+    if err != types.voidptr:
+        raise NopythonUsageError("is_error() takes an XLA_FFI_Error* (voidptr), got %s" % err)
+
+    def codegen(context, builder, sig, args):
+        return cgutils.is_not_null(builder, args[0])
+    return types.boolean(err), codegen
+
+
+def _context_text(context, fn):
+    if not isinstance(context, types.StringLiteral):
+        raise NopythonUsageError("%s: the context (how messages name the handler) must be a "
+                                 "string constant, got %s" % (fn, context))
+    return context.literal_value
+
+
+def _constant_ndim(ndim, fn):
+    if not (isinstance(ndim, types.IntegerLiteral) and 0 <= ndim.literal_value <= _MAX_NDIM):
+        raise NopythonUsageError("%s: ndim must be a constant integer from 0 to %d, got %s"
+                                 % (fn, _MAX_NDIM, ndim))
+    return ndim.literal_value
+
+
+def check_call(frame, n_args, n_rets, context):
+    """NULL when the call has *n_args* arguments and *n_rets* results, all
+    buffers; else an ``XLA_FFI_Error*`` (INVALID_ARGUMENT) saying what the
+    call has, its message beginning with *context* (a string constant)."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(check_call, prefer_literal=True)
+def _check_call(frame, n_args, n_rets, context):
+    _context_text(context, "check_call")
+
+    def impl(frame, n_args, n_rets, context):
+        return check_items(frame, n_args, n_rets, c_string(context))
+    return impl
+
+
+def check_arg(frame, i, dtype, ndim, context):
+    """NULL when argument *i* is a buffer of *dtype* and rank *ndim*
+    (constants); else an ``XLA_FFI_Error*`` naming what it is."""
+    raise NotImplementedError("only in nopython code")
+
+
+def check_ret(frame, i, dtype, ndim, context):
+    """NULL when result *i* is a buffer of *dtype* and rank *ndim*
+    (constants); else an ``XLA_FFI_Error*`` naming what it is."""
+    raise NotImplementedError("only in nopython code")
+
+
+def _buffer_check(fn, is_ret):
+    def typer(frame, i, dtype, ndim, context):
+        code = DTYPES[_constant_dtype(dtype, fn, tuple(DTYPES))]
+        rank = _constant_ndim(ndim, fn)
+        _context_text(context, fn)
+
+        def impl(frame, i, dtype, ndim, context):
+            return check_buffer(frame, is_ret, i, code, rank, c_string(context))
+        return impl
+    return typer
+
+
+overload(check_arg, prefer_literal=True)(_buffer_check("check_arg", False))
+overload(check_ret, prefer_literal=True)(_buffer_check("check_ret", True))
+
+# the scalar types XLA gives attributes, as NumPy dtypes
+_SCALAR_ATTR_DTYPES = tuple(d for d, code in DTYPES.items() if code in _SCALAR_CODES)
+
+
+def check_attr(frame, name, dtype, context):
+    """NULL when the call has attribute *name* (a string constant), a
+    scalar of *dtype* (a constant: bool, an integer or a float type); else
+    an ``XLA_FFI_Error*`` saying it is missing or what it is."""
+    raise NotImplementedError("only in nopython code")
+
+
+@overload(check_attr, prefer_literal=True)
+def _check_attr(frame, name, dtype, context):
+    _name_key(name, "check_attr")
+    code = DTYPES[_constant_dtype(dtype, "check_attr", _SCALAR_ATTR_DTYPES)]
+    _context_text(context, "check_attr")
+
+    def impl(frame, name, dtype, context):
+        return check_scalar_attr(frame, attr_index(frame, name), c_string(name), code,
+                                 c_string(context))
     return impl

@@ -297,7 +297,7 @@ def _compile_for(source, dispatcher, args, name, names):
     try:
         return source.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
-        cause, text = _compat.no_gpu_cause(exc)  # what to do goes first
+        cause, text = _compat.compile_failure_cause(exc)  # what to do goes first
         hint = ""
         size = _parameter_bytes(names, argtypes)
         if size is not None and size > _PARAMETER_LIMIT:

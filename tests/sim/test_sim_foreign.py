@@ -14,6 +14,7 @@ from numba.core import types as nt
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
+from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.testing import RecordingDriver
 from support.foreign_sources import AXPY_SIG, SOURCES, know_live
 from support.messages import first_line
@@ -33,12 +34,14 @@ WHAT = {"cubin": "a cubin image", "PTX": "a PTX image", "fatbin": "a fatbin imag
 
 
 @pytest.fixture(params=sorted(SOURCES))
-def refused(request):
+def refused(request, monkeypatch):
     # The recording driver knows the fake live handles (on a machine with a
     # GPU the real driver would be asked about them, and a fake handle there
-    # is a wild pointer) and would see any launch.
-    with pytest.warns(RuntimeWarning, match="under numba-cuda's CUDA simulator"):
-        rec = RecordingDriver().__enter__()
+    # is a wild pointer) and would see any launch. It refuses to start under
+    # the simulator (test below); here no kernel runs, every launch is
+    # refused when typed.
+    monkeypatch.setattr(driver, "_unused", None)
+    rec = RecordingDriver().__enter__()
     try:
         know_live(rec)
         yield SOURCES[request.param].make(), REFUSAL % WHAT[request.param], rec
@@ -47,11 +50,17 @@ def refused(request):
     assert rec.launches == [] and rec.loads == []
 
 
-def test_the_recording_driver_warns_that_it_records_nothing_under_the_simulator():
-    with pytest.warns(RuntimeWarning, match="^RecordingDriver records the driver calls of "
-                      "compiled launches; under numba-cuda's CUDA simulator"):
-        with RecordingDriver():
-            pass
+def test_the_recording_driver_refuses_to_start_under_the_simulator():
+    before = driver.current_functions()
+    rec = RecordingDriver()
+    with pytest.raises(RuntimeError) as info:
+        with rec:
+            raise AssertionError("entered")
+    assert str(info.value) == (
+        "RecordingDriver cannot record launches in this process: under numba-cuda's CUDA "
+        "simulator (NUMBA_ENABLE_CUDASIM=1) kernels run in Python on host memory (the addresses "
+        "given are dereferenced): run without NUMBA_ENABLE_CUDASIM to record them")
+    assert driver.current_functions() == before  # the driver table was left alone
 
 
 def test_launch_from_njit_is_a_typing_error_saying_why(refused):

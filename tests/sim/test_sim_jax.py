@@ -201,9 +201,37 @@ def test_failing_kernel_is_a_jax_error():
     k = jax_kernel(out_of_bounds, lambda x: x, (1, 1))
     with pytest.raises(Exception) as info:
         jax.block_until_ready(jax.jit(k)(*on_cpu(np.ones(4, np.float32))))
-    # CUDA_ERROR_LAUNCH_FAILED; without a driver the handler has no names for codes
-    assert "CUDA kernel 'out_of_bounds' failed:" in str(info.value)
-    assert "(719)" in str(info.value)
+    # named without a driver (it was "failed:  (719)")
+    assert "CUDA kernel 'out_of_bounds' failed: CUDA_ERROR_LAUNCH_FAILED (719)" \
+        in str(info.value)
+
+
+@pytest.mark.parametrize("rule_result, said", [
+    ((0, 32), "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got (0, 1, 1) (from "
+              "the launch rule)"),
+    (((1, 70000), 32), "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got "
+                       "(1, 70000, 1) (from the launch rule)"),
+    ((1, 2048), "blockdim must be 1..1024 in x and y and 1..64 in z with at most 1024 threads "
+                "in all, got (2048, 1, 1) (from the launch rule)"),
+    ((1, (32, 64)), "blockdim must be 1..1024 in x and y and 1..64 in z with at most 1024 "
+                    "threads in all, got (32, 64, 1) (from the launch rule)"),
+    ((-1, 32), "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got (-1, 1, 1) (from "
+               "the launch rule)"),
+])
+def test_a_launch_rule_out_of_cudas_limits_is_named_with_the_reason(rule_result, said):
+    grid, block = rule_result
+
+    @numba.njit
+    def rule(x_shape, y_shape, a):
+        return grid, block
+
+    k = jax_kernel(saxpy, lambda x, y, a: x, rule, scalars={"a": np.float32})
+    x, = on_cpu(np.ones(64, np.float32))
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.jit(lambda x: k(x, x, a=1.0))(x))
+    # the kernel, the item and the reason, as on a GPU (it was "CUDA kernel
+    # 'saxpy' failed:  (1)")
+    assert "numba_cuda_launch: CUDA kernel 'saxpy': " + said in str(info.value)
 
 
 def test_saxpy_example_runs_on_xla_cpu():

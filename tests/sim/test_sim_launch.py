@@ -205,6 +205,32 @@ def test_out_of_range_grid_refused_as_on_a_gpu():
 
 
 @njit
+def shared_status(p, shm):
+    return add_one[1, 4, 0, shm].launch_status(numba.carray(ncl.as_voidptr(p), (4,), np.float32))
+
+
+@njit
+def shared_raising(p, shm):
+    add_one[1, 4, 0, shm](numba.carray(ncl.as_voidptr(p), (4,), np.float32))
+
+
+def test_more_shared_memory_than_the_simulated_device_gives_is_refused_as_on_a_gpu():
+    # the simulator's device is of compute capability 5.2: 48 KiB a block
+    x = np.zeros(4, np.float32)
+    assert shared_status(ptr(x), 48 * 1024) == 0
+    np.testing.assert_array_equal(x, np.ones(4))
+    for shm in (48 * 1024 + 1, 300 * 1024):
+        assert shared_status(ptr(x), shm) == 1  # CUDA_ERROR_INVALID_VALUE, nothing run
+        with pytest.raises(ncl.CudaLaunchError) as info:
+            shared_raising(ptr(x), shm)
+        # the sentence a GPU's refusal gives
+        assert ("sharedmem is more dynamic shared memory than the device gives a block of this "
+                "kernel (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN") in str(info.value)
+        assert "CUDA_ERROR_INVALID_VALUE" in str(info.value)
+    np.testing.assert_array_equal(x, np.ones(4))
+
+
+@njit
 def launch_numpy(a):
     return add_one[1, 4].launch_status(a)
 

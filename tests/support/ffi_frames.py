@@ -132,7 +132,7 @@ class Frame:
 
     def __init__(self, xla, args=(), rets=(), attrs=None, stage=xla_ffi.STAGE_EXECUTE,
                  metadata=False):
-        self._keep = []
+        self._keep = [xla]  # its API table: a frame given an XLA inline outlives it
         self.frame = CallFrame()
         self.frame.struct_size = ctypes.sizeof(CallFrame)
         self.frame.api = ctypes.addressof(xla.api) if xla is not None else None

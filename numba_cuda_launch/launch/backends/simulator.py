@@ -21,10 +21,12 @@ from numba.extending import typeof_impl
 from numba_cuda_launch.compat import simulator as _simulator
 from numba_cuda_launch.cudadrv import driver as _driver
 from numba_cuda_launch.cudadrv import events as _events
+from numba_cuda_launch.cudadrv.launch import DEFAULT_PER_BLOCK
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED
 from numba_cuda_launch.kernels import KernelSource, KernelType, register
 from numba_cuda_launch.launch.backends import simgraph
 from numba_cuda_launch.launch.backends.backend import LaunchBackend
+from numba_cuda_launch.launch.backends.driver import SHARED_TOO_LARGE
 from numba_cuda_launch.launch.refusals import call_jitted
 
 __all__ = ["SimulatedKernel", "SimulatedKernels", "SimulatedRuntime", "SimulatorBackend",
@@ -311,6 +313,14 @@ class SimulatorBackend(LaunchBackend):
 
     def emit_preload(self, context, builder, plan):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
+
+    def emit_launch_checks(self, context, builder, guards, plan, cfg):
+        # The simulator's device is of compute capability 5.2, whose blocks
+        # get 48 KiB of shared memory: more is refused as a GPU refuses more
+        # than it gives (the same status and sentence).
+        guards.check(lambda: builder.icmp_unsigned(">", cfg.sharedmem,
+                                                   cfg.sharedmem.type(DEFAULT_PER_BLOCK)),
+                     SHARED_TOO_LARGE)
 
     def emit_occupancy(self, builder, query, cfg, threads):
         # The model: one multiprocessor running one block at a time (the
