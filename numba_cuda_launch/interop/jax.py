@@ -184,7 +184,8 @@ class JaxKernel:
     """A kernel callable on ``jax.Array`` values (see :func:`jax_kernel`)."""
 
     def __init__(self, kernel, out_shapes, launch, scalars, sharedmem,
-                 input_output_aliases, vmap_method, command_buffer, name, signatures=None):
+                 input_output_aliases, vmap_method, command_buffer, name, signatures=None,
+                 dependent=False):
         self._compiler = compiler = _kernel_compiler(kernel)
         self.kernel = kernel
         self.kernel_name = kname = compiler.kernel_name(kernel)
@@ -216,6 +217,10 @@ class JaxKernel:
                                 _describe(vmap_method)))
         self.vmap_method = vmap_method
         self.command_buffer = bool(command_buffer)
+        if not isinstance(dependent, (bool, np.bool_)):
+            raise TypeError("kernel %r: dependent must be True or False, got %s"
+                            % (kname, _describe(dependent)))
+        self.dependent = bool(dependent)
         if name is not None and not isinstance(name, str):
             raise TypeError("kernel %r: name must be a string, got %s" % (kname, _describe(name)))
         self.name = name
@@ -232,7 +237,7 @@ class JaxKernel:
         rule_id = None if self._rule is None else "%s.%s" % (
             self._rule.py_func.__module__, self._rule.py_func.__qualname__)
         self._config = (_ABI, self.command_buffer, self.batch_aware, rule_id,
-                        tuple(self.scalars.values()))
+                        tuple(self.scalars.values())) + (("dependent",) if self.dependent else ())
         self._tag = hashlib.sha1(repr(self._config).encode()).hexdigest()[:8]
         self._targets = {}  # signature key -> target name
         if signatures is not None:
@@ -464,7 +469,7 @@ class JaxKernel:
                 ) from None
         handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs),
                                            variants, list(self.scalars.items()),
-                                           self.command_buffer, self._rule)
+                                           self.command_buffer, self._rule, self.dependent)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
@@ -495,7 +500,7 @@ class JaxKernel:
 
 def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
                input_output_aliases=None, vmap_method="sequential",
-               command_buffer=True, name=None, signatures=None):
+               command_buffer=True, name=None, signatures=None, dependent=False):
     """Wrap a kernel as a function on ``jax.Array`` values (docs/jax.md).
 
     Parameters
@@ -529,9 +534,15 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
     signatures:
         calls to register now: input tuples (arrays or structs), each optionally
         ending with a dict of scalar values (see :meth:`JaxKernel.register`).
+    dependent:
+        launch as a programmatic dependent launch (``kernel[...].dependent()``,
+        compute capability 9.0 or newer): the kernel may start while the work
+        before it on XLA's stream drains, and waits for it with
+        ``griddepcontrol_wait()`` (docs/graphs.md, "Dependent launches").
     """
     return JaxKernel(kernel, out_shapes, launch, scalars, sharedmem,
-                     input_output_aliases, vmap_method, command_buffer, name, signatures)
+                     input_output_aliases, vmap_method, command_buffer, name, signatures,
+                     dependent)
 
 
 # -- jax.export ---------------------------------------------------------------

@@ -346,12 +346,12 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
 
 
 @numba.njit(inline="always")
-def _run(frame, kernel, variant, rule):
+def _run(frame, kernel, variant, rule, dependent):
     """``(error, status)``: the error for a call frame that does not match the
     *variant* or a launch configuration out of CUDA's limits (NULL when
     none), and the driver's status of the preload (initialize stage) or
     launch of *kernel* on the buffers. *rule* (None: the attributes' grid
-    and block) is a constant."""
+    and block) and *dependent* (None: a plain launch) are constants."""
     buffers, n_buffers, n_in, attrs, names, n_attrs, reads, context = _signature(variant)
     err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
     if xla_ffi.is_error(err):
@@ -377,18 +377,26 @@ def _run(frame, kernel, variant, rule):
     grid, block = _dim3(grid), _dim3(block)
     if not _config_ok(grid, block, shmem):
         return _config_error(frame, grid, block, shmem, source, context), 0
-    return err, kernel[grid, block, xla_ffi.stream(frame), shmem].launch_status(*args)
+    cfg = kernel[grid, block, xla_ffi.stream(frame), shmem]
+    if dependent is None:
+        return err, cfg.launch_status(*args)
+    return err, cfg.dependent().launch_status(*args)
 
 
-def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule):
+def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule,
+                 dependent=False):
     """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
     argument types per rank variant (a batch-aware kernel's second has a leading batch
     dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
     and block come from the call's attributes, or the ``@njit`` *launch_rule*. The
     handler checks the call frame against the signature before reading it (counts,
     buffer types and ranks, attributes) and the launch configuration against CUDA's
-    limits, returning an error that says what differs."""
+    limits, returning an error that says what differs. *dependent*: launch as a
+    programmatic dependent launch."""
     major, minor = xla_ffi.api_version()
+    # None (not False) for a plain launch: Numba prunes `is None` branches
+    # before typing, so .dependent() is typed only where it is asked for
+    dependent = True if dependent else None
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
@@ -415,16 +423,16 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         if batch_aware:
             rank = xla_ffi.buffer_rank(first(frame, 0))
             if rank == rank0:
-                err, status = _run(frame, kernel, unbatched, launch_rule)
+                err, status = _run(frame, kernel, unbatched, launch_rule, dependent)
             elif rank == rank1:
-                err, status = _run(frame, kernel, batched, launch_rule)
+                err, status = _run(frame, kernel, batched, launch_rule, dependent)
             else:
                 return xla_ffi.report(frame, xla_ffi.c_string(
                     "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a "
                     "leading batch dimension"), xla_ffi.c_string(context),
                     xla_ffi.c_string(first_what), rank, rank0, rank1)
         else:
-            err, status = _run(frame, kernel, unbatched, launch_rule)
+            err, status = _run(frame, kernel, unbatched, launch_rule, dependent)
         if xla_ffi.is_error(err):
             return err
         if status != 0:

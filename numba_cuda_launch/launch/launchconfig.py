@@ -605,7 +605,7 @@ class DependentLaunch(AttributeTemplate):
             raise KernelTypingError("kernel %r: .dependent() takes no arguments (the "
                                     "configuration's launch becomes a dependent one)"
                                     % cfg_ty.kernel_name)
-        cc = target_compute_capability()
+        cc = None if backends.BACKEND.orders_launches() else target_compute_capability()
         if cc is not None and tuple(cc) < DEPENDENT_MIN_CC:
             raise KernelTypingError(
                 "kernel %r: dependent launches (programmatic stream serialization) need "

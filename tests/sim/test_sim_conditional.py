@@ -263,3 +263,51 @@ def test_one_executable_graph_at_a_time():
     with pytest.raises(ncl.CudaGraphError, match="one executable graph at a time"):
         graph.instantiate()
     exe.destroy()
+
+
+# -- dependent launches: the simulator runs launches in order, so a dependent
+# launch is a plain one (griddepcontrol does nothing) -------------------------
+
+@cuda.jit
+def step(src, dst):
+    ncl.griddepcontrol_launch_dependents()
+    i = cuda.grid(1)
+    ncl.griddepcontrol_wait()
+    if i < dst.size:
+        dst[i] = src[i] * np.float32(0.5) + np.float32(1)
+
+
+@njit
+def dependent_chain(ap, bp, n, times, stream):
+    a, b = f32(ap, n), f32(bp, n)
+    status = 0
+    for k in range(times):
+        src, dst = (a, b) if k % 2 == 0 else (b, a)
+        status |= step[1, n, stream].dependent().launch_status(src, dst)
+    return status
+
+
+@njit
+def record_dependent_chain(ap, bp, n, times, stream):
+    graphs.begin_capture(stream)
+    status = dependent_chain(ap, bp, n, times, stream)
+    return status, graphs.end_capture(stream).instantiate()
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_dependent_launches_run_in_order(graph):
+    a = rng.standard_normal(N).astype(np.float32)
+    b = np.full(N, np.nan, np.float32)
+    want = a.copy()
+    for _ in range(6):
+        want = want * np.float32(0.5) + np.float32(1)
+    stream = cuda.stream()
+    if graph:
+        status, exe = record_dependent_chain(a.ctypes.data, b.ctypes.data, N, 6, stream)
+        np.testing.assert_array_equal(b, np.nan)  # recorded, not run
+        exe.launch(stream)
+    else:
+        status = dependent_chain(a.ctypes.data, b.ctypes.data, N, 6, stream)
+    stream.synchronize()
+    assert status == 0
+    np.testing.assert_array_equal(a, want)

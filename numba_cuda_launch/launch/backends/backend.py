@@ -106,6 +106,12 @@ class LaunchBackend:
         """Why thread-block clusters cannot be used here, or None."""
         return None
 
+    def orders_launches(self) -> bool:
+        """True when each launch runs only after the one before it on its
+        stream has completed (the simulator), so a dependent launch is a
+        plain one and needs no architecture."""
+        return False
+
     def emit_node_update(self, context, builder, plan, cfg, values, exe, node):
         """Emit setting kernel node *node* of executable graph *exe* to the
         launch of *plan* with *cfg* and *values*; return the ``CUresult``."""

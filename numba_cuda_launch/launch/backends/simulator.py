@@ -311,6 +311,9 @@ class SimulatorBackend(LaunchBackend):
     def cluster_refusal(self):
         return "thread-block clusters are not simulated by numba-cuda's CUDA simulator"
 
+    def orders_launches(self):
+        return True  # griddepcontrol_wait() and launch_dependents() do nothing here
+
     def emit_preload(self, context, builder, plan):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
 
