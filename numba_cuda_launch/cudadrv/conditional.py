@@ -125,19 +125,22 @@ def _capture_info(builder, stream, status, reason):
     return graph, deps, edges, count
 
 
-def _current_context(builder, status):
-    """A slot holding the current context (device 0's primary context is
-    made current on a thread with none), emitted while *status* holds 0."""
+def _stream_context(builder, stream, status):
+    """A slot holding the context of *stream*, the one its kernels run in
+    (``cuStreamGetCtx``; a thread with no current context gets device 0's
+    primary context first), emitted while *status* holds 0: handles and
+    nodes belong to the context of the graph being recorded, whatever
+    context is current (docs/devices.md)."""
     ctx = cgutils.alloca_once_value(builder, _NULL)
     with builder.if_then(_ok(builder, status)):
         builder.store(emit_with_context(
-            builder, lambda: driver.call(builder, "cuCtxGetCurrent", [ctx])), status)
+            builder, lambda: driver.call(builder, "cuStreamGetCtx", [stream, ctx])), status)
     return ctx
 
 
 def emit_handle_create(builder, stream, default, flags):
     """``cuGraphConditionalHandleCreate`` in the graph *stream* is recording,
-    for the current context, with ``unsigned`` *default* and *flags* (0 or
+    for *stream*'s context, with ``unsigned`` *default* and *flags* (0 or
     :data:`ASSIGN_DEFAULT`). Returns ``(status, reason, handle)``, the
     handle an ``i64`` (0 on failure)."""
     status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
@@ -145,7 +148,7 @@ def emit_handle_create(builder, stream, default, flags):
     handle = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
     _check_driver(builder, status, reason, ir.Constant(_i32, driver_needed(COND_WHILE, 1)))
     graph = _capture_info(builder, stream, status, reason)[0]
-    ctx = _current_context(builder, status)
+    ctx = _stream_context(builder, stream, status)
     with builder.if_then(_ok(builder, status)):
         builder.store(driver.call(builder, "cuGraphConditionalHandleCreate", [
             handle, builder.load(graph), builder.load(ctx), default, flags]), status)
@@ -174,7 +177,7 @@ def emit_add_conditional(builder, stream, handle, kind, size):
         ir.Constant(_i32, driver_needed(COND_WHILE, 1)))
     _check_driver(builder, status, reason, needed)
     graph, deps, edges, count = _capture_info(builder, stream, status, reason)
-    ctx = _current_context(builder, status)
+    ctx = _stream_context(builder, stream, status)
     ty = node_params_type()
     params = cgutils.alloca_once(builder, ty)
     builder.store(ir.Constant(ty, None), params)

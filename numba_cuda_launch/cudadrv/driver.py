@@ -161,6 +161,11 @@ PROTOTYPES = {
     # (stream, CUgraph, const CUgraphNode* deps, const CUgraphEdgeData*
     #  edges, size_t n, CUstreamCaptureMode)
     "cuStreamBeginCaptureToGraph": ("void*", "void*", "void**", "void*", "size_t", "int"),
+    # The device and context of a stream's work (a CUkernel launched on a
+    # stream runs in the stream's context): (stream, CUdevice* out), CUDA
+    # 12.8; (stream, CUcontext* out)
+    "cuStreamGetDevice": ("void*", "int*"),
+    "cuStreamGetCtx": ("void*", "void**"),
 }
 
 #: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.

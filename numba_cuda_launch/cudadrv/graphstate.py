@@ -38,6 +38,7 @@ class Capture:
     graph: int  # the graph it records into: its own, or a conditional node's body
     by_node: dict = field(default_factory=dict)  # node handle -> launch, in capture order
     invalidated: bool = False
+    device: int = 0  # the device of the stream's context (what the caller says)
 
 
 @dataclass
@@ -45,13 +46,15 @@ class RecordedGraph:
     """A graph recorded by a stream capture: ``by_node`` maps node handles to
     launches (or :class:`ConditionalNode` records) in capture order
     (``nodes`` and ``launches`` list them). A conditional node's body graph
-    has ``body_of``, the node."""
+    has ``body_of``, the node. ``device``: the device of the context it was
+    recorded in (the capturing stream's, or the node's for a body)."""
 
     handle: int
     by_node: dict
     mode: int
     destroyed: bool = False
     body_of: int = 0
+    device: int = 0
 
     @property
     def nodes(self):
@@ -120,7 +123,8 @@ class RecordedExec:
     node, updates applied; conditional nodes as :class:`ExecConditional`),
     the graph it was instantiated from and the values of its conditional
     handles (``values``; each launch first assigns the defaults of those
-    that assign them)."""
+    that assign them). ``device``: its graph's, where its kernels run
+    whatever stream launches it."""
 
     handle: int
     graph: int
@@ -128,6 +132,7 @@ class RecordedExec:
     destroyed: bool = False
     handles: dict = field(default_factory=dict)  # handle -> ConditionalHandleRecord
     values: dict = field(default_factory=dict)  # handle -> value
+    device: int = 0
 
     @property
     def nodes(self):
@@ -251,14 +256,15 @@ class GraphState:
                     return owner.by_node[node]
         return None
 
-    def begin_capture(self, stream, mode):
+    def begin_capture(self, stream, mode, device=0):
+        """``cuStreamBeginCapture``: *stream* (of *device*) records a new graph."""
         if stream == 0:
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
         with self.lock:
             if stream in self.captures:
                 return CUDA_ERROR_ILLEGAL_STATE
             self.captures[stream] = Capture(mode, threading.get_ident(),
-                                            self._handle(0x60000000))
+                                            self._handle(0x60000000), device=device)
         return 0
 
     def begin_capture_to_graph(self, stream, graph, mode):
@@ -272,7 +278,8 @@ class GraphState:
             g = self._live(self.graphs, graph)
             if g is None:
                 return CUDA_ERROR_INVALID_VALUE
-            self.captures[stream] = Capture(mode, threading.get_ident(), graph, g.by_node)
+            self.captures[stream] = Capture(mode, threading.get_ident(), graph, g.by_node,
+                                            device=g.device)
         return 0
 
     def capture_of(self, stream):
@@ -316,7 +323,7 @@ class GraphState:
                 return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 0
             if capture.graph not in self.graphs:
                 self.graphs[capture.graph] = RecordedGraph(capture.graph, capture.by_node,
-                                                           capture.mode)
+                                                           capture.mode, device=capture.device)
         return 0, capture.graph
 
     def abort_capture(self, stream):
@@ -363,11 +370,11 @@ class GraphState:
                 graph, default & 0xFFFFFFFF, bool(flags & ASSIGN_DEFAULT), context)
         return 0, handle
 
-    def add_conditional(self, graph, context, handle, kind, size):
+    def add_conditional(self, graph, context, handle, kind, size, device=0):
         """``cuGraphAddNode`` of a conditional node in *graph* (after its
         last node): ``(status, node, address of its bodies' C array)``. The
         handle must be of *graph* or of a graph around it, and of
-        *context*."""
+        *context* (of *device*, which its bodies are recorded for)."""
         with self.lock:
             nodes = self._nodes_of(graph)
             record = self.handles.get(handle)
@@ -378,7 +385,7 @@ class GraphState:
             node = self._handle(0x70000000)
             bodies = tuple(self._handle(0x60000000) for _ in range(size))
             for body in bodies:
-                self.graphs[body] = RecordedGraph(body, {}, 0, body_of=node)
+                self.graphs[body] = RecordedGraph(body, {}, 0, body_of=node, device=device)
             self._containing[node] = graph
             self._body_arrays[node] = (ctypes.c_void_p * size)(*bodies)
             nodes[node] = ConditionalNode(kind, handle, bodies)
@@ -441,7 +448,8 @@ class GraphState:
                 return CUDA_ERROR_NOT_SUPPORTED, 0
             handle = self._handle(0x68000000)
             self.execs[handle] = RecordedExec(handle, graph, self._own_nodes(g.by_node),
-                                              handles=handles, values=_initial(handles))
+                                              handles=handles, values=_initial(handles),
+                                              device=g.device)
         return 0, handle
 
     def exec_launches(self, exe):

@@ -3,9 +3,10 @@ first. The launch: ``cuLaunchKernel``, ``cuLaunchCooperativeKernel``, or
 ``cuLaunchKernelEx`` with launch attributes (thread-block clusters, the
 cooperative attribute with a cluster) filled in stack slots of the calling
 function (``cuOccupancyMaxActiveClusters`` takes the same config), in the
-calling thread's context; nothing is allocated per launch. Before it: dynamic
-shared memory above 48 KiB, the per-kernel, per-device opt-in
-(docs/kernel-sources.md, "Dynamic shared memory above 48 KiB"); and whether an
+stream's context (the calling thread's for the default streams); nothing is
+allocated per launch. Before it: dynamic shared memory above 48 KiB, the
+per-kernel opt-in on the launch's device (docs/kernel-sources.md, "Dynamic
+shared memory above 48 KiB"; docs/devices.md); and whether an
 address can be handed to a kernel (device memory, or host memory the device
 can reach: only the driver can tell, ``cuPointerGetAttribute``), asked for
 arrays carrying a Numba meminfo and, in the checked mode, for every array and
@@ -19,13 +20,14 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.errors import CUDA_ERROR_NOT_FOUND
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.driver import emit_ensure_context, emit_in_context
 
 __all__ = ["ATTRIBUTE_COOPERATIVE", "ATTRIBUTE_CLUSTER_DIMENSION",
            "ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION",
            "launch_config_type", "launch_attribute_type", "emit_launch_config",
-           "emit_kernel_launch",
+           "emit_kernel_launch", "emit_launch_device",
            "emit_dynamic_shared_opt_in", "TOO_LARGE", "MAX_DEVICES", "DEFAULT_PER_BLOCK",
            "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES",
            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "check_pointers", "pointer_checks_enabled",
@@ -130,9 +132,12 @@ MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 #: shared memory a block may use without the opt-in (every device since Kepler)
 DEFAULT_PER_BLOCK = 48 * 1024
 #: devices whose limit is remembered (a launch on one whose limit is known
-#: asks the driver for the current device, no more); launches on others
+#: asks the driver for the launch's device, no more); launches on others
 #: take the cold path
 MAX_DEVICES = 32
+#: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: with 0, the streams whose work
+#: runs in the current context
+_LAST_DEFAULT_STREAM = 2
 _PER_DEVICE = ir.ArrayType(_i32, MAX_DEVICES)
 #: what :func:`emit_dynamic_shared_opt_in` returns when the size is more
 #: than the device allows a block of the kernel (never a CUresult)
@@ -147,13 +152,33 @@ def _globals(module, tag):
         ("numba_cuda_launch_shared_dev_" + tag, _PER_DEVICE))]
 
 
+def emit_launch_device(builder, stream):
+    """``(status, device)`` (``i32``): the device a launch on *stream* (an
+    ``i8*``) runs on. A ``CUkernel`` runs in its stream's context, the
+    current one for the default streams (0, 1, 2): ``cuStreamGetDevice``
+    (CUDA 12.8) for the others, ``cuCtxGetDevice`` for these and on a
+    driver without it."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
+    device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    own = builder.icmp_unsigned(">", builder.ptrtoint(stream, ir.IntType(64)),
+                                ir.Constant(ir.IntType(64), _LAST_DEFAULT_STREAM))
+    with builder.if_then(own):
+        builder.store(driver.call(builder, "cuStreamGetDevice", [stream, device]), status)
+    missing = builder.icmp_signed("==", builder.load(status),
+                                  ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
+    with builder.if_then(missing):
+        builder.store(driver.call(builder, "cuCtxGetDevice", [device]), status)
+    return builder.load(status), builder.load(device)
+
+
 @driver.cold_function("numba_cuda_launch_raise_dynamic_shared",
-                      (_i8p, _i32, _i32.as_pointer(), _PER_DEVICE.as_pointer()))
+                      (_i8p, _i32, _i8p, _i32.as_pointer(), _PER_DEVICE.as_pointer()))
 def _raiser(fn, builder):
-    """``i32 raise(CUkernel, i32 sharedmem, i32* ok, [N x i32]* per_device)``:
-    read the current device's limit, raise it once to the device's maximum (so
-    that concurrent launches never lower it again) and refresh ``ok``."""
-    kernel, wanted, ok, per_device = fn.args
+    """``i32 raise(CUkernel, i32 sharedmem, CUstream, i32* ok, [N x i32]*
+    per_device)``: read the limit on the device a launch on the stream runs
+    on, raise it once to the device's maximum (so that concurrent launches
+    never lower it again) and refresh ``ok``."""
+    kernel, wanted, stream, ok, per_device = fn.args
     zero = ir.Constant(_i32, 0)
 
     def checked(name, *args):
@@ -164,7 +189,8 @@ def _raiser(fn, builder):
 
     # the launch binds a primary context for a thread without one; so here
     driver.return_if_failed(builder, emit_ensure_context(builder))
-    device = checked("cuCtxGetDevice")
+    asked, device = emit_launch_device(builder, stream)
+    driver.return_if_failed(builder, asked)
     cached = builder.icmp_unsigned("<", device, ir.Constant(_i32, MAX_DEVICES))
     index = builder.select(cached, device, zero)
     entry = builder.gep(per_device, [zero, index], inbounds=True)
@@ -206,26 +232,25 @@ def _raiser(fn, builder):
     builder.ret(zero)
 
 
-def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel):
+def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel, stream):
     """Emit making sure a kernel may be launched with *sharedmem* (``i32``,
-    unsigned) bytes of dynamic shared memory on the current context's
-    device; *tag* names the kernel's limits (its image's digest) and
-    *emit_kernel* emits getting its ``CUkernel``, ``(status_ptr, handle)``,
-    on the path that needs it. Returns an ``i32``: 0, the ``CUresult`` of a
-    failed driver call (a failed load: 0, left to the launch to report) or
+    unsigned) bytes of dynamic shared memory on the device a launch on
+    *stream* (``i8*``; NULL: the current context's device) runs on; *tag*
+    names the kernel's limits (its image's digest) and *emit_kernel* emits
+    getting its ``CUkernel``, ``(status_ptr, handle)``, on the path that
+    needs it. Returns an ``i32``: 0, the ``CUresult`` of a failed driver
+    call (a failed load: 0, left to the launch to report) or
     :data:`TOO_LARGE`."""
     module = builder.module
     ok, per_device = _globals(module, tag)
     status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     above = builder.icmp_unsigned(">", sharedmem, builder.load_atomic(ok, "monotonic", 4))
     # Above what every device is known to take (all devices' limits are
-    # known only once each ran the kernel): the current device's limit, one
-    # cuCtxGetDevice away, before the cold path.
+    # known only once each ran the kernel): the launch's device's limit, one
+    # driver query away, before the cold path.
     cold = cgutils.alloca_once_value(builder, cgutils.false_bit)
     with builder.if_then(above, likely=False):
-        device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-        asked = driver.call(builder, "cuCtxGetDevice", [device])
-        index = builder.load(device)
+        asked, index = emit_launch_device(builder, stream)
         listed = builder.and_(builder.icmp_signed("==", asked, ir.Constant(_i32, 0)),
                               builder.icmp_unsigned("<", index, ir.Constant(_i32, MAX_DEVICES)))
         entry = builder.gep(per_device, [ir.Constant(_i32, 0),
@@ -238,7 +263,7 @@ def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel):
         loaded, kernel = emit_kernel()
         ready = builder.icmp_signed("==", builder.load(loaded), ir.Constant(_i32, 0))
         with builder.if_then(ready, likely=True):
-            raised = builder.call(_raiser(module), [kernel, sharedmem, ok, per_device])
+            raised = builder.call(_raiser(module), [kernel, sharedmem, stream, ok, per_device])
             # Up to 48 KiB only a kernel's static shared memory can make the
             # opt-in necessary: there a failure is left to the launch.
             needed = builder.icmp_unsigned(">", sharedmem, ir.Constant(_i32, DEFAULT_PER_BLOCK))

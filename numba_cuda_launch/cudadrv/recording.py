@@ -3,9 +3,11 @@
 :class:`RecordingDriver` (public in :mod:`numba_cuda_launch.testing`) takes the
 place of the driver table for launches from compiled code and records image
 loads, launches with their parameter bytes, CUDA graphs (:mod:`.graphstate`),
-synchronisation and events, occupancy queries and a fatbin's choice of code.
-README.md ("Testing without a GPU"), docs/graphs.md, docs/events.md,
-docs/architecture.md.
+synchronisation and events, occupancy queries and a fatbin's choice of code,
+each with the device it went to: devices have primary contexts, streams
+belong to a device's context, and a launch runs in its stream's context.
+README.md ("Testing without a GPU"), docs/devices.md, docs/graphs.md,
+docs/events.md, docs/architecture.md.
 """
 
 import contextlib
@@ -113,6 +115,9 @@ class Launch:
     #: a programmatic dependent launch (the cuLaunchKernelEx attribute
     #: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION set to 1)
     dependent: bool = False
+    #: the device it ran on: its stream's (RecordingDriver.add_stream), else
+    #: the current context's; a replayed launch keeps its graph's device
+    device: int = 0
 
 
 @dataclass
@@ -126,6 +131,8 @@ class OccupancyQuery:
     sharedmem: int
     cluster: tuple
     result: tuple
+    #: the device of the current context, which answers it
+    device: int = 0
 
 
 def occupancy_model(block_size, sharedmem):
@@ -138,6 +145,11 @@ def occupancy_model(block_size, sharedmem):
     if sharedmem:
         blocks = min(blocks, (228 * 1024) // sharedmem)
     return blocks
+
+
+def _per_device(value, device):
+    """*value*, or its entry for *device* when it is a dict of them."""
+    return value[device] if isinstance(value, dict) else value
 
 
 def _put(out, value):
@@ -160,6 +172,13 @@ class RecordingDriver:
     here. Recorders nest (the innermost records); ending one while another
     made inside it is active raises RuntimeError and restores the driver
     table as it was before the outer one.
+
+    Several devices (docs/devices.md): *device_count* devices (by default
+    one, or as many as *compute_capability* names), each with a primary
+    context (:meth:`primary_context`); :meth:`use_device` makes one current
+    on the calling thread, :meth:`add_stream` makes a stream one of a
+    device's. ``multiprocessors``, ``shared_per_block``,
+    ``shared_per_block_optin`` and *occupancy* may be dicts by device.
     """
 
     # Kernel handles outlive one fake: a compiled function keeps the handle
@@ -167,10 +186,11 @@ class RecordingDriver:
     _names = {}
     _fatbins = {}  # kernel handle -> the entries of its fatbin image
 
-    #: multiprocessors of the fake device (occupancy answers)
+    #: multiprocessors of the fake device (occupancy answers), or {device: count}
     multiprocessors = 132
     #: shared memory per block of the fake device: by default, and at most
-    #: with the opt-in (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK(_OPTIN))
+    #: with the opt-in (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK(_OPTIN));
+    #: either may be {device: bytes}
     shared_per_block = 48 * 1024
     shared_per_block_optin = 227 * 1024
     #: devices of the fake driver (cuDeviceGetCount)
@@ -178,11 +198,21 @@ class RecordingDriver:
 
     def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True,
                  occupancy=occupancy_model, load_during_capture=True, compute_capability=None,
-                 driver_version=13000):
+                 driver_version=13000, device_count=None):
         self.layouts = dict(layouts or {})  # entry name -> [param sizes]
         # (major, minor) of every device, or {ordinal: (major, minor)}; None:
         # any image runs anywhere
         self.compute_capability = compute_capability
+        if device_count is not None:
+            self.device_count = device_count
+        elif isinstance(compute_capability, dict):
+            self.device_count = max(compute_capability) + 1
+        self._streams = {}  # stream handle -> context: add_stream
+        #: (context, kernel name): a kernel's first use in a context (a
+        #: launch, capture or cuKernelGetFunction), where the driver loads
+        #: the library's code into that context
+        self.context_loads = []
+        self._used_in = set()  # (context, kernel handle) in context_loads
         self.choices = []  # CodeChoice of each launch of a fatbin's kernel, and failed loads
         self._library_fatbins = {}  # library handle -> fatbin entries
         self.device_memory = []  # [(start, end)]: what cuPointerGetAttribute knows
@@ -207,6 +237,7 @@ class RecordingDriver:
         #: what cuDriverGetVersion answers (13000: CUDA 13.0)
         self.driver_version = driver_version
         self.occupancy_queries = []
+        #: block_size, sharedmem -> blocks per multiprocessor, or {device: that}
         self.occupancy = occupancy
         # False: image loads during a capture fail as on drivers before CUDA 12.3
         self.load_during_capture = load_during_capture
@@ -239,7 +270,8 @@ class RecordingDriver:
             cuGetErrorName=self._error_name,
             cuPointerGetAttribute=self._pointer_attribute,
             cuLaunchKernelEx=self._launch_ex,
-            cuStreamBeginCapture_v2=lambda s, mode: self._graph_state.begin_capture(s or 0, mode),
+            cuStreamBeginCapture_v2=lambda s, mode: self._graph_state.begin_capture(
+                s or 0, mode, self._device_of(self._stream_context(s))),
             cuStreamEndCapture=self._end_capture,
             cuStreamIsCapturing=self._is_capturing,
             cuThreadExchangeStreamCaptureMode=self._exchange_capture_mode,
@@ -276,6 +308,8 @@ class RecordingDriver:
             cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
             cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
             cuEventElapsedTime=self._event_elapsed,
+            cuStreamGetDevice=self._stream_device,
+            cuStreamGetCtx=self._stream_ctx,
         )
         self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
         self._active = False
@@ -331,17 +365,65 @@ class RecordingDriver:
     def _current(self):
         return getattr(self._thread, "ctx", _PRIMARY_CONTEXT if self._has_context else None)
 
+    @staticmethod
+    def primary_context(ordinal):
+        """The fake handle of device *ordinal*'s primary context (what
+        ``cuDevicePrimaryCtxRetain`` gives)."""
+        return _PRIMARY_CONTEXT + ordinal
+
     def use_device(self, ordinal):
         """Make device *ordinal*'s primary context current on this thread, as
-        ``cuCtxSetCurrent`` does (launches then run on that device)."""
+        ``cuCtxSetCurrent`` does (launches on streams of no device, and
+        occupancy queries, then go to that device)."""
         self._thread.ctx = _PRIMARY_CONTEXT + ordinal
 
-    def _runs(self, kernel, entries, record=True):
-        """0 when the current device can run fatbin *entries* of *kernel*
-        (recording the choice if *record*), else ``CUDA_ERROR_NO_BINARY_FOR_GPU``
+    def add_stream(self, stream, device):
+        """Make *stream* (a handle above 2: 0, 1 and 2 are the default
+        streams of the current context) a stream of device *device*'s primary
+        context, as ``cuStreamCreate`` with that context current does: a
+        kernel launched on it runs on that device whatever context is
+        current (the driver launches a ``CUkernel`` in its stream's context),
+        a capture on it records a graph of that device, and
+        ``cuStreamGetDevice``/``cuStreamGetCtx`` answer so. Other streams
+        belong to the context current when they are used. Returns *stream*."""
+        if not isinstance(stream, int) or stream <= 2:
+            raise ValueError("RecordingDriver.add_stream: stream must be an integer handle "
+                             "above 2 (0, 1 and 2 are the current context's default "
+                             "streams), not %r" % (stream,))
+        if not 0 <= device < self.device_count:
+            raise ValueError("RecordingDriver.add_stream: device %r is not one of the %d "
+                             "devices (device_count)" % (device, self.device_count))
+        self._streams[stream] = _PRIMARY_CONTEXT + device
+        return stream
+
+    def _stream_context(self, stream):
+        """The context work on *stream* runs in: its own (:meth:`add_stream`),
+        else the current context (None when there is none)."""
+        return self._streams.get(stream or 0) or self._current()
+
+    def _stream_device(self, stream, out):
+        ctx = self._stream_context(stream)
+        return _put(out, self._device_of(ctx)) if ctx else _INVALID_CONTEXT
+
+    def _stream_ctx(self, stream, out):
+        ctx = self._stream_context(stream)
+        return _put(out, ctx) if ctx else _INVALID_CONTEXT
+
+    def _use_in(self, ctx, kernel):
+        """Note *kernel*'s first use in context *ctx* (a library's code is
+        loaded into each context that uses it)."""
+        if self._loaded.get(kernel, ("CUkernel",))[0] != "CUkernel":
+            return  # a CUfunction is its context's already
+        with self._lock:
+            if (ctx, kernel) not in self._used_in:
+                self._used_in.add((ctx, kernel))
+                self.context_loads.append((ctx, self._names[kernel]))
+
+    def _runs(self, kernel, entries, device, record=True):
+        """0 when *device* can run fatbin *entries* of *kernel* (recording
+        the choice if *record*), else ``CUDA_ERROR_NO_BINARY_FOR_GPU``
         (recorded)."""
-        # any primary context's device: compute_capability may name more than device_count
-        ordinal = self._device(limit=0x40)
+        ordinal = device
         cc = self.compute_capability
         if isinstance(cc, dict):
             cc = cc.get(ordinal)
@@ -373,11 +455,13 @@ class RecordingDriver:
     def _get_function(self, out, kernel):
         if kernel not in self._names or self._loaded.get(kernel, ("CUkernel",))[0] != "CUkernel":
             return _INVALID_HANDLE
-        status = self._runs(self._names[kernel], self._fatbins.get(kernel))
+        ctx = self._current()
+        status = self._runs(self._names[kernel], self._fatbins.get(kernel), self._device_of(ctx))
         if status:
             return status
+        self._use_in(ctx, kernel)
         with self._lock:
-            self.functions.append((self._current(), self._names[kernel]))
+            self.functions.append((ctx, self._names[kernel]))
         return _put(out, kernel)
 
     def _load(self, out, image, *rest):
@@ -407,7 +491,8 @@ class RecordingDriver:
         # With lazy loading (the default) the driver finds no code for the
         # device here, not when the library is loaded.
         entries = self._library_fatbins.get(lib)
-        status = self._runs(name.decode(), entries, record=False)
+        status = self._runs(name.decode(), entries, self._device_of(self._current()),
+                            record=False)
         if status:
             return status
         with self._lock:
@@ -432,11 +517,17 @@ class RecordingDriver:
 
     # -- kernel and device attributes (dynamic shared memory above 48 KiB) ------------
 
-    def _device(self, limit=None):
-        """The device of the current context: a primary context's (below
-        *limit*, by default :attr:`device_count`), else 0."""
-        dev = (self._current() or 0) - _PRIMARY_CONTEXT
-        return dev if 0 <= dev < (limit or self.device_count) else 0
+    def _device_of(self, ctx):
+        """The device of context *ctx*: a primary context's, else 0."""
+        dev = (ctx or 0) - _PRIMARY_CONTEXT
+        # compute_capability may name more devices than device_count
+        cc = self.compute_capability
+        count = max(self.device_count, max(cc) + 1 if isinstance(cc, dict) else 0)
+        return dev if 0 <= dev < count else 0
+
+    def _device(self):
+        """The device of the current context."""
+        return self._device_of(self._current())
 
     def _ctx_device(self, out):
         if not self._current():
@@ -450,15 +541,19 @@ class RecordingDriver:
         return _put(out, values[attr])
 
     def _device_attribute(self, out, attr, dev):
-        return self._attribute(out, {_ATTR_SHARED_PER_BLOCK: self.shared_per_block,
-                                     _ATTR_SHARED_PER_BLOCK_OPTIN: self.shared_per_block_optin,
-                                     _ATTR_MULTIPROCESSORS: self.multiprocessors}, attr, dev)
+        if not 0 <= dev < self.device_count:
+            return _INVALID_VALUE
+        return self._attribute(out, {
+            _ATTR_SHARED_PER_BLOCK: _per_device(self.shared_per_block, dev),
+            _ATTR_SHARED_PER_BLOCK_OPTIN: _per_device(self.shared_per_block_optin, dev),
+            _ATTR_MULTIPROCESSORS: _per_device(self.multiprocessors, dev)}, attr, dev)
 
     def _static(self, kernel):
         return self.static_shared.get(self._names[kernel], 0)
 
     def _shared_limit(self, kernel, dev):
-        return self._shared_limits.get((kernel, dev), self.shared_per_block - self._static(kernel))
+        return self._shared_limits.get(
+            (kernel, dev), _per_device(self.shared_per_block, dev) - self._static(kernel))
 
     def _kernel_attribute(self, out, attr, kernel, dev):
         if kernel not in self._names:
@@ -472,7 +567,7 @@ class RecordingDriver:
             return _INVALID_HANDLE
         value &= 0xFFFFFFFF
         if attr != _FUNC_MAX_DYNAMIC_SHARED or not 0 <= dev < self.device_count \
-                or value + self._static(kernel) > self.shared_per_block_optin:
+                or value + self._static(kernel) > _per_device(self.shared_per_block_optin, dev):
             return _INVALID_VALUE
         with self._lock:
             self.kernel_attributes.append((self._names[kernel], attr, value, dev))
@@ -486,14 +581,18 @@ class RecordingDriver:
         name = self._names.get(f)
         if name is None:
             return _INVALID_HANDLE
-        if shmem > self._shared_limit(f, self._device()):
+        ctx = self._stream_context(stream)  # a CUkernel runs in its stream's context
+        device = self._device_of(ctx)
+        if shmem > self._shared_limit(f, device):
             # the driver refuses more than the kernel's limit on the device
             return _INVALID_VALUE
-        status = self._runs(name, self._fatbins.get(f))
+        status = self._runs(name, self._fatbins.get(f), device)
         if status:
             return status
+        self._use_in(ctx, f)
         launch = Launch(name, (gx, gy, gz), (bx, by, bz), shmem, stream or 0,
-                        self._params(name, params), coop, cluster, dependent=dependent)
+                        self._params(name, params), coop, cluster, dependent=dependent,
+                        device=device)
         status = self._graph_state.record(stream or 0, launch)
         if status is None:
             with self._lock:
@@ -569,7 +668,7 @@ class RecordingDriver:
         if p.type != _NODE_CONDITIONAL:
             return _INVALID_VALUE  # the fake adds conditional nodes only
         status, node, bodies = self._graph_state.add_conditional(
-            graph or 0, p.ctx or 0, p.handle, p.kind, p.size)
+            graph or 0, p.ctx or 0, p.handle, p.kind, p.size, self._device_of(p.ctx))
         if status:
             return status
         p.bodies = bodies  # the driver's out-parameter
@@ -659,24 +758,33 @@ class RecordingDriver:
 
     # -- occupancy ---------------------------------------------------------------------
 
+    # A CUfunction from cuKernelGetFunction is the current context's: the
+    # queries answer for the current context's device.
+
     def _query(self, kind, func, block, smem, cluster, result):
         with self._lock:
             self.occupancy_queries.append(OccupancyQuery(
-                kind, self._names[func], block, smem, cluster, result))
+                kind, self._names[func], block, smem, cluster, result, self._device()))
+
+    def _model(self):
+        """The current device's occupancy model and multiprocessor count."""
+        dev = self._device()
+        return _per_device(self.occupancy, dev), _per_device(self.multiprocessors, dev)
 
     def _max_active_blocks(self, out, func, block, smem):
         if func not in self._names:
             return _INVALID_HANDLE
-        out[0] = self.occupancy(block, smem)
+        out[0] = self._model()[0](block, smem)
         self._query("max_active_blocks", func, block, smem, None, (out[0],))
         return 0
 
     def _max_potential_block_size(self, grid_out, block_out, func, callback, smem, limit):
         if func not in self._names:
             return _INVALID_HANDLE
+        occupancy, multiprocessors = self._model()
         best = max(range(32, (limit or 1024) + 1, 32),
-                   key=lambda b: (b * self.occupancy(b, smem), b))
-        grid_out[0] = self.occupancy(best, smem) * self.multiprocessors
+                   key=lambda b: (b * occupancy(b, smem), b))
+        grid_out[0] = occupancy(best, smem) * multiprocessors
         block_out[0] = best
         self._query("max_potential_block_size", func, 0, smem, None,
                     (grid_out[0], block_out[0]))
@@ -690,7 +798,8 @@ class RecordingDriver:
         if cluster is None:
             return _INVALID_CLUSTER_SIZE  # no cluster given and none compiled in
         block = math.prod(cfg.block)
-        out[0] = self.occupancy(block, cfg.sharedmem) * self.multiprocessors // math.prod(cluster)
+        occupancy, multiprocessors = self._model()
+        out[0] = occupancy(block, cfg.sharedmem) * multiprocessors // math.prod(cluster)
         self._query("max_active_clusters", func, block, cfg.sharedmem, cluster, (out[0],))
         return 0
 

@@ -29,7 +29,7 @@ from numba_cuda_launch.cudadrv.launch import emit_checked_mode
 from numba_cuda_launch.launch.plan import integer_range, launch_signature, plan_launch, \
     range_words
 
-__all__ = ["emit_launch", "launch_error_raiser", "start_launch", "planned",
+__all__ = ["emit_launch", "launch_error_raiser", "start_launch", "in_current_context", "planned",
            "HANDLE_OUTSIDE_GRAPH"]
 
 #: Why a launch given a conditional handle on a stream recording no graph is
@@ -69,6 +69,12 @@ def planned(context, cfg_ty, argtypes):
     add_reload_checks(context, checks)
     link_runtime(context)
     return plan
+
+
+def in_current_context(cfg):
+    """*cfg* with the NULL stream: what runs in the current context (an
+    occupancy query's or a graph update's function) checked for its device."""
+    return cfg._replace(stream=ir.Constant(ir.IntType(8).as_pointer(), None))
 
 
 def start_launch(context, builder, cfg_ty, cfg_val, argtypes):
@@ -215,7 +221,10 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
                 lambda p=producer: emit_producer_wait(builder, p, cfg.stream),
                 "cuStreamSynchronize of the producer stream of %s (its CUDA Array "
                 "Interface v3 'stream') failed" % where)
-    backend.emit_launch_checks(context, builder, guards, plan, cfg)
+    # An update sets the current context's function (its configuration's
+    # stream is not used): the checks are for the current device.
+    backend.emit_launch_checks(context, builder, guards, plan,
+                               cfg if submit is None else in_current_context(cfg))
     with builder.if_then(guards.ok(), likely=True):
         if submit is not None:
             status = submit(plan, cfg, values)

@@ -229,7 +229,7 @@ def _handle_create(typingctx, stream, default, assign_default):
 #: Why a conditional node was refused, after the driver's reasons.
 _REFUSED = ("the driver refused the node: its conditional handle must have been made "
             "(graphs.conditional_handle) on a stream recording this graph, or a graph "
-            "this body is inside, in the current context")
+            "this body is inside, whose stream is of the same context")
 _SWITCH_SIZE = "a SWITCH node has 1 to 2**32-1 bodies (n)"
 
 
@@ -371,7 +371,7 @@ _fail_end_body = _raiser("end_body", (
 def conditional_handle_status(stream, default=0, assign_default=True):
     """``(status, handle)``: a :class:`ConditionalHandle` made in the graph
     *stream* is recording (``cuGraphConditionalHandleCreate``), for the
-    current context. With *assign_default* (the default) it is set to
+    stream's context. With *assign_default* (the default) it is set to
     *default* (0..2**32-1) at the start of each launch of the graph;
     without, the driver applies no default (*default* must be 0) and the
     value is what kernels set (0 until one does): set it with a kernel

@@ -11,8 +11,8 @@ from numba.extending import lower_builtin
 
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.call import LaunchConfigAttributes, launch_error_raiser, \
-    start_launch
+from numba_cuda_launch.launch.call import LaunchConfigAttributes, in_current_context, \
+    launch_error_raiser, start_launch
 from numba_cuda_launch.launch.refusals import block_threads, check_block_threads, \
     emit_raise_if_failed
 from numba_cuda_launch.launch.launchconfig import LaunchConfig
@@ -87,7 +87,8 @@ def _emit_query(context, builder, sig, args, name):
         if modelled is None:
             status_ptr, func = backend.emit_function(context, builder, plan)
             guards.check_status(lambda: builder.load(status_ptr), "")
-            backend.emit_launch_checks(context, builder, guards, plan, cfg)
+            # the function is the current context's: its device's limit
+            backend.emit_launch_checks(context, builder, guards, plan, in_current_context(cfg))
 
         def ask():
             answer, values = modelled if modelled is not None else \

@@ -174,9 +174,10 @@ class DriverBackend(LaunchBackend):
         result = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
 
         def opt_in():
+            # on the launch's device: its stream's (docs/devices.md)
             builder.store(emit_dynamic_shared_opt_in(
-                builder, tag, cfg.sharedmem, lambda: self._emit_kernel(context, builder, plan)),
-                result)
+                builder, tag, cfg.sharedmem, lambda: self._emit_kernel(context, builder, plan),
+                cfg.stream), result)
             return builder.load(result)
 
         guards.check(lambda: builder.icmp_signed("==", opt_in(), ir.Constant(_i32, TOO_LARGE)),
