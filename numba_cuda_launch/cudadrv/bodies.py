@@ -14,7 +14,7 @@ from llvmlite import ir
 from numba.core import cgutils
 
 __all__ = ["SLOTS", "SYMBOL", "open_bodies", "emit_claim", "emit_record", "emit_release",
-           "emit_children_open"]
+           "emit_children_open", "emit_records_body"]
 
 #: Bodies that can be recorded at once in a process.
 SLOTS = 64
@@ -99,6 +99,17 @@ def emit_release(builder, stream):
         with builder.if_then(builder.icmp_unsigned("==", _load(builder, loop.index, _STREAM),
                                                    stream)):
             _clear(builder, loop.index)
+
+
+def emit_records_body(builder, stream):
+    """An ``i1``: *stream* is recording a body (it has a slot)."""
+    stream = _as_i64(builder, stream)
+    found = cgutils.alloca_once_value(builder, ir.Constant(_i1, 0))
+    with cgutils.for_range(builder, ir.Constant(_i32, SLOTS)) as loop:
+        with builder.if_then(builder.icmp_unsigned("==", _load(builder, loop.index, _STREAM),
+                                                   stream)):
+            builder.store(ir.Constant(_i1, 1), found)
+    return builder.load(found)
 
 
 def emit_children_open(builder, graph, is_capturing):

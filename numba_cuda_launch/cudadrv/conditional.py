@@ -1,7 +1,8 @@
 """Conditional graph nodes at run time: the driver calls that make a
 conditional handle in the graph a stream is recording, append an IF, WHILE
-or SWITCH node to that recording, and record a node's body on a second
-stream (``cuStreamBeginCaptureToGraph``), emitted for compiled code.
+or SWITCH node to that recording (noting the graph's device,
+:mod:`.graphdevices`), and record a node's body on a second stream
+(``cuStreamBeginCaptureToGraph``), emitted for compiled code.
 
 Each emitter returns the ``CUresult`` (``i32``), a reason (``i32``, one of
 the ``REASON_*`` values, 0 when the driver's status says it all) and what
@@ -17,8 +18,8 @@ from numba.core import cgutils
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_NOT_SUPPORTED,
                                       CUDA_ERROR_OUT_OF_MEMORY,
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-from numba_cuda_launch.cudadrv import bodies, driver
-from numba_cuda_launch.cudadrv.driver import emit_with_context
+from numba_cuda_launch.cudadrv import bodies, driver, graphdevices
+from numba_cuda_launch.cudadrv.driver import emit_launch_device, emit_with_context
 from numba_cuda_launch.cudadrv.graph import emit_is_capturing
 
 __all__ = [
@@ -193,6 +194,13 @@ def emit_add_conditional(builder, stream, handle, kind, size):
         builder.store(driver.call(builder, "cuStreamUpdateCaptureDependencies_v2", [
             stream, node, _NULL, ir.Constant(_i64, 1),
             ir.Constant(_i32, SET_CAPTURE_DEPENDENCIES)]), status)
+    # The outermost graph belongs to the stream's device (a body's nodes
+    # make it one of conditional nodes already): its replays are checked.
+    with builder.if_then(builder.and_(_ok(builder, status), builder.not_(
+            bodies.emit_records_body(builder, stream)))):
+        asked, device = emit_launch_device(builder, stream)
+        with builder.if_then(builder.icmp_signed("==", asked, ir.Constant(_i32, 0))):
+            graphdevices.emit_note(builder, builder.load(graph), device)
     failed = builder.not_(_ok(builder, status))
     bodies_out = builder.load(cgutils.gep_inbounds(builder, params, 0, 5))
     return (builder.load(status), builder.load(reason),

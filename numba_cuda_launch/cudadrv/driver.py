@@ -4,9 +4,10 @@ Compiled code calls driver functions only through the table, bound by name
 (``numba_cuda_launch_driver_table``, an llvmlite symbol), so a machine without
 a driver still compiles and its launches return ``CUDA_ERROR_NO_DEVICE``, tests
 swap in a recording fake driver (:func:`use_functions`), and ``cache=True``
-object code rebinds to this process's table; and the context such a call runs
-in (a thread with none gets device 0's primary context, as with the CUDA
-runtime API). docs/architecture.md.
+object code rebinds to this process's table; and the context and device such
+a call runs in (a launch's stream's, or the current context; a thread with
+none gets device 0's primary context, as with the CUDA runtime API).
+docs/architecture.md, docs/devices.md.
 """
 
 import contextlib
@@ -41,6 +42,7 @@ __all__ = [
     "emit_ensure_context",
     "emit_with_context",
     "emit_in_context",
+    "emit_launch_device",
 ]
 
 _i8p = ir.IntType(8).as_pointer()
@@ -402,10 +404,11 @@ def return_if_failed(builder, status, cleanup=None):
 
 
 # -- the context a call runs in ------------------------------------------------------
-# A CUkernel launches in whatever context is current on the calling thread:
-# the primary context numba-cuda and JAX use, or any other. A thread with no
-# current context (a fresh thread of a C caller's) gets device 0's primary
-# context, as with the CUDA runtime API.
+# A CUkernel launches in the context of its stream, or for the default
+# streams in whatever context is current on the calling thread: the primary
+# context numba-cuda and JAX use, or any other. A thread with no current
+# context (a fresh thread of a C caller's) gets device 0's primary context,
+# as with the CUDA runtime API.
 
 @cold_function("numba_cuda_launch_ensure_context", ())
 def _ensure_context(fn, builder):
@@ -468,3 +471,27 @@ def emit_in_context(builder, emit_call):
     builder.branch(done)
     builder.position_at_end(done)
     return builder.load(status)
+
+
+#: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: with 0, the streams whose work
+#: runs in the current context
+_LAST_DEFAULT_STREAM = 2
+
+
+def emit_launch_device(builder, stream):
+    """``(status, device)`` (``i32``): the device a launch on *stream* (an
+    ``i8*``) runs on. A ``CUkernel`` runs in its stream's context, the
+    current one for the default streams (0, 1, 2): ``cuStreamGetDevice``
+    (CUDA 12.8) for the others, ``cuCtxGetDevice`` for these and on a
+    driver without it."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
+    device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    own = builder.icmp_unsigned(">", builder.ptrtoint(stream, ir.IntType(64)),
+                                ir.Constant(ir.IntType(64), _LAST_DEFAULT_STREAM))
+    with builder.if_then(own):
+        builder.store(call(builder, "cuStreamGetDevice", [stream, device]), status)
+    missing = builder.icmp_signed("==", builder.load(status),
+                                  ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
+    with builder.if_then(missing):
+        builder.store(call(builder, "cuCtxGetDevice", [device]), status)
+    return builder.load(status), builder.load(device)

@@ -2,25 +2,27 @@
 instantiation, replay and update, emitted for compiled code.
 
 Each emitter returns the ``CUresult`` (``i32``, 0 on success) and, where the
-driver hands one back, the handle (``i8*``, NULL on failure); nothing here
-keeps state. The nopython surface is :mod:`numba_cuda_launch.launch.graph`
-(docs/graphs.md).
+driver hands one back, the handle (``i8*``, NULL on failure); the only state
+kept is the device of graphs with conditional nodes (:mod:`.graphdevices`),
+whose replays on another device's stream are refused. The nopython surface
+is :mod:`numba_cuda_launch.launch.graph` (docs/graphs.md, docs/devices.md).
 """
 
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_VALUE,
+from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE,
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                                       CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
                                       CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
-from numba_cuda_launch.cudadrv import bodies, driver
-from numba_cuda_launch.cudadrv.driver import emit_in_context, emit_with_context
+from numba_cuda_launch.cudadrv import bodies, driver, graphdevices
+from numba_cuda_launch.cudadrv.driver import emit_in_context, emit_launch_device, \
+    emit_with_context
 
 __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
     "NODE_OK", "NODE_NOT_CAPTURING", "NODE_NOT_ONE", "NODE_NOT_KERNEL",
-    "LAUNCH_WHILE_LIMIT",
+    "LAUNCH_WHILE_LIMIT", "LAUNCH_OTHER_DEVICE",
     "UPDATE_RESULTS", "kernel_node_params_type",
     "emit_begin_capture", "emit_end_capture", "emit_abort_capture",
     "emit_last_node", "emit_instantiate", "emit_graph_launch",
@@ -41,8 +43,9 @@ _NODE_TYPE_KERNEL = 0
 #: Why :func:`emit_last_node` found no kernel node (0: it did).
 NODE_OK, NODE_NOT_CAPTURING, NODE_NOT_ONE, NODE_NOT_KERNEL = 0, 1, 2, 3
 #: Why a graph launch failed, where known (0: the status says it all): a
-#: simulated WHILE node at its iteration limit.
-LAUNCH_WHILE_LIMIT = 1
+#: simulated WHILE node at its iteration limit; a graph with conditional
+#: nodes launched on a stream of another device than its own.
+LAUNCH_WHILE_LIMIT, LAUNCH_OTHER_DEVICE = 1, 2
 
 #: CUgraphExecUpdateResult values, as the driver names them.
 UPDATE_RESULTS = {
@@ -92,10 +95,14 @@ def emit_end_capture(builder, stream):
     graph = cgutils.alloca_once_value(builder, _NULL)
     status = cgutils.alloca_once_value(builder,
                                        ir.Constant(_i32, CUDA_ERROR_STREAM_CAPTURE_UNJOINED))
-    open_ = bodies.emit_children_open(builder, _recording(builder, stream),
+    recording = _recording(builder, stream)
+    open_ = bodies.emit_children_open(builder, recording,
                                       lambda s: emit_is_capturing(builder, s))
     with builder.if_then(builder.not_(open_), likely=True):
         builder.store(driver.call(builder, "cuStreamEndCapture", [stream, graph]), status)
+        with builder.if_then(builder.icmp_signed("==", builder.load(status), ir.Constant(
+                _i32, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)), likely=False):
+            graphdevices.emit_forget(builder, recording)  # the driver dropped it
         # a body's recording ended (unless the capture goes on elsewhere)
         with builder.if_then(builder.icmp_signed("!=", builder.load(status), ir.Constant(
                 _i32, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD))):
@@ -187,21 +194,45 @@ def emit_last_node(builder, stream):
 
 def emit_instantiate(builder, graph):
     """``cuGraphInstantiateWithFlags`` (no flags); returns ``(status,
-    CUgraphExec)``."""
+    CUgraphExec)``. The executable graph of a graph with conditional nodes
+    takes its device."""
     exe = cgutils.alloca_once_value(builder, _NULL)
     status = emit_with_context(builder, lambda: driver.call(
         builder, "cuGraphInstantiateWithFlags", [exe, graph, ir.Constant(_i64, 0)]))
+    with builder.if_then(builder.icmp_signed("==", status, ir.Constant(_i32, 0))):
+        device = graphdevices.emit_device_of(builder, graph)
+        with builder.if_else(builder.icmp_signed(">=", device, ir.Constant(_i32, 0))) as (
+                noted, plain):
+            with noted:
+                graphdevices.emit_note(builder, builder.load(exe), device)
+            with plain:  # a handle the driver gives again is not its old graph's
+                graphdevices.emit_forget(builder, builder.load(exe))
     return status, builder.load(exe)
 
 
 def emit_graph_launch(builder, exe, stream):
     """``cuGraphLaunch(exe, stream)``; a thread with no current context gets
     device 0's primary context and launches again (as kernel launches do).
-    Returns ``(status, reason)``, the reason 0 (the simulator's launches
-    have one, :data:`LAUNCH_WHILE_LIMIT`)."""
-    status = emit_in_context(builder, lambda: driver.call(builder, "cuGraphLaunch",
-                                                         [exe, stream]))
-    return status, ir.Constant(_i32, 0)
+    Returns ``(status, reason)``: the reason :data:`LAUNCH_OTHER_DEVICE`
+    with ``CUDA_ERROR_INVALID_CONTEXT`` when *exe* has conditional nodes of
+    another device than *stream*'s, refused before the driver, else 0 (the
+    simulator's launches have one, :data:`LAUNCH_WHILE_LIMIT`)."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    own = graphdevices.emit_device_of(builder, exe)
+    with builder.if_then(builder.icmp_signed(">=", own, ir.Constant(_i32, 0)), likely=False):
+        asked, device = emit_launch_device(builder, stream)
+        # a failed query (no current context for a default stream) is no answer
+        with builder.if_then(builder.and_(
+                builder.icmp_signed("==", asked, ir.Constant(_i32, 0)),
+                builder.icmp_signed("!=", device, own))):
+            builder.store(ir.Constant(_i32, CUDA_ERROR_INVALID_CONTEXT), status)
+            builder.store(ir.Constant(_i32, LAUNCH_OTHER_DEVICE), reason)
+    with builder.if_then(builder.icmp_signed("==", builder.load(reason), ir.Constant(_i32, 0)),
+                         likely=True):
+        builder.store(emit_in_context(builder, lambda: driver.call(
+            builder, "cuGraphLaunch", [exe, stream])), status)
+    return builder.load(status), builder.load(reason)
 
 
 # CUgraphExecUpdateResultInfo: result (i32), errorNode, errorFromNode.
@@ -259,8 +290,10 @@ def emit_kernel_node_attribute(builder, node, attr, count):
 
 
 def emit_graph_destroy(builder, graph):
+    graphdevices.emit_forget(builder, graph)
     return driver.call(builder, "cuGraphDestroy", [graph])
 
 
 def emit_exec_destroy(builder, exe):
+    graphdevices.emit_forget(builder, exe)
     return driver.call(builder, "cuGraphExecDestroy", [exe])

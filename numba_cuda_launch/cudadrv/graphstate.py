@@ -7,6 +7,7 @@ graphs here, so they answer alike (docs/graphs.md, "Testing without a GPU").
 """
 
 import ctypes
+import itertools
 import threading
 from dataclasses import dataclass, field
 
@@ -180,6 +181,10 @@ def _initial(handles):
     return {h: r.default if r.assign_default else 0 for h, r in handles.items()}
 
 
+# Handles are never reused in a process, across instances too, as the
+# driver's are not while alive (the package remembers some by handle).
+_numbers = itertools.count(1)
+
 #: Bodies a conditional node of each kind may have (WHILE one, IF one or
 #: two, SWITCH any number from one).
 _BODY_COUNTS = {COND_IF: (1, 2), COND_WHILE: (1, 1), COND_SWITCH: (1, 1 << 32)}
@@ -204,11 +209,10 @@ class GraphState:
         self._keep_destroyed = keep_destroyed
         self._own = own
         self._update = update
-        self._next = 0
 
-    def _handle(self, base):
-        self._next += 1
-        return base + 16 * self._next
+    @staticmethod
+    def _handle(base):
+        return base + 16 * next(_numbers)
 
     @staticmethod
     def _live(table, handle):

@@ -20,14 +20,14 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.errors import CUDA_ERROR_NOT_FOUND
 from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.cudadrv.driver import emit_ensure_context, emit_in_context
+from numba_cuda_launch.cudadrv.driver import emit_ensure_context, emit_in_context, \
+    emit_launch_device
 
 __all__ = ["ATTRIBUTE_COOPERATIVE", "ATTRIBUTE_CLUSTER_DIMENSION",
            "ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION",
            "launch_config_type", "launch_attribute_type", "emit_launch_config",
-           "emit_kernel_launch", "emit_launch_device",
+           "emit_kernel_launch",
            "emit_dynamic_shared_opt_in", "TOO_LARGE", "MAX_DEVICES", "DEFAULT_PER_BLOCK",
            "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES",
            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "check_pointers", "pointer_checks_enabled",
@@ -135,9 +135,7 @@ DEFAULT_PER_BLOCK = 48 * 1024
 #: asks the driver for the launch's device, no more); launches on others
 #: take the cold path
 MAX_DEVICES = 32
-#: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: with 0, the streams whose work
-#: runs in the current context
-_LAST_DEFAULT_STREAM = 2
+
 _PER_DEVICE = ir.ArrayType(_i32, MAX_DEVICES)
 #: what :func:`emit_dynamic_shared_opt_in` returns when the size is more
 #: than the device allows a block of the kernel (never a CUresult)
@@ -150,25 +148,6 @@ def _globals(module, tag):
     return [driver.zeroed_global(module, name, ty, 4) for name, ty in (
         ("numba_cuda_launch_shared_ok_" + tag, _i32),
         ("numba_cuda_launch_shared_dev_" + tag, _PER_DEVICE))]
-
-
-def emit_launch_device(builder, stream):
-    """``(status, device)`` (``i32``): the device a launch on *stream* (an
-    ``i8*``) runs on. A ``CUkernel`` runs in its stream's context, the
-    current one for the default streams (0, 1, 2): ``cuStreamGetDevice``
-    (CUDA 12.8) for the others, ``cuCtxGetDevice`` for these and on a
-    driver without it."""
-    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
-    device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
-    own = builder.icmp_unsigned(">", builder.ptrtoint(stream, ir.IntType(64)),
-                                ir.Constant(ir.IntType(64), _LAST_DEFAULT_STREAM))
-    with builder.if_then(own):
-        builder.store(driver.call(builder, "cuStreamGetDevice", [stream, device]), status)
-    missing = builder.icmp_signed("==", builder.load(status),
-                                  ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
-    with builder.if_then(missing):
-        builder.store(driver.call(builder, "cuCtxGetDevice", [device]), status)
-    return builder.load(status), builder.load(device)
 
 
 @driver.cold_function("numba_cuda_launch_raise_dynamic_shared",

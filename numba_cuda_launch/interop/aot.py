@@ -31,7 +31,7 @@ from numba_cuda_launch._version import __version__
 from numba_cuda_launch.compat import numba_cfunc
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.kernels.foreign import live_kernel_name
-from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.cudadrv import driver, graphdevices
 from numba_cuda_launch.cudadrv import launch as _driver_launch
 
 __all__ = ["ABI_VERSION", "AotBuildError", "Library", "build", "check_library", "main"]
@@ -42,7 +42,8 @@ _RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clib")
 _RUNTIME = "ncl_runtime.c"
 # The symbols compiled launch code references in this package's process,
 # defined by the C runtime instead.
-_RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, _driver_launch.FLAG_SYMBOL}
+_RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, _driver_launch.FLAG_SYMBOL, graphdevices.SYMBOL,
+                    graphdevices.USED_SYMBOL}
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # C (C23) and C++ (C++23) keywords: the header is included from both.
 _C_KEYWORDS = frozenset(
@@ -376,6 +377,7 @@ def _source(exports, prefix, build_info):
         '#include "lib.h"',  # the header, so the compiler checks it against the definitions
         "#define NCL_PREFIX %s" % prefix, "#define NCL_ABI %d" % ABI_VERSION,
         "#define NCL_ENTRY_COUNT %du" % len(names),
+        "#define NCL_GRAPH_DEVICE_SLOTS %d" % graphdevices.SLOTS,
         "#define NCL_CU_GET_ERROR_NAME %d" % names.index("cuGetErrorName"),
         "static const char *const ncl_entry_names[] = {%s};"
         % ", ".join('"%s"' % n for n in names),

@@ -297,6 +297,11 @@ _NO_CAPTURE, _BODY_OPEN = 1, 2
 #: end_capture's refusal while a body of the graph is being recorded
 BODY_OPEN = ("a body of one of its conditional nodes is still being recorded on another "
              "stream: end that first (graphs.end_body)")
+#: a replay refused on a stream of another device (cudadrv/graphdevices.py)
+OTHER_DEVICE = ("the graph has conditional nodes, which belong to the device it was "
+                "recorded on, and the stream is of another device (or, for a default "
+                "stream, the current context is): launch it on a stream of its own device, "
+                "or record the graph again on this one (a graph per device)")
 _fail_begin = _raiser("begin_capture", tuple(enumerate(_BEGIN_MESSAGES, 1)))
 _fail_end = _raiser("end_capture", (
     (_NO_CAPTURE, "no capture is in progress on this stream (begin one with "
@@ -322,6 +327,7 @@ _fail_launch = _raiser("launch", (
      "(NUMBA_CUDA_LAUNCH_SIM_WHILE_LIMIT, 100000 by default) and its condition is still "
      "not 0: a kernel of the body must set it to 0 (graphs.set_conditional) to end the "
      "loop"),
+    (_rt.LAUNCH_OTHER_DEVICE, OTHER_DEVICE),
 ))
 _fail_update = _raiser("update", tuple(
     (result, "the graph cannot update this executable graph: " + text)

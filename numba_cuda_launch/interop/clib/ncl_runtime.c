@@ -4,7 +4,8 @@
  * pointers (numba_cuda_launch_driver_table, entry points in the order of
  * numba_cuda_launch.cudadrv.driver.ENTRY_POINTS) and reads one int32 flag
  * (numba_cuda_launch_check_pointers). In Python both live in the package;
- * here they are defined and the table is bound on first use from
+ * here they are defined (with the table of graphs' devices the graph launch
+ * code keeps) and the table is bound on first use from
  * libcuda.so.1, opened with dlopen, so the library needs only libc and libdl.
  *
  * The generated file that includes this one defines NCL_PREFIX (the prefix
@@ -32,6 +33,11 @@
 
 void *numba_cuda_launch_driver_table[NCL_ENTRY_COUNT];
 int32_t numba_cuda_launch_check_pointers;
+/* The devices of graphs with conditional nodes, whose replays on a stream of
+ * another device are refused (numba_cuda_launch/cudadrv/graphdevices.py). */
+struct { uint64_t handle; int64_t device; }
+    numba_cuda_launch_graph_devices[NCL_GRAPH_DEVICE_SLOTS];
+int32_t numba_cuda_launch_graph_devices_used;
 
 typedef int (*ncl_get_proc_v2)(const char *, void **, int, uint64_t, int *);
 typedef int (*ncl_get_proc_v1)(const char *, void **, int, uint64_t);
