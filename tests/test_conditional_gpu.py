@@ -10,28 +10,11 @@ from numba import cuda, njit
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
-from support.conditional_kernels import count_down, halvings, record_nested
+from support.conditional_kernels import TPB, clear, count_down, halve, halvings, \
+    record_halving, record_nested
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()
-TPB = 128
-
-
-@cuda.jit
-def clear(handle):
-    if cuda.grid(1) == 0:
-        graphs.set_conditional(handle, 0)  # stop, unless a point says otherwise
-
-
-@cuda.jit
-def halve(x, tol, handle, count):
-    i = cuda.grid(1)
-    if i == 0:
-        count[0] += 1
-    if i < x.size:
-        x[i] = x[i] / np.float32(2)
-        if abs(x[i]) > tol:
-            graphs.set_conditional(handle, 1)
 
 
 @cuda.jit
@@ -45,22 +28,6 @@ def affine(x, a, b, out):
 def set_value(handle, v):
     if cuda.grid(1) == 0:
         graphs.set_conditional(handle, v)
-
-
-@njit
-def record_halving(x, count, tol, stream, body):
-    g = (x.size + TPB - 1) // TPB
-    graphs.begin_capture(stream)
-    h = graphs.conditional_handle(stream, 1)
-    loop = graphs.add_while(stream, h)
-    graphs.begin_body(body, loop)
-    clear[1, 1, body](h)
-    halve[g, TPB, body](x, tol, h, count)
-    graphs.end_body(body)
-    graph = graphs.end_capture(stream)
-    exe = graph.instantiate()
-    graph.destroy()
-    return exe
 
 
 @pytest.mark.parametrize("n", [1, 1000, 100_000])

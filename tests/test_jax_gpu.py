@@ -267,6 +267,38 @@ def test_shard_map_over_two_gpus():
     np.testing.assert_array_equal(np.asarray(out), x + x + y)
 
 
+@pytest.mark.skipif(len([d for d in jax.devices() if d.platform == "gpu"]) < 2,
+                    reason="needs 2 GPUs")
+def test_sharded_jit_over_two_gpus_equals_one_gpu():
+    # jax.jit of a jax_kernel call on arrays sharded over both GPUs: by
+    # shard_map (each device's handler launches on its half), and left to
+    # XLA's partitioner (the custom call runs where XLA places it); both
+    # bit-equal to the same jit on one GPU, each device's image loaded there.
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    try:
+        from jax import shard_map
+    except ImportError:
+        from jax.experimental.shard_map import shard_map
+    devices = np.array(jax.devices()[:2])
+    mesh = Mesh(devices, ("d",))
+    x, y = random(2 * 40960, np.float32), random(2 * 40960, np.float32)
+
+    def body(x, y):
+        return jnp.sin(TWICE_PLUS(x, y)) * 2
+
+    one = np.asarray(jax.jit(body)(jax.device_put(x, devices[0]), jax.device_put(y, devices[0])))
+    halves = NamedSharding(mesh, P("d"))
+    xs, ys = jax.device_put(x, halves), jax.device_put(y, halves)
+    by_shard_map = jax.jit(shard_map(body, mesh=mesh, in_specs=(P("d"), P("d")),
+                                     out_specs=P("d")))(xs, ys)
+    by_xla = jax.jit(body, out_shardings=halves)(xs, ys)
+    for out in (by_shard_map, by_xla):
+        assert {s.device for s in out.addressable_shards} == set(devices)
+        np.testing.assert_array_equal(np.asarray(out), one)
+    np.testing.assert_allclose(one, np.sin(x + x + y) * 2, rtol=1e-6, atol=1e-6)
+
+
 def test_scalars_bound_by_name_and_float16_scalar():
     # declared in another order than the kernel's parameters: bound by name
     k = jax_kernel(axpb, lambda x, a, b: x, lambda x, a, b: grid_for(x),

@@ -1,12 +1,15 @@
-"""Kernels and a recorder shared by the conditional-node tests on a GPU and
-under the simulator (and ci/gpu_conditional_probe.py): a counter that stops
-its WHILE loop, one that re-arms an inner loop, a WHILE loop nested in
-another, and NumPy's count of a halving loop."""
+"""Kernels and recorders shared by the conditional-node tests on a GPU and
+under the simulator (and ci/gpu_conditional_probe.py, tests/test_devices_gpu.py):
+a counter that stops its WHILE loop, one that re-arms an inner loop, a
+WHILE loop nested in another, a WHILE loop halving an array until no
+element is above a tolerance, and NumPy's count of that loop."""
 
 import numpy as np
 from numba import cuda, njit
 
 from numba_cuda_launch import graphs
+
+TPB = 128
 
 
 @cuda.jit
@@ -59,3 +62,36 @@ def halvings(x, tol):
         n += 1
         if not (np.abs(x) > tol).any():
             return x, n
+
+
+@cuda.jit
+def clear(handle):
+    if cuda.grid(1) == 0:
+        graphs.set_conditional(handle, 0)  # stop, unless a point says otherwise
+
+
+@cuda.jit
+def halve(x, tol, handle, count):
+    i = cuda.grid(1)
+    if i == 0:
+        count[0] += 1
+    if i < x.size:
+        x[i] = x[i] / np.float32(2)
+        if abs(x[i]) > tol:
+            graphs.set_conditional(handle, 1)
+
+
+@njit
+def record_halving(x, count, tol, stream, body):
+    g = (x.size + TPB - 1) // TPB
+    graphs.begin_capture(stream)
+    h = graphs.conditional_handle(stream, 1)
+    loop = graphs.add_while(stream, h)
+    graphs.begin_body(body, loop)
+    clear[1, 1, body](h)
+    halve[g, TPB, body](x, tol, h, count)
+    graphs.end_body(body)
+    graph = graphs.end_capture(stream)
+    exe = graph.instantiate()
+    graph.destroy()
+    return exe
