@@ -27,7 +27,8 @@ class KernelHandle:
     """A kernel overload ready to launch from C.
 
     ``handle`` is a ``CUkernel`` (usable as the ``CUfunction`` of
-    ``cuLaunchKernel``; it launches in the context current at launch time),
+    ``cuLaunchKernel``; it launches in its stream's context, the one current
+    at launch time for the default streams),
     or, for a foreign kernel another library loaded, that library's handle:
     ``handle_kind`` says which (a ``CUfunction`` launches only where its
     context is current; such a kernel has no ``image``, None).
