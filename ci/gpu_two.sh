@@ -24,7 +24,6 @@ echo "== two-GPU tests"
 timeout 300 python3 -m pytest -q -rfEsP -p no:cacheprovider -n 4 \
   tests/test_devices_gpu.py tests/test_devices_cpu.py \
   tests/test_gpu.py::test_second_device_context \
-  tests/test_jax_gpu.py::test_shard_map_over_two_gpus \
   tests/test_jax_gpu.py::test_sharded_jit_over_two_gpus_equals_one_gpu \
   tests/test_jax_gpu.py::test_multiprocess_example_two_gpus \
   2>&1 | tee "$OUT/two_gpu_tests.log" | grep -v '^\[Gloo\]' | tail -60

@@ -24,6 +24,8 @@ from numba_cuda_launch.cudadrv.graphdevices import known_devices
 from numba_cuda_launch.testing import RecordingDriver
 
 import aot_kernels as K
+from support.cold_path import CountingDriver
+from support.conditional_kernels import count_down
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KIB = 1024
@@ -152,24 +154,8 @@ def test_a_thread_per_device():
     assert Counter((l.device, data(l)) for l in rec.launches) == {(0, X0): 20, (1, X0 + 1): 20}
 
 
-class _CountingDriver(RecordingDriver):
-    """Counts the queries of the opt-in's cold path (the kernel's and the
-    device's attributes), which a launch whose device's limit is known
-    never makes."""
-
-    cold_queries = 0
-
-    def _kernel_attribute(self, *args):
-        self.cold_queries += 1
-        return super()._kernel_attribute(*args)
-
-    def _device_attribute(self, *args):
-        self.cold_queries += 1
-        return super()._device_attribute(*args)
-
-
 def test_shared_memory_is_raised_once_on_each_launchs_device():
-    rec = _CountingDriver(compute_capability={0: (9, 0), 1: (9, 0)})
+    rec = CountingDriver(compute_capability={0: (9, 0), 1: (9, 0)})
     rec.add_stream(S0, 0)
     rec.add_stream(S1, 1)
     with rec:
@@ -291,21 +277,13 @@ def test_graphs_recorded_and_replayed_per_device():
     exe0.destroy(), exe1.destroy()
 
 
-@cuda.jit
-def count_to(c, handle, limit):
-    if cuda.grid(1) == 0:
-        c[0] += 1
-        if c[0] >= limit:
-            graphs.set_conditional(handle, 0)
-
-
 @njit
-def record_loop(c, stream, body, limit):
-    cs = numba.carray(ncl.as_voidptr(c), (1,), np.int32)
+def record_loop(c, stream, body):
+    cs = numba.carray(ncl.as_voidptr(c), (2,), np.int32)
     graphs.begin_capture(stream)
     h = graphs.conditional_handle(stream, 1)
     graphs.begin_body(body, graphs.add_while(stream, h))
-    count_to[1, 32, body](cs, h, limit)
+    count_down[1, 32, body](cs, h)
     graphs.end_body(body)
     graph = graphs.end_capture(stream)
     exe = graph.instantiate()
@@ -322,7 +300,7 @@ def test_conditional_nodes_replay_on_their_device_and_are_refused_on_the_other()
     with two_devices() as rec:
         rec.add_stream(0x5180, 1)  # device 1's body stream
         rec.use_device(0)
-        exe, h = record_loop(X1, S1, 0x5180, 10)  # recorded on device 1, device 0 current
+        exe, h = record_loop(X1, S1, 0x5180)  # recorded on device 1, device 0 current
         assert known_devices()[exe.handle] == 1
         assert replay(exe, S1) == 0
         assert replay(exe, S0) == INVALID_CONTEXT  # refused before the driver
@@ -349,8 +327,8 @@ def test_conditional_graphs_on_each_device():
     with two_devices() as rec:
         rec.add_stream(0x5080, 0)
         rec.add_stream(0x5180, 1)
-        exe0, h0 = record_loop(X0, S0, 0x5080, 3)
-        exe1, h1 = record_loop(X1, S1, 0x5180, 4)
+        exe0, h0 = record_loop(X0, S0, 0x5080)
+        exe1, h1 = record_loop(X1, S1, 0x5180)
         assert (replay(exe0, S0), replay(exe1, S1)) == (0, 0)
         assert (replay(exe0, S1), replay(exe1, S0)) == (INVALID_CONTEXT, INVALID_CONTEXT)
         noted = known_devices()

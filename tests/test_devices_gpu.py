@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 
-import numba
 import numpy as np
 import pytest
 from numba import cuda, njit
@@ -19,6 +18,7 @@ from numba import cuda, njit
 import numba_cuda_launch as ncl
 from numba_cuda_launch import aot, graphs
 from support.conditional_kernels import halvings, record_halving
+from support.kernels import block_reverse
 
 import aot_kernels as K
 
@@ -31,30 +31,19 @@ KIB = 1024
 INVALID_CONTEXT = 201
 
 
-@cuda.jit
-def reverse_scale(x, a, out):
-    """Each block's items reversed through dynamic shared memory, times a."""
-    s = cuda.shared.array(0, numba.float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    s[t] = x[i]
-    cuda.syncthreads()
-    out[i] = a * s[cuda.blockDim.x - 1 - t]
-
-
-def reverse_scale_ref(x, a):
-    return (np.float32(a) * x.reshape(-1, TPB)[:, ::-1]).ravel()
+def block_reverse_ref(x):
+    return x.reshape(-1, TPB)[:, ::-1].ravel()
 
 
 @njit
 def on_both(x0, out0, x1, out1, s0, s1, sharedmem):
-    reverse_scale[x0.size // TPB, TPB, s0, sharedmem](x0, np.float32(2), out0)
-    reverse_scale[x1.size // TPB, TPB, s1, sharedmem](x1, np.float32(-3), out1)
+    block_reverse[x0.size // TPB, TPB, s0, sharedmem](x0, out0)
+    block_reverse[x1.size // TPB, TPB, s1, sharedmem](x1, out1)
 
 
 @njit
-def on_default_stream(x, a, out, sharedmem):
-    reverse_scale[x.size // TPB, TPB, 0, sharedmem](x, a, out)
+def on_default_stream(x, out, sharedmem):
+    block_reverse[x.size // TPB, TPB, 0, sharedmem](x, out)
 
 
 def per_device(make):
@@ -80,8 +69,8 @@ def test_one_njit_call_launches_on_both_devices(sharedmem):
     with cuda.gpus[0]:
         on_both(d0, o0, d1, o1, s0, s1, sharedmem)
     s0.synchronize(), s1.synchronize()
-    np.testing.assert_array_equal(o0.copy_to_host(), reverse_scale_ref(x0, 2))
-    np.testing.assert_array_equal(o1.copy_to_host(), reverse_scale_ref(x1, -3))
+    np.testing.assert_array_equal(o0.copy_to_host(), block_reverse_ref(x0))
+    np.testing.assert_array_equal(o1.copy_to_host(), block_reverse_ref(x1))
 
 
 @pytest.mark.parametrize("sharedmem", [TPB * 4, 100 * KIB])
@@ -93,10 +82,9 @@ def test_each_device_current_in_turn(sharedmem):
         for device in (1, 0):
             with cuda.gpus[device]:
                 x, dx, out = fresh(n)
-                a = np.float32(rng.uniform(-4, 4))
-                on_default_stream(dx, a, out, sharedmem)
+                on_default_stream(dx, out, sharedmem)
                 cuda.synchronize()
-                results.append((out.copy_to_host(), reverse_scale_ref(x, a)))
+                results.append((out.copy_to_host(), block_reverse_ref(x)))
         for got, want in results:
             np.testing.assert_array_equal(got, want)
 

@@ -249,26 +249,6 @@ def test_command_buffers_enabled():
 
 @pytest.mark.skipif(len([d for d in jax.devices() if d.platform == "gpu"]) < 2,
                     reason="needs 2 GPUs")
-def test_shard_map_over_two_gpus():
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    try:
-        from jax import shard_map
-    except ImportError:
-        from jax.experimental.shard_map import shard_map
-    devices = np.array(jax.devices()[:2])
-    mesh = Mesh(devices, ("d",))
-    x, y = random(2 * 4096, np.float32), random(2 * 4096, np.float32)
-    f = jax.jit(shard_map(TWICE_PLUS, mesh=mesh, in_specs=(P("d"), P("d")), out_specs=P("d")))
-    xs = jax.device_put(x, NamedSharding(mesh, P("d")))
-    ys = jax.device_put(y, NamedSharding(mesh, P("d")))
-    out = f(xs, ys)
-    assert {s.device for s in out.addressable_shards} == set(devices)
-    np.testing.assert_array_equal(np.asarray(out), x + x + y)
-
-
-@pytest.mark.skipif(len([d for d in jax.devices() if d.platform == "gpu"]) < 2,
-                    reason="needs 2 GPUs")
 def test_sharded_jit_over_two_gpus_equals_one_gpu():
     # jax.jit of a jax_kernel call on arrays sharded over both GPUs: by
     # shard_map (each device's handler launches on its half), and left to

@@ -12,6 +12,7 @@ import pytest
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl
+from support.cold_path import CountingDriver
 from support.nvrtc import nvrtc_ptx
 from numba_cuda_launch.testing import RecordingDriver
 
@@ -157,21 +158,6 @@ def test_triton_kernel_above_48_kib_is_accepted():
     assert rec.kernel_attributes == [("add_kernel", MAX_DYNAMIC, OPTIN, 0)]
 
 
-class _CountingDriver(RecordingDriver):
-    """Counts the queries of the opt-in's cold path (the kernel's and the
-    device's attributes), which a launch whose limit is known never makes."""
-
-    cold_queries = 0
-
-    def _kernel_attribute(self, *args):
-        self.cold_queries += 1
-        return super()._kernel_attribute(*args)
-
-    def _device_attribute(self, *args):
-        self.cold_queries += 1
-        return super()._device_attribute(*args)
-
-
 @pytest.mark.parametrize("device", [0, 1])
 def test_one_device_of_two_takes_no_cold_path_after_its_first_launch(device):
     # A process using one GPU of two never learns the other's limit: its
@@ -179,7 +165,7 @@ def test_one_device_of_two_takes_no_cold_path_after_its_first_launch(device):
     # device's limit (before, each took the cold path: attribute queries).
     kernel, _ = make_numba_cuda()
     go, _ = launcher(kernel)
-    with _CountingDriver() as rec:
+    with CountingDriver() as rec:
         rec.device_count = 2
         rec._thread.ctx = 0xC0 + device  # the fake's primary context of the device
         assert go(0x1000, 100 * KIB) == 0  # first: the limit raised on this device
@@ -198,7 +184,7 @@ def test_a_device_not_yet_seen_takes_the_cold_path():
     # 0's launch, so its first launch asks (and raises its limit)
     kernel, _ = make_numba_cuda()
     go, _ = launcher(kernel)
-    with _CountingDriver() as rec:
+    with CountingDriver() as rec:
         rec.device_count = 2
         assert go(0x1000, 100 * KIB) == 0
         first = rec.cold_queries
