@@ -182,8 +182,8 @@ def test_driver_answer_for_a_conditional_graph_on_the_other_device():
 
     exe, x, dx, count, stream = _halving_on(0)
     other = per_device(lambda dev: cuda.stream())[1]
-    (status,) = d.cuGraphLaunch(exe.handle, int(other.handle))
-    synced = [d.cuStreamSynchronize(int(s.handle))[0] for s in (other, stream)]
+    (status,) = d.cuGraphLaunch(d.CUgraphExec(exe.handle), other.handle)
+    synced = [d.cuStreamSynchronize(s.handle)[0] for s in (other, stream)]
     print("cuGraphLaunch of a device-0 graph with a WHILE node on a device-1 stream:",
           status, "synchronize:", synced, "count:", count.copy_to_host()[0])
     assert synced == [d.CUresult.CUDA_SUCCESS] * 2
