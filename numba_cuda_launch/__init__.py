@@ -10,8 +10,6 @@ compiled to a direct ``cuLaunchKernel`` call with no Python in the way
 
 from __future__ import annotations
 
-import typing as _typing
-
 from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.compat import versions as _versions
 
@@ -59,9 +57,6 @@ from numba_cuda_launch.cudadrv.launch import (  # noqa: E402
     pointer_checks_enabled,
 )
 
-if _typing.TYPE_CHECKING:
-    from numba_cuda_launch.config import ComputeCapabilities, ComputeCapability
-
 __all__ = [
     "__version__",
     "CudaError",
@@ -95,7 +90,8 @@ __all__ = [
 ]
 
 
-def set_compute_capability(cc: ComputeCapability | ComputeCapabilities | None) -> None:
+def set_compute_capability(
+        cc: _config.ComputeCapability | _config.ComputeCapabilities | None) -> None:
     """Build kernel images for compute capability *cc* (``(9, 0)``,
     ``"9.0"``, ...) when no GPU is present; ``None`` clears the setting
     (ValueError for any other value). A list (``[(8, 0), (9, 0)]``) builds
