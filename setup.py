@@ -21,8 +21,8 @@ setup(
     license="BSD-2-Clause",
     packages=find_packages(include=["numba_cuda_launch", "numba_cuda_launch.*"]),
     # the C runtime of libraries built by numba_cuda_launch.aot; PEP 561: the
-    # type hints (stubs of the public modules) are for type checkers too.
-    package_data={"numba_cuda_launch": ["py.typed", "*.pyi"],
+    # modules' own type hints are for type checkers too.
+    package_data={"numba_cuda_launch": ["py.typed"],
                   "numba_cuda_launch.interop": ["clib/*.c"]},
     entry_points={"console_scripts": [
         "numba-cuda-launch-aot = numba_cuda_launch.interop.aot:main"]},
@@ -33,7 +33,8 @@ setup(
     extras_require={
         "cu12": ["numba-cuda[cu12]>=0.26"],
         "cu13": ["numba-cuda[cu13]>=0.26"],
-        "test": ["pytest", "pytest-xdist"],
+        # mypy: the package's type check (pyproject.toml) and tests/test_type_hints.py
+        "test": ["pytest", "pytest-xdist", "mypy==2.4.1"],
         # flatbuffers: jax.export serialization (jax does not require it)
         "jax": ["jax>=0.6", "flatbuffers"],
         # numba-cuda-mlir kernels (docs/numba-cuda-mlir.md); it needs Python 3.11+

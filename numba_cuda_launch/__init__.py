@@ -8,6 +8,8 @@ compiled to a direct ``cuLaunchKernel`` call with no Python in the way
 :mod:`.config` below all (docs/architecture.md).
 """
 
+from __future__ import annotations
+
 from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.compat import versions as _versions
 
@@ -88,7 +90,8 @@ __all__ = [
 ]
 
 
-def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
+def set_compute_capability(
+        cc: _config.ComputeCapability | _config.ComputeCapabilities | None) -> None:
     """Build kernel images for compute capability *cc* (``(9, 0)``,
     ``"9.0"``, ...) when no GPU is present; ``None`` clears the setting
     (ValueError for any other value). A list (``[(8, 0), (9, 0)]``) builds

@@ -7,15 +7,27 @@ for portable images, with or without a GPU (docs/architecture.md, "Images for
 several architectures"; accepted spellings: docs/reliability.md).
 """
 
+from __future__ import annotations
+
 import numbers
 import os
 import re
+from collections.abc import Sequence
+from typing import Any, NoReturn, TypeAlias, Union
 
 __all__ = ["set_compute_capability", "get_compute_capability", "get_compute_capabilities",
            "parse_setting", "setting"]
 
+#: One compute capability: ``(9, 0)``, ``"9.0"``, ``"sm_90"``, ...
+ComputeCapability: TypeAlias = Union[tuple[int, int], str]
+#: A list of them (portable images: cubins for each, PTX of the lowest), or
+#: one written as a list (``[9, 0]``): the setting's parser tells them apart.
+ComputeCapabilities: TypeAlias = Sequence[Union[int, ComputeCapability, Sequence[int]]]
+#: What the setting holds: one, or the sorted tuple of a list.
+Setting: TypeAlias = Union[tuple[int, int], tuple[tuple[int, int], ...]]
+
 ENV_VAR = "NUMBA_CUDA_LAUNCH_CC"
-_configured = None
+_configured: Setting | None = None
 _SPELLINGS = "(9, 0), '9.0', '9,0', '90' or 'sm_90'"
 _SEPARATORS = re.compile(r"[\s;]+")
 # CUDA names architectures sm_<major><minor> with a one-digit minor; the
@@ -24,10 +36,10 @@ _SEPARATORS = re.compile(r"[\s;]+")
 _MAJOR = (3, 99)
 
 
-def _parse(value, source):
+def _parse(value: object, source: str) -> tuple[int, int]:
     """``(major, minor)`` from one of the accepted spellings; ValueError
     naming *source* (where the value came from) otherwise."""
-    def refuse(why=""):
+    def refuse(why: str = "") -> NoReturn:
         raise ValueError("%s: %r is not a compute capability%s; write it as %s"
                          % (source, value, why, _SPELLINGS))
 
@@ -55,7 +67,7 @@ def _parse(value, source):
     return (major, minor)
 
 
-def _parse_list(values, source):
+def _parse_list(values: list[object], source: str) -> tuple[tuple[int, int], ...]:
     """The sorted tuple of the compute capabilities listed in *values*;
     ValueError naming *source* for an empty list, a duplicate or an item
     that is not a compute capability."""
@@ -75,14 +87,14 @@ def _parse_list(values, source):
     return tuple(sorted(ccs))
 
 
-def _is_list(value):
+def _is_list(value: object) -> bool:
     """A list of compute capabilities, not one written as ``[9, 0]`` (nor a
     malformed one, ``(9,)``)."""
     return isinstance(value, (list, tuple)) and (
         not value or not all(isinstance(v, numbers.Integral) for v in value))
 
 
-def parse_setting(value, source):
+def parse_setting(value: Any, source: str) -> Setting:
     """``(major, minor)`` for one compute capability, or a sorted tuple of
     them for a list (a Python list or tuple of spellings, or a string of
     spellings separated by spaces or semicolons, ``"sm_80;"`` a list of
@@ -98,7 +110,7 @@ def parse_setting(value, source):
     return _parse(value, source)
 
 
-def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
+def set_compute_capability(cc: ComputeCapability | ComputeCapabilities | None) -> None:
     """Store the setting *cc*, one compute capability or a list (``None``
     clears it; ValueError for anything else). The public
     :func:`numba_cuda_launch.set_compute_capability` also checks the toolkit."""
@@ -106,10 +118,11 @@ def set_compute_capability(cc: "tuple[int, int] | list | str | None") -> None:
     _configured = None if cc is None else parse_setting(cc, "set_compute_capability()")
 
 
-_env_read = ("", None)  # (the variable's text, its setting): parsed once per value
+# (the variable's text, its setting): parsed once per value
+_env_read: tuple[str, Setting | None] = ("", None)
 
 
-def setting():
+def setting() -> Setting | None:
     """The setting in force: one compute capability, a sorted tuple of
     them, or None. A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises ValueError
     naming it."""
@@ -122,7 +135,7 @@ def setting():
     return _env_read[1]
 
 
-def get_compute_capability() -> "tuple[int, int] | None":
+def get_compute_capability() -> tuple[int, int] | None:
     """The configured compute capability (the lowest, for a list), or None
     (then a GPU is needed). A malformed ``NUMBA_CUDA_LAUNCH_CC`` raises
     ValueError naming it."""
@@ -130,7 +143,7 @@ def get_compute_capability() -> "tuple[int, int] | None":
     return current[0] if current is not None and isinstance(current[0], tuple) else current
 
 
-def get_compute_capabilities() -> "tuple[tuple[int, int], ...] | None":
+def get_compute_capabilities() -> tuple[tuple[int, int], ...] | None:
     """The architectures portable images are built for (sorted), when a
     list is configured; None otherwise (images are then one cubin)."""
     current = setting()

@@ -1,7 +1,10 @@
 """Exceptions raised by kernel launches and the names of CUDA driver errors."""
 
+from __future__ import annotations
+
 import collections
 import threading
+from typing import Any
 
 from numba.core.errors import NumbaNotImplementedError, TypingError
 
@@ -74,7 +77,7 @@ _HINTS = {
 }
 
 
-def error_name(status):
+def error_name(status: int) -> str:
     """Return the CUDA driver's name for a ``CUresult`` value.
 
     ``error_name(0) == "CUDA_SUCCESS"``; unknown values give
@@ -100,10 +103,15 @@ class CudaError(RuntimeError):
     ``@njit`` code; :class:`CudaLaunchError` is the one launches raise.
     """
 
-    def __init__(self, code, operation="", detail=""):
+    code: int
+    name: str
+    operation: str
+    detail: str
+
+    def __init__(self, code: int, operation: str = "", detail: str = "") -> None:
         self._describe(code, operation, detail, operation or "a CUDA driver call")
 
-    def _describe(self, code, operation, detail, subject):
+    def _describe(self, code: int, operation: str, detail: str, subject: str) -> None:
         self.code = int(code)
         self.operation = operation
         self.detail = detail
@@ -113,7 +121,7 @@ class CudaError(RuntimeError):
             subject, self.name, self.code, ": " + detail if detail else "",
             " (%s)" % hint if hint else ""))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.code, self.operation, self.detail)
 
 
@@ -129,12 +137,16 @@ class CudaLaunchError(CudaError):
     (``"max_active_blocks"``, ...) that failed.
     """
 
-    def __init__(self, code, kernel="", detail="", what="launch"):
+    kernel: str
+    what: str
+
+    def __init__(self, code: int, kernel: str = "", detail: str = "",
+                 what: str = "launch") -> None:
         self.kernel = kernel
         self.what = what
         super().__init__(code, "%s of CUDA kernel %r" % (what, kernel), detail)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.code, self.kernel, self.detail, self.what)
 
 
@@ -149,28 +161,29 @@ class CudaGraphError(CudaLaunchError):
     ``kernel`` the kernel's name for an update of a recorded launch.
     """
 
-    def __init__(self, code, operation="", detail="", kernel=""):
+    def __init__(self, code: int, operation: str = "", detail: str = "",
+                 kernel: str = "") -> None:
         self.kernel = kernel
         self.what = "launch"
         self._describe(code, operation, detail, "CUDA graph operation %s%s" % (
             operation, " of kernel %r" % kernel if kernel else ""))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.code, self.operation, self.detail, self.kernel)
 
 
 # The first lines of the NopythonUsageErrors made lately (any thread). Numba
 # copies a typing error's text into new exceptions on its way out, so the
 # text, not the object, is what is found again in the error the user gets.
-_HEADLINES = collections.deque(maxlen=64)
+_HEADLINES: collections.deque[str] = collections.deque(maxlen=64)
 _HEADLINES_LOCK = threading.Lock()
 
 
 class _LeadsWithItsFirstLine:
     """Records the first line of the message (see :func:`leading_line`)."""
 
-    def __init__(self, msg, *args, **kwargs):
-        super().__init__(msg, *args, **kwargs)
+    def __init__(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().__init__(msg, *args, **kwargs)  # type: ignore[call-arg]  # a mixin of exceptions
         with _HEADLINES_LOCK:
             _HEADLINES.append(str(msg).split("\n", 1)[0].strip())
 
@@ -193,7 +206,7 @@ class KernelTypingError(NopythonUsageError):
     configuration the kernel cannot accept."""
 
 
-def recent_headlines():
+def recent_headlines() -> set[str]:
     """The first lines of the :class:`NopythonUsageError` (and
     :class:`NopythonUnsupportedError`) messages made lately, any thread."""
     with _HEADLINES_LOCK:

@@ -1,8 +1,10 @@
-"""The public modules (numba_cuda_launch.graphs, .jax, .testing, .xla_ffi)
-are modules of their own exporting exactly their implementation's public
-names, ``import numba_cuda_launch`` does not import JAX, and the type hints
-(``.pyi`` stubs beside the package's public modules) name every public name
-with the parameters the functions have."""
+"""The public modules (numba_cuda_launch.graphs, .jax, .testing, .xla_ffi,
+.aot) are modules of their own exporting exactly their implementation's
+public names, ``import numba_cuda_launch`` does not import JAX, and every
+public function, method and property is annotated in the module defining it
+(parameters and return; an intrinsic, declared for checkers under
+``TYPE_CHECKING``). tests/test_type_hints.py runs mypy on programs using
+them."""
 
 import ast
 import importlib
@@ -11,7 +13,6 @@ import os
 import pickle
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -66,10 +67,12 @@ def test_a_recorded_launch_pickles_by_its_public_name():
 
 
 def test_the_package_is_typed():
-    # Installed (ci/check_package.sh), this is the package as shipped.
+    # Installed (ci/check_package.sh), this is the package as shipped: marked
+    # typed, with no stub, which would hide the modules' own hints.
     assert os.path.exists(os.path.join(package_source(), "py.typed"))
-    hints = numba_cuda_launch.set_compute_capability.__annotations__
-    assert hints["return"] is None and "cc" in hints
+    stubs = [os.path.join(d, f) for d, _, files in os.walk(package_source())
+             for f in files if f.endswith(".pyi")]
+    assert stubs == []
 
 
 @pytest.mark.slow
@@ -82,77 +85,114 @@ def test_import_of_the_package_does_not_import_jax():
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-# -- the type hints (.pyi stubs beside the public modules) ------------------------------
+# -- the type hints (in the modules defining the public names) ------------------------
 
-STUBBED = ["numba_cuda_launch"] + sorted(PUBLIC)
+PUBLIC_MODULES = ["numba_cuda_launch"] + sorted(PUBLIC)
+# The package's own modules, under its name here (numba.cuda.cpu_launch when
+# NCL_TEST_PATCHED runs the suite against a patched numba-cuda).
+_PACKAGE = numba_cuda_launch.set_compute_capability.__module__
+_METHODS = {"__init__", "__call__", "__enter__", "__exit__"}
 
 
-def _stub(module_name):
+def _own(obj):
+    module = getattr(obj, "__module__", None) or ""
+    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+def _missing_hints(fn, method=False):
+    """The parameters of *fn* (its first one skipped for a *method*) with no
+    annotation, and "return" when its return has none."""
+    params = list(inspect.signature(fn).parameters.values())[1 if method else 0:]
+    missing = [p.name for p in params if p.annotation is inspect.Parameter.empty]
+    if inspect.signature(fn).return_annotation is inspect.Signature.empty:
+        missing.append("return")
+    return missing
+
+
+def _class_functions(cls):
+    """``(name, function, is a method)`` of the public methods and properties
+    of *cls* and of its bases in the package (a dataclass's generated
+    ``__init__`` too)."""
+    seen = set()
+    for klass in cls.__mro__:
+        if not _own(klass) and klass is not cls:
+            continue
+        for name, value in vars(klass).items():
+            if name in seen or (name.startswith("_") and name not in _METHODS):
+                continue
+            seen.add(name)
+            qualname = "%s.%s" % (cls.__name__, name)
+            if isinstance(value, property):
+                yield qualname, value.fget, True
+            elif isinstance(value, (staticmethod, classmethod)):
+                yield qualname, value.__func__, isinstance(value, classmethod)
+            elif inspect.isfunction(value):
+                yield qualname, value, True
+
+
+def _intrinsic_declaration(module_name, name):
+    """The ``def name`` under ``if TYPE_CHECKING:`` in module *module_name*:
+    what checkers see of an intrinsic (called without its typing context)."""
+    with open(importlib.import_module(module_name).__file__) as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+    return None
+
+
+def _declaration_missing_hints(node):
+    a = node.args
+    params = a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]
+    return [p.arg for p in params if p.annotation is None] + (
+        ["return"] if node.returns is None else [])
+
+
+def _unannotated(module_name):
+    """``{public name: its parameters lacking hints}`` of module *module_name*."""
     module = _import(module_name)
-    # the package source's stub (a patched numba-cuda carries the modules only)
-    rel = os.path.join(*module_name.split(".")[1:]) if "." in module_name else "__init__"
-    path = os.path.join(package_source(), rel + ".pyi")
-    with open(path) as f:
-        return module, ast.parse(f.read())
+    found = {}
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if hasattr(obj, "_defn") and callable(obj):  # a Numba intrinsic
+            node = _intrinsic_declaration(obj._defn.__module__, name)
+            found[name] = ["no declaration for checkers"] if node is None else \
+                _declaration_missing_hints(node)
+        elif inspect.isclass(obj) and _own(obj):
+            for qualname, fn, method in _class_functions(obj):
+                found[qualname] = _missing_hints(fn, method)
+        elif inspect.isfunction(inspect.unwrap(obj)) and _own(obj):  # lru_cache-d too
+            found[name] = _missing_hints(obj)
+    return {name: missing for name, missing in found.items() if missing}
 
 
-def _stub_names(tree):
-    names = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names[node.name] = node
-        elif isinstance(node, ast.AnnAssign):
-            names[node.target.id] = node
-        elif isinstance(node, ast.ImportFrom) and node.module.startswith("numba_cuda_launch"):
-            names.update({a.asname or a.name: node for a in node.names})
-    return names
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_function_is_annotated(module_name):
+    # What checkers read (PEP 561: py.typed, and these hints in the modules
+    # themselves); pyproject's [tool.mypy] checks the code against them.
+    assert _unannotated(module_name) == {}
 
 
-def _runtime_parameters(obj):
-    fn = getattr(obj, "py_func", None) or getattr(obj, "_defn", None) or obj
-    params = list(inspect.signature(fn).parameters.values())
-    if getattr(obj, "_defn", None) is not None:
-        params = params[1:]  # an intrinsic's typing context
-    return [(p.name, p.kind, p.default is not p.empty) for p in params]
+def test_a_public_function_without_hints_is_found(monkeypatch):
+    from numba_cuda_launch import testing
+
+    def occupancy_model(block_size, sharedmem: int):
+        return 0
+
+    occupancy_model.__module__ = testing.RecordingDriver.__module__
+    monkeypatch.setattr(testing, "occupancy_model", occupancy_model)
+    monkeypatch.setattr(testing.RecordingDriver, "use_device", lambda self, ordinal: None)
+    assert _unannotated("numba_cuda_launch.testing") == {
+        "occupancy_model": ["block_size", "return"],
+        "RecordingDriver.use_device": ["ordinal", "return"]}
 
 
-def _stub_parameters(fn):
-    a = fn.args
-    out = [(x.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD) for x in a.args]
-    out += [(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL)] if a.vararg else []
-    out += [(x.arg, inspect.Parameter.KEYWORD_ONLY) for x in a.kwonlyargs]
-    out += [(a.kwarg.arg, inspect.Parameter.VAR_KEYWORD)] if a.kwarg else []
-    defaults = [False] * (len(a.args) - len(a.defaults)) + [True] * len(a.defaults)
-    defaults += [False] if a.vararg else []
-    defaults += [d is not None for d in a.kw_defaults] + ([False] if a.kwarg else [])
-    return [(n, k, d) for (n, k), d in zip(out, defaults)]
-
-
-@pytest.mark.parametrize("module_name", STUBBED)
-def test_stub_names_every_public_name(module_name):
-    module, tree = _stub(module_name)
-    names = _stub_names(tree)
-    assert set(module.__all__) - set(names) == set()
-    extra = {n for n in names if not n.startswith("_") and n not in module.__all__}
-    assert all(isinstance(getattr(module, n), types.ModuleType) for n in extra), extra
-
-
-@pytest.mark.parametrize("module_name", STUBBED)
-def test_stub_signatures_match_the_functions(module_name):
-    module, tree = _stub(module_name)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            assert _stub_parameters(node) == _runtime_parameters(getattr(module, node.name)), \
-                node.name
-        elif isinstance(node, ast.ClassDef):
-            init = next(n for n in node.body if isinstance(n, ast.FunctionDef)
-                        and n.name == "__init__")
-            assert _stub_parameters(init)[1:] == _runtime_parameters(getattr(module, node.name)), \
-                node.name
-
-
-def test_a_stub_that_disagrees_is_found():
-    wrong = ast.parse("def attr_int(frame: int, name: str) -> int: ...").body[0]
-    from numba_cuda_launch import xla_ffi
-
-    assert _stub_parameters(wrong) != _runtime_parameters(xla_ffi.attr_int)
+def test_an_intrinsic_without_a_declaration_is_found():
+    # ok() and is_error() are intrinsics declared for checkers beside them
+    node = _intrinsic_declaration("numba_cuda_launch.interop.xla_ffi", "is_error")
+    assert node is not None and _declaration_missing_hints(node) == []
+    assert _intrinsic_declaration("numba_cuda_launch.interop.xla_ffi", "_null") is None
+    bare = ast.parse("def is_error(err): ...").body[0]
+    assert _declaration_missing_hints(bare) == ["err", "return"]

@@ -229,7 +229,7 @@ _bind_libcuda()
 llvm_binding.add_symbol(TABLE_SYMBOL, ctypes.addressof(_TABLE))
 
 
-def driver_problem():
+def driver_problem() -> str | None:
     """Why the real driver is not bound, or None when it is."""
     return _problem
 

@@ -6,10 +6,13 @@ graphs (:mod:`numba_cuda_launch.launch.backends.simgraph`) both keep their
 graphs here, so they answer alike (docs/graphs.md, "Testing without a GPU").
 """
 
+from __future__ import annotations
+
 import ctypes
 import itertools
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from numba_cuda_launch.errors import (
     CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
@@ -51,18 +54,20 @@ class RecordedGraph:
     recorded in (the capturing stream's, or the node's for a body)."""
 
     handle: int
-    by_node: dict
+    by_node: dict[int, Any]  # node handle -> recording.Launch or ConditionalNode
     mode: int
     destroyed: bool = False
     body_of: int = 0
     device: int = 0
 
     @property
-    def nodes(self):
+    def nodes(self) -> list[int]:
+        """The node handles, in capture order."""
         return list(self.by_node)
 
     @property
-    def launches(self):
+    def launches(self) -> list[Any]:
+        """The launches (and conditional nodes), in capture order."""
         return list(self.by_node.values())
 
 
@@ -85,11 +90,12 @@ class ConditionalNode:
 
     kind: int
     handle: int
-    bodies: tuple
+    bodies: tuple[int, ...]
     kernel = None  # what an executable graph update compares: none here
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """The number of bodies."""
         return len(self.bodies)
 
 
@@ -100,14 +106,15 @@ class ExecConditional:
 
     kind: int
     handle: int
-    bodies: tuple
+    bodies: tuple[dict[int, Any], ...]
     kernel = None
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """The number of bodies."""
         return len(self.bodies)
 
-    def chosen(self, value):
+    def chosen(self, value: int) -> dict[int, Any] | None:
         """The body (its launches) a node run with condition *value* runs
         once: IF its body (or ELSE body), SWITCH case *value*; None for none.
         A WHILE node runs its body while the value is not 0."""
@@ -129,17 +136,18 @@ class RecordedExec:
 
     handle: int
     graph: int
-    launches: dict  # node -> launch
+    launches: dict[int, Any]  # node -> launch
     destroyed: bool = False
-    handles: dict = field(default_factory=dict)  # handle -> ConditionalHandleRecord
-    values: dict = field(default_factory=dict)  # handle -> value
+    handles: dict[int, ConditionalHandleRecord] = field(default_factory=dict)
+    values: dict[int, int] = field(default_factory=dict)  # handle -> value
     device: int = 0
 
     @property
-    def nodes(self):
+    def nodes(self) -> list[int]:
+        """The node handles."""
         return list(self.launches)
 
-    def start(self):
+    def start(self) -> None:
         """A launch begins: assign the defaults that are assigned at each."""
         for handle, record in self.handles.items():
             if record.assign_default:
@@ -547,7 +555,7 @@ class GraphState:
         to the node: it goes with its graph, never alone."""
         with self.lock:
             value = self._live(table, handle)
-            if value is None or getattr(value, "body_of", 0):
+            if value is None or getattr(value, "body_of", None):
                 return CUDA_ERROR_INVALID_VALUE
             if table is self.graphs:
                 self._drop_made_in(handle, value.by_node)

@@ -259,7 +259,7 @@ llvm_binding.add_symbol(FLAG_SYMBOL, ctypes.addressof(_flag))
 
 
 
-def check_pointers(enabled=True):
+def check_pointers(enabled: bool = True) -> None:
     """Turn the checked mode on (or off): every launch from compiled code
     then asks the driver whether each array's data and each pointer argument
     is memory the device can reach, and refuses the launch
@@ -268,7 +268,7 @@ def check_pointers(enabled=True):
     _flag.value = 1 if enabled else 0
 
 
-def pointer_checks_enabled():
+def pointer_checks_enabled() -> bool:
     """True while the checked mode is on."""
     return bool(_flag.value)
 

@@ -10,13 +10,17 @@ README.md ("Testing without a GPU"), docs/devices.md, docs/graphs.md,
 docs/events.md, docs/architecture.md.
 """
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import dataclasses
 import itertools
 import math
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from numba_cuda_launch.errors import (
     CUDA_ERROR_INVALID_CLUSTER_SIZE as _INVALID_CLUSTER_SIZE,
@@ -88,10 +92,10 @@ class CodeChoice:
     built for, both None when nothing in the image fits the device."""
 
     device: int
-    device_cc: tuple
+    device_cc: tuple[int, ...]
     kernel: str
-    kind: str
-    cc: tuple
+    kind: str | None
+    cc: tuple[int, int] | None
 
 
 @dataclass
@@ -102,14 +106,14 @@ class Launch:
     and the kernel was not :meth:`RecordingDriver.register`-ed)."""
 
     kernel: str
-    grid: tuple
-    block: tuple
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
     sharedmem: int
     stream: int
-    params: list
+    params: list[bytes] | None
     cooperative: bool
     #: thread-block cluster dimensions (a cuLaunchKernelEx attribute), or None
-    cluster: tuple = None
+    cluster: tuple[int, int, int] | None = None
     #: the executable graph (handle) whose replay ran this launch, else 0
     graph: int = 0
     #: a programmatic dependent launch (the cuLaunchKernelEx attribute
@@ -129,13 +133,17 @@ class OccupancyQuery:
     kernel: str
     block_size: int
     sharedmem: int
-    cluster: tuple
-    result: tuple
+    cluster: tuple[int, int, int] | None
+    result: tuple[int, ...]
     #: the device of the current context, which answers it
     device: int = 0
 
 
-def occupancy_model(block_size, sharedmem):
+#: An occupancy answer: ``(block_size, sharedmem)`` -> blocks per multiprocessor.
+Occupancy = Callable[[int, int], int]
+
+
+def occupancy_model(block_size: int, sharedmem: int) -> int:
     """The fake driver's answer to "blocks per multiprocessor": a simple
     model (2048 threads, 32 blocks and 228 KiB of shared memory per
     multiprocessor, 1024 threads per block), not any device's."""
@@ -183,23 +191,27 @@ class RecordingDriver:
 
     # Kernel handles outlive one fake: a compiled function keeps the handle
     # it loaded for the rest of the process, as with the real driver.
-    _names = {}
-    _fatbins = {}  # kernel handle -> the entries of its fatbin image
+    _names: dict[int, str] = {}
+    _fatbins: dict[int, Any] = {}  # kernel handle -> the entries of its fatbin image
 
     #: multiprocessors of the fake device (occupancy answers), or {device: count}
-    multiprocessors = 132
+    multiprocessors: int | dict[int, int] = 132
     #: shared memory per block of the fake device: by default, and at most
     #: with the opt-in (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK(_OPTIN));
     #: either may be {device: bytes}
-    shared_per_block = 48 * 1024
-    shared_per_block_optin = 227 * 1024
+    shared_per_block: int | dict[int, int] = 48 * 1024
+    shared_per_block_optin: int | dict[int, int] = 227 * 1024
     #: devices of the fake driver (cuDeviceGetCount)
     device_count = 1
 
-    def __init__(self, layouts=None, launch_status=0, load_status=0, has_context=True,
-                 occupancy=occupancy_model, load_during_capture=True, compute_capability=None,
-                 driver_version=13000, device_count=None):
-        self.layouts = dict(layouts or {})  # entry name -> [param sizes]
+    def __init__(self, layouts: Mapping[str, Sequence[int]] | None = None,
+                 launch_status: int = 0, load_status: int = 0, has_context: bool = True,
+                 occupancy: Occupancy | Mapping[int, Occupancy] = occupancy_model,
+                 load_during_capture: bool = True,
+                 compute_capability: Sequence[int] | Mapping[int, Sequence[int]] | None = None,
+                 driver_version: int = 13000, device_count: int | None = None) -> None:
+        # entry name -> [param sizes]
+        self.layouts: dict[str, Sequence[int]] = dict(layouts or {})
         # (major, minor) of every device, or {ordinal: (major, minor)}; None:
         # any image runs anywhere
         self.compute_capability = compute_capability
@@ -207,61 +219,70 @@ class RecordingDriver:
             self.device_count = device_count
         elif isinstance(compute_capability, dict):
             self.device_count = max(compute_capability) + 1
-        self._streams = {}  # stream handle -> context: add_stream
+        self._streams: dict[int, int] = {}  # stream handle -> context: add_stream
         #: (context, kernel name): a kernel's first use in a context (a
         #: launch, capture or cuKernelGetFunction), where the driver loads
         #: the library's code into that context
-        self.context_loads = []
-        self._used_in = set()  # (context, kernel handle) in context_loads
-        self.choices = []  # CodeChoice of each launch of a fatbin's kernel, and failed loads
-        self._library_fatbins = {}  # library handle -> fatbin entries
-        self.device_memory = []  # [(start, end)]: what cuPointerGetAttribute knows
-        self.pointer_queries = []  # addresses asked about
+        self.context_loads: list[tuple[int, str]] = []
+        self._used_in: set[tuple[int, int]] = set()  # (context, kernel handle) in context_loads
+        # CodeChoice of each launch of a fatbin's kernel, and failed loads
+        self.choices: list[CodeChoice] = []
+        self._library_fatbins: dict[int, Any] = {}  # library handle -> fatbin entries
+        # [(start, end)]: what cuPointerGetAttribute knows
+        self.device_memory: list[tuple[int, int]] = []
+        self.pointer_queries: list[int] = []  # addresses asked about
         self.launch_status = launch_status
         self.load_status = load_status
-        self.loads = []
-        self.unloads = []
-        self.launches = []
+        self.loads: list[int] = []
+        self.unloads: list[int] = []
+        self.launches: list[Launch] = []
         self.contexts_made_current = 0
-        self.functions = []  # (context, kernel) loaded by cfg.preload
-        self._loaded = {}  # live handle -> (kind, parameter sizes): add_kernel
+        self.functions: list[tuple[int, str]] = []  # (context, kernel) loaded by cfg.preload
+        # live handle -> (kind, parameter sizes): add_kernel
+        self._loaded: dict[int, tuple[str, tuple[int, ...]]] = {}
         self._graph_state = GraphState(keep_destroyed=True, own=dataclasses.replace,
                                        update=_keep_cluster)
-        self.graphs = self._graph_state.graphs  # handle -> RecordedGraph
-        self.execs = self._graph_state.execs  # handle -> RecordedExec
-        self.graph_launches = []  # (exec handle, stream)
-        self.node_updates = []  # (exec handle, node, Launch)
-        self.exec_updates = []  # (exec handle, graph handle, status)
+        self.graphs: dict[int, RecordedGraph] = self._graph_state.graphs  # handle -> graph
+        self.execs: dict[int, RecordedExec] = self._graph_state.execs  # handle -> exec
+        self.graph_launches: list[tuple[int, int]] = []  # (exec handle, stream)
+        self.node_updates: list[tuple[int, int, Launch]] = []  # (exec handle, node, Launch)
+        self.exec_updates: list[tuple[int, int, int]] = []  # (exec, graph handle, status)
         #: conditional handle -> ConditionalHandleRecord (graph, default, ...)
-        self.handles = self._graph_state.handles
+        self.handles: dict[int, ConditionalHandleRecord] = self._graph_state.handles
         #: what cuDriverGetVersion answers (13000: CUDA 13.0)
         self.driver_version = driver_version
-        self.occupancy_queries = []
+        self.occupancy_queries: list[OccupancyQuery] = []
         #: block_size, sharedmem -> blocks per multiprocessor, or {device: that}
         self.occupancy = occupancy
         # False: image loads during a capture fail as on drivers before CUDA 12.3
         self.load_during_capture = load_during_capture
         #: cuKernelSetAttribute calls: (kernel name, attribute, value, device)
-        self.kernel_attributes = []
+        self.kernel_attributes: list[tuple[str, int, int, int]] = []
         #: static shared memory of kernels, by name (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-        self.static_shared = {}
-        self._shared_limits = {}  # (kernel handle, device) -> max dynamic shared memory
-        self.calls = []  # (driver function, handles...) of synchronisation and events
-        self.statuses = {}  # driver function name -> the CUresult it returns instead
+        self.static_shared: dict[str, int] = {}
+        # (kernel handle, device) -> max dynamic shared memory
+        self._shared_limits: dict[tuple[int, int], int] = {}
+        # (driver function, handles...) of synchronisation and events
+        self.calls: list[tuple[Any, ...]] = []
+        # driver function name -> the CUresult it returns instead
+        self.statuses: dict[str, int] = {}
         self.elapsed_ms = 0.25
         self.events_created = 0
         self.events_destroyed = 0
-        self._events = {}  # live handle -> [flags, recorded stream or None]
+        # live handle -> [flags, recorded stream or None]
+        self._events: dict[int, list[Any]] = {}
         self._has_context = has_context
         self._thread = threading.local()
         self._lock = threading.Lock()
+        # (a call with *args fills every parameter, as mypy counts: call-arg)
         fns = dict(
             cuInit=lambda flags: 0,
             cuLibraryLoadData=self._load,
             cuLibraryGetKernel=self._get_kernel,
             cuLibraryUnload=self._unload,
-            cuLaunchKernel=lambda *args: self._record(*args[:10], False),
-            cuLaunchCooperativeKernel=lambda *args: self._record(*args, True),
+            cuLaunchKernel=lambda *args: self._record(*args[:10], False),  # type: ignore[call-arg]
+            cuLaunchCooperativeKernel=lambda *args: self._record(  # type: ignore[call-arg]
+                *args, True),
             cuCtxGetCurrent=lambda out: _put(out, self._current()),
             cuCtxSetCurrent=self._set_context,
             cuDeviceGet=lambda out, ordinal: _put(out, ordinal),
@@ -314,13 +335,14 @@ class RecordingDriver:
         self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
         self._active = False
 
-    def register(self, handle):
+    def register(self, handle: Any) -> None:
         """Know the parameter sizes of a numba_cuda_launch.KernelHandle (not
         needed for launch code compiled in this process, which records its
         kernels' parameter sizes itself)."""
         self.layouts[handle.entry_name] = [p.size for p in handle.params]
 
-    def add_kernel(self, handle, name, param_sizes, kind="CUkernel"):
+    def add_kernel(self, handle: int, name: str, param_sizes: Iterable[int],
+                   kind: str = "CUkernel") -> None:
         """Treat *handle* as a kernel another library loaded: a ``CUkernel``
         or a ``CUfunction`` (*kind*) of entry *name* whose parameters have
         *param_sizes* bytes. Launches of it are recorded with their
@@ -348,7 +370,7 @@ class RecordingDriver:
         offset[0], size[0] = where, sizes[index]
         return 0
 
-    def add_device_memory(self, address, nbytes):
+    def add_device_memory(self, address: int, nbytes: int) -> None:
         """Treat ``[address, address + nbytes)`` as device memory: the fake
         ``cuPointerGetAttribute`` knows it (any other address is refused with
         ``CUDA_ERROR_INVALID_VALUE``, as the driver refuses host memory)."""
@@ -366,18 +388,18 @@ class RecordingDriver:
         return getattr(self._thread, "ctx", _PRIMARY_CONTEXT if self._has_context else None)
 
     @staticmethod
-    def primary_context(ordinal):
+    def primary_context(ordinal: int) -> int:
         """The fake handle of device *ordinal*'s primary context (what
         ``cuDevicePrimaryCtxRetain`` gives)."""
         return _PRIMARY_CONTEXT + ordinal
 
-    def use_device(self, ordinal):
+    def use_device(self, ordinal: int) -> None:
         """Make device *ordinal*'s primary context current on this thread, as
         ``cuCtxSetCurrent`` does (launches on streams of no device, and
         occupancy queries, then go to that device)."""
         self._thread.ctx = _PRIMARY_CONTEXT + ordinal
 
-    def add_stream(self, stream, device):
+    def add_stream(self, stream: int, device: int) -> int:
         """Make *stream* (a handle above 2: 0, 1 and 2 are the default
         streams of the current context) a stream of device *device*'s primary
         context, as ``cuStreamCreate`` with that context current does: a
@@ -443,7 +465,8 @@ class RecordingDriver:
             self.contexts_made_current += 1
         return 0
 
-    _error_names = {}  # CUresult -> NUL-terminated name, kept for the process
+    # CUresult -> NUL-terminated name, kept for the process
+    _error_names: dict[int, ctypes.Array[ctypes.c_char]] = {}
 
     def _error_name(self, status, out):
         buf = self._error_names.get(status)
@@ -752,7 +775,7 @@ class RecordingDriver:
             self.node_updates.append((exe, node, launch))
         return 0
 
-    def live_graphs(self):
+    def live_graphs(self) -> list[int]:
         """Handles of the graphs and executable graphs not destroyed yet."""
         return self._graph_state.live()
 
@@ -806,10 +829,11 @@ class RecordingDriver:
     # -- synchronisation and events (docs/events.md) ----------------------------------
 
     _event_handles = itertools.count(0xE000001)  # fake event handles are process-wide
-    _event_owners = {}  # fake event handle -> the RecordingDriver that made it
+    # fake event handle -> the RecordingDriver that made it
+    _event_owners: dict[int, RecordingDriver] = {}
 
     @property
-    def live_events(self):
+    def live_events(self) -> list[int]:
         """The fake events created and not yet destroyed."""
         with self._lock:
             return sorted(self._events)
@@ -874,7 +898,7 @@ class RecordingDriver:
             self.events_destroyed += 1
         return 0
 
-    def __enter__(self):
+    def __enter__(self) -> RecordingDriver:
         unused = driver.unused_reason()
         if unused:
             # Compiled code calls no driver function (the simulator runs the
@@ -889,7 +913,7 @@ class RecordingDriver:
         self._active = True
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Any:
         self._active = False
         return self._ctx.__exit__(*exc)
 

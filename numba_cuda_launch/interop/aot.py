@@ -7,6 +7,8 @@ Python at run time is refused, naming the function. Command line: ``python -m
 numba_cuda_launch.aot`` (``numba-cuda-launch-aot``).
 """
 
+from __future__ import annotations
+
 import argparse
 import ctypes
 import functools
@@ -20,8 +22,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from llvmlite import binding as ll
 from numba.core import types
@@ -115,8 +118,8 @@ class Library:
     path: str
     header: str
     prefix: str
-    functions: tuple     # exported C names of the launchers
-    ffi_targets: tuple   # XLA FFI target names (their symbols have these names)
+    functions: tuple[str, ...]     # exported C names of the launchers
+    ffi_targets: tuple[str, ...]   # XLA FFI target names (their symbols have these names)
     build_info: str
 
 
@@ -125,7 +128,7 @@ class _Export:
     cname: str        # the exported symbol
     code: object      # numba_cfunc.CFuncCode
     what: str         # how messages name it
-    ffi_target: str = None
+    ffi_target: str | None = None
     command_buffer: bool = False
 
 
@@ -516,7 +519,7 @@ def _elf_dynamic(path):
     return needed, sorted(undefined)
 
 
-def check_library(path):
+def check_library(path: str | os.PathLike[str]) -> None:
     """Raise :class:`AotBuildError` unless shared library *path* needs only
     libc, libdl and libm and takes from them only the symbols this package's
     libraries use (no Python, Numba or other library at run time)."""
@@ -524,11 +527,11 @@ def check_library(path):
     bad_libs = [n for n in needed if n not in _NEEDED_OK]
     bad = [s for s in undefined if s not in _LIBC_OK and not _LIBM_OK.match(s)]
     if bad_libs or bad:
+        needs = [what % ", ".join(names) for what, names in
+                 (("libraries %s", bad_libs), ("symbols %s", bad)) if names]
         raise AotBuildError(
             "%s would not run without Python: it needs %s (only libc, libdl and libm are "
-            "allowed)" % (path, "; ".join(filter(None, [
-                bad_libs and "libraries %s" % ", ".join(bad_libs),
-                bad and "symbols %s" % ", ".join(bad)]))))
+            "allowed)" % (path, "; ".join(needs)))
 
 
 # -- build ----------------------------------------------------------------------
@@ -657,7 +660,9 @@ def _check_cpu(triple, cpu):
                 cpu, problem, examples, ll.get_host_cpu_name()))
 
 
-def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu=None):
+def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = None, *,
+          header: str | os.PathLike[str] | None = None, prefix: str | None = None,
+          jax_kernels: Iterable[Any] = (), cpu: str | None = None) -> Library:
     """Build shared library *path* from compiled ``@cfunc`` launchers (docs/aot.md).
 
     *functions* maps each exported C name to a ``@cfunc`` (status-only:
@@ -704,7 +709,7 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
     exports += _jax_exports(jax_kernels)
     if not exports:
         raise AotBuildError("nothing to build: give functions={C name: cfunc} or jax_kernels")
-    symbols = {}
+    symbols: dict[str, str] = {}  # symbol -> the C name it is exported as
     for e in exports:
         if e.code.symbol in symbols:
             raise AotBuildError("%s: the same cfunc is already exported as %r; a cfunc goes "
@@ -729,8 +734,8 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
                  "lib.c": _source(exports, prefix, build_info).encode(),
                  "exports.map": _version_script(exports, prefix).encode()}
         for name, content in files.items():
-            with open(os.path.join(tmp, name), "wb") as f:
-                f.write(content)
+            with open(os.path.join(tmp, name), "wb") as out:
+                out.write(content)
         # Relative names and a fixed directory layout keep the output the same
         # from one build to the next.
         cmd = cc + ["-shared", "-fPIC", "-O2", "-I", _RUNTIME_DIR, "-o", "lib.so", "lib.c",
@@ -746,7 +751,7 @@ def build(path, functions=None, *, header=None, prefix=None, jax_kernels=(), cpu
     os.makedirs(os.path.dirname(os.path.abspath(header)), exist_ok=True)
     with open(header, "w") as f:
         f.write(header_text)
-    return Library(path, header, prefix,
+    return Library(os.fspath(path), os.fspath(header), prefix,
                    tuple(e.cname for e in exports if e.ffi_target is None),
                    tuple(e.ffi_target for e in exports if e.ffi_target is not None), build_info)
 
@@ -795,7 +800,7 @@ def _load(spec):
     return obj
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """``numba-cuda-launch-aot OUT.so NAME=module:cfunc ... [module:jax_kernel ...]``:
     0 when the library is written, 2 with a one-line error otherwise."""
     p = argparse.ArgumentParser(

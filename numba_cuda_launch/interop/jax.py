@@ -6,13 +6,16 @@ Target names derive from the kernel's definition, never a counter, so a ``jax.ex
 finds them again in another process (docs/jax.md, "Exporting").
 """
 
+from __future__ import annotations
+
 import hashlib
 import inspect
 import math
 import re
 import threading
 from collections import namedtuple
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numba
@@ -26,6 +29,10 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.launchconfig import config_problem, launch_dims_of
 from numba_cuda_launch.launch.plan import plan_launch
 
+if TYPE_CHECKING:
+    from jax.export import DisabledSafetyCheck, Exported
+    from numpy.typing import DTypeLike
+
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
            "registered_targets", "missing_targets"]
 
@@ -37,7 +44,7 @@ _PREFIX = "ncl."
 _lock = threading.RLock()
 # Target name -> _Target, for the life of the process: XLA keeps the handler
 # pointers of every executable, and one name maps to one handler.
-_REGISTRY = {}
+_REGISTRY: dict[str, _Target] = {}
 _Target = namedtuple("_Target", "kernel rule config handler")
 
 
@@ -181,11 +188,28 @@ def _refuse_unlaunchable(compiler, kernel, kname):
 
 
 class JaxKernel:
-    """A kernel callable on ``jax.Array`` values (see :func:`jax_kernel`)."""
+    """A kernel callable on ``jax.Array`` values (see :func:`jax_kernel`):
+    the settings given there as attributes, ``scalars`` as ``{name: dtype}``."""
 
-    def __init__(self, kernel, out_shapes, launch, scalars, sharedmem,
-                 input_output_aliases, vmap_method, command_buffer, name, signatures=None,
-                 dependent=False):
+    kernel: Any
+    kernel_name: str
+    scalars: dict[str, np.dtype[Any]]
+    out_shapes: Any
+    launch: Any
+    sharedmem: int
+    input_output_aliases: dict[int, int]
+    vmap_method: str
+    command_buffer: bool
+    name: str | None
+    batch_aware: bool
+    dependent: bool
+
+    def __init__(self, kernel: Any, out_shapes: Any, launch: Any,
+                 scalars: Mapping[str, DTypeLike] | None, sharedmem: int,
+                 input_output_aliases: Mapping[int, int] | None, vmap_method: str,
+                 command_buffer: bool, name: str | None,
+                 signatures: Sequence[Sequence[Any]] | None = None,
+                 dependent: bool = False) -> None:
         self._compiler = compiler = _kernel_compiler(kernel)
         self.kernel = kernel
         self.kernel_name = kname = compiler.kernel_name(kernel)
@@ -239,7 +263,7 @@ class JaxKernel:
         self._config = (_ABI, self.command_buffer, self.batch_aware, rule_id,
                         tuple(self.scalars.values())) + (("dependent",) if self.dependent else ())
         self._tag = hashlib.sha1(repr(self._config).encode()).hexdigest()[:8]
-        self._targets = {}  # signature key -> target name
+        self._targets: dict[Any, str] = {}  # signature key -> target name
         if signatures is not None:
             if not isinstance(signatures, (list, tuple)):
                 raise TypeError("kernel %r: signatures must be a list of input tuples, got %s"
@@ -414,23 +438,23 @@ class JaxKernel:
         attrs.update({"ncl_s_" + name: v for name, v in scalar_attrs.items()})
         return self._target(in_specs, out_specs), out_specs, single, attrs
 
-    def handler(self, in_specs, out_specs):
+    def handler(self, in_specs: Sequence[Any], out_specs: Sequence[Any]) -> Any:
         """The compiled FFI handler (a ``@cfunc``) for these input and output
         shape/dtype structs, registered once per dtype-and-rank signature."""
         return _REGISTRY[self._target(in_specs, out_specs)].handler
 
-    def target_name(self, in_specs, out_specs):
+    def target_name(self, in_specs: Sequence[Any], out_specs: Sequence[Any]) -> str:
         """The FFI target name for these input and output structs (registered)."""
         return self._target(in_specs, out_specs)
 
-    def register(self, *inputs, **scalar_values):
+    def register(self, *inputs: Any, **scalar_values: Any) -> str:
         """Compile and register the handler for calls with these inputs
         (arrays or shape/dtype structs; only dtypes and ranks matter) and
         scalars, as a call would, without tracing; returns the target name."""
         return self._prepare(inputs, scalar_values)[0]
 
     @property
-    def target_names(self):
+    def target_names(self) -> list[str]:
         """Names of the FFI targets registered for this kernel so far."""
         return sorted(self._targets.values())
 
@@ -484,7 +508,9 @@ class JaxKernel:
         _REGISTRY[name] = _Target(self.kernel, self._rule, self._config, handler)
         return name
 
-    def __call__(self, *arrays, **scalar_values):
+    def __call__(self, *arrays: Any, **scalar_values: Any) -> Any:
+        """The outputs (one ``jax.Array``, or a list as ``out_shapes`` gives
+        them) of the kernel called on *arrays* and the scalars by name."""
         name, out_specs, single, attrs = self._prepare(arrays, scalar_values)
         call = jax.ffi.ffi_call(
             name, out_specs,
@@ -493,14 +519,18 @@ class JaxKernel:
         out = call(*arrays, **attrs)
         return out[0] if single else out
 
-    def disabled_checks(self):
+    def disabled_checks(self) -> list[DisabledSafetyCheck]:
         """``jax.export`` safety-check exemptions for this kernel's targets."""
         return _checks(self.target_names)
 
 
-def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
-               input_output_aliases=None, vmap_method="sequential",
-               command_buffer=True, name=None, signatures=None, dependent=False):
+def jax_kernel(kernel: Any, out_shapes: Any, launch: Any, *,
+               scalars: Mapping[str, DTypeLike] | None = None, sharedmem: int = 0,
+               input_output_aliases: Mapping[int, int] | None = None,
+               vmap_method: str = "sequential", command_buffer: bool = True,
+               name: str | None = None,
+               signatures: Sequence[Sequence[Any]] | None = None,
+               dependent: bool = False) -> JaxKernel:
     """Wrap a kernel as a function on ``jax.Array`` values (docs/jax.md).
 
     Parameters
@@ -547,7 +577,7 @@ def jax_kernel(kernel, out_shapes, launch, *, scalars=None, sharedmem=0,
 
 # -- jax.export ---------------------------------------------------------------
 
-def registered_targets():
+def registered_targets() -> list[str]:
     """Names of every FFI target this package registered in this process."""
     with _lock:
         return sorted(_REGISTRY)
@@ -559,14 +589,15 @@ def _checks(names):
     return [jex.DisabledSafetyCheck.custom_call(n) for n in names]
 
 
-def disabled_checks():
+def disabled_checks() -> list[DisabledSafetyCheck]:
     """``jax.export.DisabledSafetyCheck`` exemptions for every target
     registered so far (``jax.export`` refuses custom calls it does not know
     to be stable; this package's target names are stable by construction)."""
     return _checks(registered_targets())
 
 
-def export(fun, *, disabled_checks=(), **kwargs):
+def export(fun: Any, *, disabled_checks: Sequence[DisabledSafetyCheck] = (),
+           **kwargs: Any) -> Callable[..., Exported]:
     """``jax.export.export`` for a ``jax.jit`` function calling kernels:
     ``export(jax.jit(f), platforms=...)(*args)`` traces *fun* once to
     register its kernels' targets, then exports with those targets exempted
@@ -575,7 +606,7 @@ def export(fun, *, disabled_checks=(), **kwargs):
         raise TypeError("export() takes a jax.jit-ed function (as jax.export.export does), "
                         "got %s" % _describe(fun))
 
-    def exporter(*args, **kw):
+    def exporter(*args: Any, **kw: Any) -> Exported:
         fun.trace(*args, **kw)
         checks = list(disabled_checks) + _checks(registered_targets())
         return jax.export.export(fun, disabled_checks=checks, **kwargs)(*args, **kw)
@@ -586,7 +617,7 @@ _TARGET_IN_MLIR = re.compile(r'(?:custom_call @|call_target_name = ")(%s[A-Za-z0
                              % re.escape(_PREFIX))
 
 
-def missing_targets(exported):
+def missing_targets(exported: Exported) -> list[str]:
     """This package's FFI targets an ``Exported`` calls that are not
     registered in this process (sorted names)."""
     names = set(_TARGET_IN_MLIR.findall(exported.mlir_module()))
@@ -606,7 +637,7 @@ def _explain(name):
         scalars.replace("_", ", "))
 
 
-def deserialize(blob):
+def deserialize(blob: bytes | bytearray) -> Exported:
     """``jax.export.deserialize(blob)``, refusing with a clear error an
     export whose kernels' targets this process has not registered (XLA
     would fail later, when compiling the call, with ``No FFI handler

@@ -5,12 +5,19 @@ An XLA FFI handler is ``@cfunc(voidptr(voidptr))``; the functions here read its
 buffers, attributes and stream and create its errors. Offsets are those of
 ``xla/ffi/api/c_api.h`` (API major version 0, 64-bit), checked against jaxlib 0.10
 and 0.11.
+
+To type checkers a ``voidptr`` (a frame, a buffer, an error, a C string) is
+an ``int``, and the constants (names, contexts, dtypes, ranks) are the
+Python values written in the call.
 """
+
+from __future__ import annotations
 
 import functools
 import hashlib
 import os
 import re
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
@@ -18,11 +25,15 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import intrinsic, overload
 
+from numba_cuda_launch.compat.numba_extending import register_jitable
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.launch.pointer import is_null as _is_null
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 __all__ = [
     "api_version", "DTYPES", "dtype_code", "COMMAND_BUFFER_COMPATIBLE",
@@ -61,7 +72,7 @@ _ERROR_INTERNAL = 13  # XLA_FFI_Error_Code_INTERNAL
 _MAX_NDIM = 64  # NumPy's limit on dimensions, which JAX's arrays share
 
 #: XLA_FFI_DataType codes of the NumPy dtypes kernels take.
-DTYPES = {
+DTYPES: dict[np.dtype[Any], int] = {
     np.dtype(np.bool_): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3,
     np.dtype(np.int32): 4, np.dtype(np.int64): 5, np.dtype(np.uint8): 6,
     np.dtype(np.uint16): 7, np.dtype(np.uint32): 8, np.dtype(np.uint64): 9,
@@ -84,7 +95,7 @@ def _dtype_text(dtype):
         return repr(dtype)
 
 
-def dtype_code(dtype):
+def dtype_code(dtype: DTypeLike) -> int:
     """The ``XLA_FFI_DataType`` of a NumPy dtype; ``TypeError`` for a dtype
     no kernel could take (strings, objects, datetimes, bfloat16...)."""
     try:
@@ -96,7 +107,7 @@ def dtype_code(dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def api_version():
+def api_version() -> tuple[int, int]:
     """``(major, minor)`` of the installed jaxlib's XLA FFI API, read from the
     ``c_api.h`` it ships; ``(0, 1)`` (the oldest typed FFI) if not found."""
     try:
@@ -106,9 +117,11 @@ def api_version():
                               "include", "xla", "ffi", "api", "c_api.h")
         with open(header) as f:
             text = f.read()
-        major = int(re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text).group(1))
-        minor = int(re.search(r"#define XLA_FFI_API_MINOR (\d+)", text).group(1))
-        return major, minor
+        major = re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text)
+        minor = re.search(r"#define XLA_FFI_API_MINOR (\d+)", text)
+        if major is None or minor is None:
+            return 0, 1
+        return int(major.group(1)), int(minor.group(1))
     except Exception:  # no jaxlib, or a layout this code does not know
         return 0, 1
 
@@ -170,7 +183,7 @@ _f32_from_bits = _make_bitcast(types.int32, types.float32)
 
 
 @register_jitable
-def bfloat16_bits_to_float(bits):
+def bfloat16_bits_to_float(bits: int) -> float:
     """The float64 value of bfloat16 *bits* (the top half of a float32)."""
     return np.float64(_f32_from_bits(np.int32((np.int64(bits) & 0xFFFF) << 16)))
 
@@ -220,20 +233,27 @@ def _null(typingctx):
     return types.voidptr(), codegen
 
 
-ok = _null
-ok.__doc__ = "``ok()``: the NULL ``XLA_FFI_Error*`` a successful handler returns."
+if TYPE_CHECKING:
+    # What handlers call; the intrinsics take Numba's typing context first.
+    def ok() -> int:
+        """The NULL ``XLA_FFI_Error*`` a successful handler returns."""
 
+    def c_string(text: str) -> int:
+        """A NUL-terminated constant C string (voidptr) of constant *text*."""
+else:
+    ok = _null
+    ok.__doc__ = "``ok()``: the NULL ``XLA_FFI_Error*`` a successful handler returns."
 
-@intrinsic
-def c_string(typingctx, text):
-    """``c_string("text")``: a NUL-terminated constant C string (voidptr)."""
-    if not isinstance(text, types.StringLiteral):
-        raise NopythonUsageError("c_string() takes a string constant, got %s" % text)
-    data = text.literal_value.encode() + b"\0"
+    @intrinsic
+    def c_string(typingctx, text):
+        """``c_string("text")``: a NUL-terminated constant C string (voidptr)."""
+        if not isinstance(text, types.StringLiteral):
+            raise NopythonUsageError("c_string() takes a string constant, got %s" % text)
+        data = text.literal_value.encode() + b"\0"
 
-    def codegen(context, builder, sig, args):
-        return _global_bytes(context, builder, data)
-    return types.voidptr(text), codegen
+        def codegen(context, builder, sig, args):
+            return _global_bytes(context, builder, data)
+        return types.voidptr(text), codegen
 
 
 def _global_bytes(context, builder, data):
@@ -266,7 +286,7 @@ def _offset(typingctx, ptr, n):
 # -- the call frame ---------------------------------------------------------------
 
 @register_jitable
-def is_metadata_query(frame):
+def is_metadata_query(frame: int) -> bool:
     """True when XLA asks for the handler's metadata: the handler must then
     only return :func:`answer_metadata_query`."""
     ext = _load_ptr(frame, _FRAME_EXT)
@@ -276,7 +296,7 @@ def is_metadata_query(frame):
 
 
 @register_jitable
-def answer_metadata_query(frame, traits, major, minor):
+def answer_metadata_query(frame: int, traits: int, major: int, minor: int) -> int:
     """Answer the metadata query with the handler's API version (the running
     XLA's when the frame carries its API table, else *major*, *minor*) and
     *traits*; returns NULL (success)."""
@@ -292,54 +312,60 @@ def answer_metadata_query(frame, traits, major, minor):
 
 
 @register_jitable
-def execution_stage(frame):
+def execution_stage(frame: int) -> int:
     """The stage XLA calls the handler for (``STAGE_EXECUTE`` etc.)."""
     return _load_i32(frame, _FRAME_STAGE)
 
 
 @register_jitable
-def num_args(frame):
+def num_args(frame: int) -> int:
+    """The number of arguments (buffers) of the call."""
     return _load_i64(frame, _FRAME_ARGS + _SIZE)
 
 
 @register_jitable
-def num_rets(frame):
+def num_rets(frame: int) -> int:
+    """The number of results (buffers) of the call."""
     return _load_i64(frame, _FRAME_RETS + _SIZE)
 
 
 @register_jitable
-def arg_buffer(frame, i):
+def arg_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of argument *i*."""
     return _load_ptr(_load_ptr(frame, _FRAME_ARGS + _ITEMS), 8 * i)
 
 
 @register_jitable
-def ret_buffer(frame, i):
+def ret_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of result *i*."""
     return _load_ptr(_load_ptr(frame, _FRAME_RETS + _ITEMS), 8 * i)
 
 
 @register_jitable
-def buffer_dtype(buf):
+def buffer_dtype(buf: int) -> int:
+    """The ``XLA_FFI_DataType`` of buffer *buf* (see :data:`DTYPES`)."""
     return _load_i32(buf, _BUF_DTYPE)
 
 
 @register_jitable
-def buffer_data(buf):
+def buffer_data(buf: int) -> int:
+    """The device address of buffer *buf*'s data."""
     return _load_ptr(buf, _BUF_DATA)
 
 
 @register_jitable
-def buffer_rank(buf):
+def buffer_rank(buf: int) -> int:
+    """The number of dimensions of buffer *buf*."""
     return _load_i64(buf, _BUF_RANK)
 
 
 @register_jitable
-def buffer_dim(buf, d):
+def buffer_dim(buf: int, d: int) -> int:
+    """The extent of dimension *d* of buffer *buf*."""
     return _load_i64(_load_ptr(buf, _BUF_DIMS), 8 * d)
 
 
-def buffer_as_array(buf, ndim, dtype):
+def buffer_as_array(buf: int, ndim: int, dtype: DTypeLike) -> np.ndarray:
     """A C-ordered array view of a buffer: ``buffer_as_array(buf, 2,
     np.float32)`` (*ndim* and *dtype* constants)."""
     raise NotImplementedError("only in nopython code")
@@ -365,7 +391,7 @@ def _name_key(name, fn):
     return tuple(name.literal_value.encode())
 
 
-def attr_index(frame, name):
+def attr_index(frame: int, name: str) -> int:
     """Index of attribute *name* (a string constant), or -1."""
     raise NotImplementedError("only in nopython code")
 
@@ -465,26 +491,23 @@ def _scalar_as_int(scalar):
     return _int_value(code, value)
 
 
-def _attribute_getter(pyname, kind, read, default, doc):
-    """The nopython getter *pyname*: ``read(value)`` of attribute *name* of *kind*,
-    else *default*; a converter as *default* (``np.int64``) makes it a parameter."""
+def _attribute_getter(stub, kind, read, default):
+    """Overload nopython getter *stub*: ``read(value)`` of attribute *name* of
+    *kind*, else *default*; a converter as *default* (``np.int64``) makes it
+    a parameter."""
+    pyname = stub.__name__
     if callable(default):
         convert = default
 
-        def stub(frame, name, default=0):
-            raise NotImplementedError("%s() is only callable from nopython code" % pyname)
-
-        def typer(frame, name, default=0):
+        def typer_with_default(frame, name, default=0):
             _name_key(name, pyname)
 
             def impl(frame, name, default=0):
                 v = _typed_attr(frame, attr_index(frame, name), kind)
                 return convert(default) if _is_null(v) else read(v)
             return impl
+        overload(stub, prefer_literal=True)(typer_with_default)
     else:
-        def stub(frame, name):
-            raise NotImplementedError("%s() is only callable from nopython code" % pyname)
-
         def typer(frame, name):
             _name_key(name, pyname)
 
@@ -492,32 +515,42 @@ def _attribute_getter(pyname, kind, read, default, doc):
                 v = _typed_attr(frame, attr_index(frame, name), kind)
                 return default if _is_null(v) else read(v)
             return impl
-    stub.__name__ = stub.__qualname__ = pyname
-    stub.__doc__ = doc
-    overload(stub, prefer_literal=True)(typer)
-    return stub
+        overload(stub, prefer_literal=True)(typer)
 
 
 _count = register_jitable(lambda v: _load_i64(v, 8))
 
-_ATTRIBUTE_GETTERS = {
-    "attr_int": (_ATTR_SCALAR, _scalar_as_int, np.int64,
-                 "Scalar attribute *name* (a constant) as int64 (a float one truncated), "
-                 "or *default* if absent or of a type the reader does not decode."),
-    "attr_float": (_ATTR_SCALAR, _scalar_as_float, np.float64,
-                   "Scalar attribute *name* (a constant) as float64 (F16 and BF16 "
-                   "included), or *default* if absent or of a type the reader does "
-                   "not decode."),
-    "attr_string_len": (_ATTR_STRING, _count, -1,
-                        "Length of string attribute *name* (-1 if absent)."),
-    "attr_array_size": (_ATTR_ARRAY, _count, -1,
-                        "Element count of array attribute *name* (-1 if absent)."),
-}
-for _name, (_kind, _read, _default, _doc) in _ATTRIBUTE_GETTERS.items():
-    globals()[_name] = _attribute_getter(_name, _kind, _read, _default, _doc)
+
+def attr_int(frame: int, name: str, default: int = 0) -> int:
+    """Scalar attribute *name* (a constant) as int64 (a float one truncated),
+    or *default* if absent or of a type the reader does not decode."""
+    raise NotImplementedError("attr_int() is only callable from nopython code")
 
 
-def attr_string_data(frame, name):
+def attr_float(frame: int, name: str, default: float = 0) -> float:
+    """Scalar attribute *name* (a constant) as float64 (F16 and BF16
+    included), or *default* if absent or of a type the reader does not
+    decode."""
+    raise NotImplementedError("attr_float() is only callable from nopython code")
+
+
+def attr_string_len(frame: int, name: str) -> int:
+    """Length of string attribute *name* (-1 if absent)."""
+    raise NotImplementedError("attr_string_len() is only callable from nopython code")
+
+
+def attr_array_size(frame: int, name: str) -> int:
+    """Element count of array attribute *name* (-1 if absent)."""
+    raise NotImplementedError("attr_array_size() is only callable from nopython code")
+
+
+_attribute_getter(attr_int, _ATTR_SCALAR, _scalar_as_int, np.int64)
+_attribute_getter(attr_float, _ATTR_SCALAR, _scalar_as_float, np.float64)
+_attribute_getter(attr_string_len, _ATTR_STRING, _count, -1)
+_attribute_getter(attr_array_size, _ATTR_ARRAY, _count, -1)
+
+
+def attr_string_data(frame: int, name: str) -> int:
     """Pointer to the bytes of string attribute *name* (NULL if absent)."""
     raise NotImplementedError("only in nopython code")
 
@@ -532,7 +565,7 @@ def _attr_string_data(frame, name):
     return impl
 
 
-def attr_array_data(frame, name, dtype):
+def attr_array_data(frame: int, name: str, dtype: DTypeLike) -> np.ndarray:
     """Array attribute *name* as a 1-D array of *dtype* (empty if absent or
     of another element type). XLA's array attributes hold int8-64, uint8-64,
     float32 or float64 elements; another *dtype* is a typing error."""
@@ -568,7 +601,7 @@ def _attr_array_data(frame, name, dtype):
 
 
 @register_jitable
-def stream(frame):
+def stream(frame: int) -> int:
     """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
     where the platform has none (XLA:CPU)."""
     args = _stack_bytes(32, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
@@ -585,7 +618,7 @@ def stream(frame):
 
 
 @register_jitable
-def error(frame, message, code=_ERROR_INTERNAL):
+def error(frame: int, message: int, code: int = _ERROR_INTERNAL) -> int:
     """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
     to return from the handler; XLA copies the message."""
     args = _stack_bytes(32, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
@@ -595,7 +628,7 @@ def error(frame, message, code=_ERROR_INTERNAL):
     return _call_api(_load_ptr(api, _API_ERROR_CREATE), args)
 
 
-def launch_error(frame, status, context):
+def launch_error(frame: int, status: int, context: str) -> int:
     """An ``XLA_FFI_Error*`` for a failed launch: the message is *context*
     (a string constant, e.g. the kernel's name) with the driver's error name
     and code, e.g. ``"... failed: CUDA_ERROR_INVALID_VALUE (1)"``."""
@@ -933,16 +966,21 @@ def attr_float_at(frame, i):
     return _scalar_as_float(_attr_value(frame, i))
 
 
-@intrinsic
-def is_error(typingctx, err):
-    """``is_error(err)``: True when *err* (a check's or another call's
-    ``XLA_FFI_Error*``) is an error, not NULL: return it from the handler."""
-    if err != types.voidptr:
-        raise NopythonUsageError("is_error() takes an XLA_FFI_Error* (voidptr), got %s" % err)
+if TYPE_CHECKING:
+    def is_error(err: int) -> bool:
+        """True when *err* (an ``XLA_FFI_Error*``) is an error, not NULL."""
+else:
+    @intrinsic
+    def is_error(typingctx, err):
+        """``is_error(err)``: True when *err* (a check's or another call's
+        ``XLA_FFI_Error*``) is an error, not NULL: return it from the handler."""
+        if err != types.voidptr:
+            raise NopythonUsageError("is_error() takes an XLA_FFI_Error* (voidptr), got %s"
+                                     % err)
 
-    def codegen(context, builder, sig, args):
-        return cgutils.is_not_null(builder, args[0])
-    return types.boolean(err), codegen
+        def codegen(context, builder, sig, args):
+            return cgutils.is_not_null(builder, args[0])
+        return types.boolean(err), codegen
 
 
 def _context_text(context, fn):
@@ -959,7 +997,7 @@ def _constant_ndim(ndim, fn):
     return ndim.literal_value
 
 
-def check_call(frame, n_args, n_rets, context):
+def check_call(frame: int, n_args: int, n_rets: int, context: str) -> int:
     """NULL when the call has *n_args* arguments and *n_rets* results, all
     buffers; else an ``XLA_FFI_Error*`` (INVALID_ARGUMENT) saying what the
     call has, its message beginning with *context* (a string constant)."""
@@ -975,13 +1013,13 @@ def _check_call(frame, n_args, n_rets, context):
     return impl
 
 
-def check_arg(frame, i, dtype, ndim, context):
+def check_arg(frame: int, i: int, dtype: DTypeLike, ndim: int, context: str) -> int:
     """NULL when argument *i* is a buffer of *dtype* and rank *ndim*
     (constants); else an ``XLA_FFI_Error*`` naming what it is."""
     raise NotImplementedError("only in nopython code")
 
 
-def check_ret(frame, i, dtype, ndim, context):
+def check_ret(frame: int, i: int, dtype: DTypeLike, ndim: int, context: str) -> int:
     """NULL when result *i* is a buffer of *dtype* and rank *ndim*
     (constants); else an ``XLA_FFI_Error*`` naming what it is."""
     raise NotImplementedError("only in nopython code")
@@ -1006,7 +1044,7 @@ overload(check_ret, prefer_literal=True)(_buffer_check("check_ret", True))
 _SCALAR_ATTR_DTYPES = tuple(d for d, code in DTYPES.items() if code in _SCALAR_CODES)
 
 
-def check_attr(frame, name, dtype, context):
+def check_attr(frame: int, name: str, dtype: DTypeLike, context: str) -> int:
     """NULL when the call has attribute *name* (a string constant), a
     scalar of *dtype* (a constant: bool, an integer or a float type); else
     an ``XLA_FFI_Error*`` saying it is missing or what it is."""

@@ -7,12 +7,16 @@ source's public attributes, duck-typed (nothing here imports cuda.core, CuPy
 or Triton). docs/kernel-sources.md.
 """
 
+from __future__ import annotations
+
 import inspect
 import keyword
 import numbers
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from llvmlite import ir
 from numba.core import types
@@ -60,22 +64,22 @@ class ForeignKernel:
 
     name: str
     entry: str
-    image: bytes = field(repr=False)
-    kind: str  # "cubin", "fatbin" or "ptx"; None for a live handle
+    image: bytes | None = field(repr=False)
+    kind: str | None  # "cubin", "fatbin" or "ptx"; None for a live handle
     source: str  # where it came from, for messages
-    params: tuple  # inspect.Parameter of each C parameter
-    c_types: tuple
-    formal: tuple
-    block: tuple = None
+    params: tuple[inspect.Parameter, ...]  # each C parameter
+    c_types: tuple[Any, ...]  # Numba types
+    formal: tuple[Any, ...]
+    block: tuple[int, ...] | None = None
     sharedmem: int = 0
     handle: int = 0
-    handle_kind: str = None
+    handle_kind: str | None = None
     owner: object = field(default=None, repr=False)
     #: every launch is a programmatic dependent one (Triton's ``launch_pdl``)
     dependent: bool = False
 
     @property
-    def signature(self):
+    def signature(self) -> Any:
         """The declared C signature, as a Numba signature."""
         return types.void(*self.c_types)
 
@@ -169,12 +173,12 @@ class LiveHandle:
 
     address: int
     kind: str  # "CUkernel" or "CUfunction"
-    name: str
+    name: str | None
     owner: object
     source: str  # for messages
 
 
-_live_names = {}  # handle address -> kernel name, for messages (interop.aot)
+_live_names: dict[int, str] = {}  # handle address -> kernel name, for messages (interop.aot)
 
 
 def live_kernel_name(address):
@@ -698,7 +702,8 @@ def _check_loaded(what, live, c_types, names):
                              "kernel's takes %d bytes" % (what, name, ty, want, got))
 
 
-def foreign_kernel(source, entry=None, signature=None, *, param_names=None):
+def foreign_kernel(source: Any, entry: str | None = None, signature: Any = None, *,
+                   param_names: Sequence[str] | None = None) -> ForeignKernel:
     """A kernel of another compiler, launchable from ``@njit``/``@cfunc`` code
     as ``kernel[grid, block, stream, sharedmem](args...)``.
 

@@ -6,6 +6,8 @@ releases are those of :mod:`.graph`; kernels set the condition with
 :func:`.intrinsics.set_conditional`. docs/graphs.md, "Conditional nodes".
 """
 
+from __future__ import annotations
+
 import numbers
 
 from llvmlite import ir
@@ -27,6 +29,7 @@ from numba_cuda_launch.launch.graph import (BODY_OPEN, CAPTURE_THREAD_LOCAL, _BE
                                             _stream_ptr)
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.refusals import Guards
+from numba_cuda_launch.launch.stream import Stream
 from numba_cuda_launch.cudadrv import conditional as _rt
 from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED
 
@@ -68,6 +71,11 @@ class ConditionalNode:
     of bodies."""
 
     __slots__ = ("handle", "bodies", "graph", "kind", "size")
+    handle: int
+    bodies: int
+    graph: int
+    kind: int
+    size: int
 
     def __init__(self, handle: int, bodies: int, graph: int, kind: int, size: int) -> None:
         self.handle = _integer(handle, "handle", 0, 2**64 - 1)
@@ -82,7 +90,7 @@ class ConditionalNode:
             else "[%d]" % self.size if self.kind == COND_SWITCH else "",
             hex(self.handle) if self.handle else "(none)")
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return type(other) is ConditionalNode and other.handle == self.handle
 
     def __hash__(self) -> int:
@@ -368,7 +376,8 @@ _fail_end_body = _raiser("end_body", (
 # -- module functions (nopython, and callable from Python) ----------------------------
 
 @_module_function
-def conditional_handle_status(stream, default=0, assign_default=True):
+def conditional_handle_status(stream: Stream, default: int = 0,
+                              assign_default: bool = True) -> tuple[int, ConditionalHandle]:
     """``(status, handle)``: a :class:`ConditionalHandle` made in the graph
     *stream* is recording (``cuGraphConditionalHandleCreate``), for the
     stream's context. With *assign_default* (the default) it is set to
@@ -381,7 +390,8 @@ def conditional_handle_status(stream, default=0, assign_default=True):
 
 
 @_module_function
-def conditional_handle(stream, default=0, assign_default=True):
+def conditional_handle(stream: Stream, default: int = 0,
+                       assign_default: bool = True) -> ConditionalHandle:
     """:func:`conditional_handle_status`, returning the handle and raising
     :class:`CudaGraphError` on failure (a stream not recording, a driver
     older than CUDA 12.4, *default* out of range, or not 0 without
@@ -392,59 +402,87 @@ def conditional_handle(stream, default=0, assign_default=True):
     return handle
 
 
-def _node_functions(name, add, fail, doc, takes_n=False):
-    """The module functions ``name_status`` (``(status, node)``, *doc*) and
-    ``name`` (the node, raising with *fail*) of node intrinsic *add*, with
-    parameters ``(stream, handle)`` or, *takes_n*, ``(stream, handle, n)``."""
-    if takes_n:
-        def status_form(stream, handle, n):
-            status, reason, node = add(_stream_ptr(stream), handle, n)
-            return status, node
-
-        def raising_form(stream, handle, n):
-            status, reason, node = add(_stream_ptr(stream), handle, n)
-            if status != 0:
-                fail(status, reason)
-            return node
-    else:
-        def status_form(stream, handle):
-            status, reason, node = add(_stream_ptr(stream), handle)
-            return status, node
-
-        def raising_form(stream, handle):
-            status, reason, node = add(_stream_ptr(stream), handle)
-            if status != 0:
-                fail(status, reason)
-            return node
-    for fn, fn_name, fn_doc in ((status_form, name + "_status", doc), (raising_form, name, (
-            ":func:`%s_status`, returning the node and raising :class:`CudaGraphError`."
-            % name))):
-        fn.__name__ = fn.__qualname__ = fn_name
-        fn.__doc__ = fn_doc
-    return _module_function(status_form), _module_function(raising_form)
-
-
-add_if_status, add_if = _node_functions("add_if", _add_if, _fail_if, """``(status, node)``:
-    append an IF node to the graph *stream* records: its body
-    (``begin_body(s, node)``) runs once if *handle*'s value is not 0 when the
-    node is reached. Work recorded on *stream* afterwards runs after it.""")
-add_if_else_status, add_if_else = _node_functions(
-    "add_if_else", _add_if_else, _fail_if_else, """``(status, node)``: an IF node
-    with two bodies: body 0 runs if *handle*'s value is not 0, body 1
-    otherwise (CUDA 12.8+).""")
-add_while_status, add_while = _node_functions(
-    "add_while", _add_while, _fail_while, """``(status, node)``: append a WHILE
-    node: its body runs again and again while *handle*'s value is not 0
-    (checked before each run, so not at all if it is 0 when the node is
-    reached); a kernel of the body sets it to 0 to end the loop.""")
-add_switch_status, add_switch = _node_functions(
-    "add_switch", _add_switch, _fail_switch, """``(status, node)``: a SWITCH node
-    of *n* bodies: body *v* runs once, *v* the handle's value when the node
-    is reached (none for *v* >= *n*; CUDA 12.8+).""", takes_n=True)
+@_module_function
+def add_if_status(stream: Stream, handle: ConditionalHandle) -> tuple[int, ConditionalNode]:
+    """``(status, node)``: append an IF node to the graph *stream* records:
+    its body (``begin_body(s, node)``) runs once if *handle*'s value is not
+    0 when the node is reached. Work recorded on *stream* afterwards runs
+    after it."""
+    status, reason, node = _add_if(_stream_ptr(stream), handle)
+    return status, node
 
 
 @_module_function
-def begin_body_status(stream, node, index=0, mode=CAPTURE_THREAD_LOCAL):
+def add_if(stream: Stream, handle: ConditionalHandle) -> ConditionalNode:
+    """:func:`add_if_status`, returning the node and raising :class:`CudaGraphError`."""
+    status, reason, node = _add_if(_stream_ptr(stream), handle)
+    if status != 0:
+        _fail_if(status, reason)
+    return node
+
+
+@_module_function
+def add_if_else_status(stream: Stream,
+                       handle: ConditionalHandle) -> tuple[int, ConditionalNode]:
+    """``(status, node)``: an IF node with two bodies: body 0 runs if
+    *handle*'s value is not 0, body 1 otherwise (CUDA 12.8+)."""
+    status, reason, node = _add_if_else(_stream_ptr(stream), handle)
+    return status, node
+
+
+@_module_function
+def add_if_else(stream: Stream, handle: ConditionalHandle) -> ConditionalNode:
+    """:func:`add_if_else_status`, returning the node and raising
+    :class:`CudaGraphError`."""
+    status, reason, node = _add_if_else(_stream_ptr(stream), handle)
+    if status != 0:
+        _fail_if_else(status, reason)
+    return node
+
+
+@_module_function
+def add_while_status(stream: Stream, handle: ConditionalHandle) -> tuple[int, ConditionalNode]:
+    """``(status, node)``: append a WHILE node: its body runs again and again
+    while *handle*'s value is not 0 (checked before each run, so not at all
+    if it is 0 when the node is reached); a kernel of the body sets it to 0
+    to end the loop."""
+    status, reason, node = _add_while(_stream_ptr(stream), handle)
+    return status, node
+
+
+@_module_function
+def add_while(stream: Stream, handle: ConditionalHandle) -> ConditionalNode:
+    """:func:`add_while_status`, returning the node and raising
+    :class:`CudaGraphError`."""
+    status, reason, node = _add_while(_stream_ptr(stream), handle)
+    if status != 0:
+        _fail_while(status, reason)
+    return node
+
+
+@_module_function
+def add_switch_status(stream: Stream, handle: ConditionalHandle,
+                      n: int) -> tuple[int, ConditionalNode]:
+    """``(status, node)``: a SWITCH node of *n* bodies: body *v* runs once,
+    *v* the handle's value when the node is reached (none for *v* >= *n*;
+    CUDA 12.8+)."""
+    status, reason, node = _add_switch(_stream_ptr(stream), handle, n)
+    return status, node
+
+
+@_module_function
+def add_switch(stream: Stream, handle: ConditionalHandle, n: int) -> ConditionalNode:
+    """:func:`add_switch_status`, returning the node and raising
+    :class:`CudaGraphError`."""
+    status, reason, node = _add_switch(_stream_ptr(stream), handle, n)
+    if status != 0:
+        _fail_switch(status, reason)
+    return node
+
+
+@_module_function
+def begin_body_status(stream: Stream, node: ConditionalNode, index: int = 0,
+                      mode: int = CAPTURE_THREAD_LOCAL) -> int:
     """Start recording body *index* of conditional *node* on *stream* (not
     the stream recording the node's graph: a second one), as
     ``begin_capture`` records a graph (``cuStreamBeginCaptureToGraph``):
@@ -454,7 +492,8 @@ def begin_body_status(stream, node, index=0, mode=CAPTURE_THREAD_LOCAL):
 
 
 @_module_function
-def begin_body(stream, node, index=0, mode=CAPTURE_THREAD_LOCAL):
+def begin_body(stream: Stream, node: ConditionalNode, index: int = 0,
+               mode: int = CAPTURE_THREAD_LOCAL) -> None:
     """:func:`begin_body_status`, raising :class:`CudaGraphError`."""
     status, reason = _begin_body(_stream_ptr(stream), node, index, mode)
     if status != 0:
@@ -462,14 +501,14 @@ def begin_body(stream, node, index=0, mode=CAPTURE_THREAD_LOCAL):
 
 
 @_module_function
-def end_body_status(stream):
+def end_body_status(stream: Stream) -> int:
     """End the recording of a body on *stream*; returns the ``CUresult``.
     The body belongs to its node: it is released with the node's graph."""
     return _end_capture(_stream_ptr(stream))[0]
 
 
 @_module_function
-def end_body(stream):
+def end_body(stream: Stream) -> None:
     """:func:`end_body_status`, raising :class:`CudaGraphError`."""
     status = _end_capture(_stream_ptr(stream))[0]
     if status != 0:

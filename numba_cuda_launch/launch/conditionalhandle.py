@@ -28,6 +28,7 @@ class ConditionalHandle:
     one of it, in Python and in nopython code (a C caller's handle)."""
 
     __slots__ = ("handle",)
+    handle: int
 
     def __init__(self, handle: int) -> None:
         if not isinstance(handle, numbers.Integral) or isinstance(handle, bool) or \
@@ -39,7 +40,7 @@ class ConditionalHandle:
     def __repr__(self) -> str:
         return "<ConditionalHandle %s>" % hex(self.handle)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return type(other) is ConditionalHandle and other.handle == self.handle
 
     def __hash__(self) -> int:

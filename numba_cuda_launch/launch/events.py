@@ -4,6 +4,9 @@
 See docs/events.md.
 """
 
+from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -31,11 +34,11 @@ from numba_cuda_launch.launch.sync import (
     check_stream,
     emit_stream,
     jitted_call,
-    python_stream,
     query_result,
     status_check,
     status_intrinsic,
 )
+from numba_cuda_launch.launch.stream import Stream, python_stream
 from numba_cuda_launch.cudadrv import events as _events
 
 __all__ = ["Event", "EventType", "event_type", "event", "event_status"]
@@ -159,7 +162,7 @@ def _event_handle(typingctx, ev):
 
 # -- the public surface ------------------------------------------------------
 
-def event(timing=True, blocking=False):
+def event(timing: bool = True, blocking: bool = False) -> Event:
     """A new CUDA event in this thread's context (device 0's primary context
     if it has none). ``timing=False``: ``CU_EVENT_DISABLE_TIMING``;
     ``blocking=True``: ``CU_EVENT_BLOCKING_SYNC``. Raises
@@ -169,7 +172,7 @@ def event(timing=True, blocking=False):
     return ev
 
 
-def event_status(timing=True, blocking=False):
+def event_status(timing: bool = True, blocking: bool = False) -> tuple[int, Event]:
     """:func:`event` returning ``(status, event)``: on failure the status is
     the ``CUresult`` and the event holds nothing (its methods report
     ``CUDA_ERROR_INVALID_HANDLE``)."""
@@ -285,34 +288,46 @@ class Event:
     value (run as compiled code); it is released when collected."""
 
     __slots__ = ("_meminfo", "__weakref__")
+    _meminfo: Any  # Numba's MemInfo of the event's payload
 
     @classmethod
-    def _from_meminfo(cls, meminfo):
+    def _from_meminfo(cls, meminfo: Any) -> Event:
         self = object.__new__(cls)
         self._meminfo = meminfo
         return self
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("make events with numba_cuda_launch.event()")
 
-    # Each raises here, not in the compiled form (see sync.check_status).
+    # Each raises here, not in the compiled form (see sync.check_status); the
+    # *_status forms run the nopython method of that name.
 
-    def record(self, stream=0):
+    def record(self, stream: Stream = 0) -> None:
         """Record the event on *stream* (``cuEventRecord``)."""
         check_status(self.record_status(stream), "cuEventRecord")
 
-    def record_status(self, stream=0):
+    def record_status(self, stream: Stream = 0) -> int:
+        """:meth:`record`, returning the ``CUresult``."""
         return jitted_call("record_status", True)(self, python_stream(stream))
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Wait until the work before the event's record has completed."""
         check_status(self.synchronize_status(), "cuEventSynchronize")
 
-    def query(self):
+    def synchronize_status(self) -> int:
+        """:meth:`synchronize`, returning the ``CUresult``."""
+        return jitted_call("synchronize_status", True)(self)
+
+    def query(self) -> bool:
         """True once the work before the event's record has completed."""
         return query_result(self.query_status(), "cuEventQuery")
 
-    def elapsed_time(self, end):
+    def query_status(self) -> int:
+        """``cuEventQuery``'s ``CUresult``: 0 once completed,
+        ``CUDA_ERROR_NOT_READY`` (600) while pending."""
+        return jitted_call("query_status", True)(self)
+
+    def elapsed_time(self, end: Event) -> float:
         """Milliseconds from this event to *end* (both recorded, completed)."""
         status, ms = self.elapsed_time_status(end)
         if status == CUDA_ERROR_INVALID_HANDLE and isinstance(end, Event):
@@ -322,26 +337,25 @@ class Event:
         check_status(status, "cuEventElapsedTime")
         return ms
 
-    def destroy(self):
+    def elapsed_time_status(self, end: Event) -> tuple[int, float]:
+        """:meth:`elapsed_time` as ``(status, milliseconds)``."""
+        return jitted_call("elapsed_time_status", True)(self, end)
+
+    def destroy(self) -> None:
         """Release the event now rather than when collected."""
         check_status(self.destroy_status(), "cuEventDestroy")
 
+    def destroy_status(self) -> int:
+        """:meth:`destroy`, returning the ``CUresult``."""
+        return jitted_call("destroy_status", True)(self)
+
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The ``CUevent`` as an integer (0 once destroyed)."""
         return jitted_call(_event_handle)(self) or 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<numba_cuda_launch.Event handle=%#x>" % self.handle
-
-
-def _compiled_method(name):
-    """An Event method running the nopython method *name* of the event."""
-    return lambda self, *args: jitted_call(name, True)(self, *args)
-
-
-for _name in ("synchronize_status", "query_status", "elapsed_time_status", "destroy_status"):
-    setattr(Event, _name, _compiled_method(_name))
 
 
 @typeof_impl.register(Event)

@@ -4,8 +4,11 @@ capture, replay them, update a recorded launch's arguments (public as
 runtime (the driver's, or the simulator's graphs). See docs/graphs.md.
 """
 
+from __future__ import annotations
+
 import functools
 import numbers
+from typing import TYPE_CHECKING, Any, cast
 
 from llvmlite import ir
 from numba import njit
@@ -26,8 +29,9 @@ from numba_cuda_launch.launch.refusals import Guards, emit_raise_if_failed, rais
 from numba_cuda_launch.launch.launchconfig import LaunchConfig, is_stream_type, stream_value
 from numba_cuda_launch.launch.plan import plan_launch
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
-from numba_cuda_launch.launch.stream import python_stream
+from numba_cuda_launch.launch.stream import Stream, python_stream
 from numba_cuda_launch.launch.sync import jitted_call
+from numba_cuda_launch.compat.numba_extending import Function
 from numba_cuda_launch.cudadrv import graph as _rt
 
 __all__ = [
@@ -53,8 +57,9 @@ class _Handle:
     destroyed from Python)."""
 
     __slots__ = ("handle",)
+    handle: int
 
-    def __init__(self, handle):
+    def __init__(self, handle: int) -> None:
         if not isinstance(handle, numbers.Integral) or isinstance(handle, bool) or \
                 not 0 <= handle < 1 << 64:
             raise TypeError("%s(): handle must be a driver handle, an integer between 0 and "
@@ -62,21 +67,21 @@ class _Handle:
                                                       type(handle).__name__))
         self.handle = int(handle)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%s %s>" % (type(self).__name__,
                             hex(self.handle) if self.handle else "(none)")
 
-    def __eq__(self, other):
-        return type(other) is type(self) and other.handle == self.handle
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and cast(_Handle, other).handle == self.handle
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self).__name__, self.handle))
 
 
 class _Destroyable(_Handle):
     __slots__ = ()
 
-    def destroy(self):
+    def destroy(self) -> int:
         """Release the handle (a graph's :class:`KernelNode` handles with it);
         returns the ``CUresult``. Destroying twice from Python is harmless."""
         status = jitted_call("destroy", True)(self) if self.handle else 0
@@ -89,10 +94,14 @@ class Graph(_Destroyable):
 
     __slots__ = ()
 
-    def instantiate(self):
+    def instantiate(self) -> GraphExec:
         """The executable graph (:class:`GraphExec`); raises
         :class:`CudaGraphError`."""
         return jitted_call("instantiate", True)(self)
+
+    if TYPE_CHECKING:  # in nopython code only
+        def instantiate_status(self) -> tuple[int, GraphExec]:
+            """:meth:`instantiate` as ``(status, exe)``."""
 
 
 class GraphExec(_Destroyable):
@@ -101,15 +110,29 @@ class GraphExec(_Destroyable):
 
     __slots__ = ()
 
-    def launch(self, stream):
+    def launch(self, stream: Stream) -> None:
         """Replay the graph on *stream* (a numba-cuda stream or a raw
         ``CUstream`` integer); raises :class:`CudaGraphError`."""
         jitted_call("launch", True)(self, python_stream(stream))
 
-    def update(self, graph):
+    def update(self, graph: Graph) -> None:
         """Take the parameters of *graph*, recorded with the same topology
         (``cuGraphExecUpdate``); raises :class:`CudaGraphError`."""
         jitted_call("update", True)(self, graph)
+
+    if TYPE_CHECKING:  # in nopython code only
+        def launch_status(self, stream: Stream) -> int:
+            """:meth:`launch`, returning the ``CUresult``."""
+
+        def update_status(self, graph: Graph) -> int:
+            """:meth:`update`, returning the ``CUresult``."""
+
+        def update_launch(self, node: KernelNode, cfg: Any, *args: Any) -> None:
+            """Give recorded launch *node* the configuration *cfg*
+            (``kernel[griddim, blockdim, ...]``) and arguments *args*."""
+
+        def update_launch_status(self, node: KernelNode, cfg: Any, *args: Any) -> int:
+            """:meth:`update_launch`, returning the ``CUresult``."""
 
 
 class KernelNode(_Handle):
@@ -336,12 +359,13 @@ _fail_update = _raiser("update", tuple(
 
 # -- module functions (nopython, and callable from Python) ------------------------
 
-def _module_function(fn):
+def _module_function(fn: Function) -> Function:
     """*fn* as a module function: a nopython function (an overload of the
-    function returned) that Python calls with its stream read by
-    :func:`..sync.python_stream` (a bad one is a TypeError naming *fn*)."""
+    function returned, which has *fn*'s signature) that Python calls with
+    its stream read by :func:`..sync.python_stream` (a bad one is a
+    TypeError naming *fn*)."""
     @functools.wraps(fn)
-    def python_form(stream, *args):
+    def python_form(stream: Stream, *args: Any) -> Any:
         try:
             stream = python_stream(stream)
         except TypeError as exc:
@@ -351,11 +375,11 @@ def _module_function(fn):
     overload(python_form, target="cpu", strict=False)(lambda stream, *args: fn)
     # Python runs the overload too: fn is compiled once per signature for both
     jitted = jitted_call(python_form)
-    return python_form
+    return cast(Function, python_form)
 
 
 @_module_function
-def begin_capture_status(stream, mode=CAPTURE_THREAD_LOCAL):
+def begin_capture_status(stream: Stream, mode: int = CAPTURE_THREAD_LOCAL) -> int:
     """Start recording the work submitted to *stream* (``cuStreamBeginCapture``):
     launches on it are recorded, not run, until :func:`end_capture`.
     Returns the ``CUresult``."""
@@ -363,7 +387,7 @@ def begin_capture_status(stream, mode=CAPTURE_THREAD_LOCAL):
 
 
 @_module_function
-def begin_capture(stream, mode=CAPTURE_THREAD_LOCAL):
+def begin_capture(stream: Stream, mode: int = CAPTURE_THREAD_LOCAL) -> None:
     """:func:`begin_capture_status`, raising :class:`CudaGraphError` on
     failure (the default streams, 0, 1 and 2, are not captured)."""
     status, reason = _begin_capture(_stream_ptr(stream), mode)
@@ -379,7 +403,7 @@ def _end_reason(status):
 
 
 @_module_function
-def end_capture_status(stream):
+def end_capture_status(stream: Stream) -> tuple[int, Graph]:
     """End the capture on *stream*: ``(status, graph)``, the recorded
     :class:`Graph` (a NULL one when the status is not 0; a capture that
     was invalidated ends with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``; one
@@ -389,7 +413,7 @@ def end_capture_status(stream):
 
 
 @_module_function
-def end_capture(stream):
+def end_capture(stream: Stream) -> Graph:
     """End the capture on *stream* and return the recorded :class:`Graph`;
     raises :class:`CudaGraphError` (the capture is ended all the same)."""
     status, graph = _end_capture(_stream_ptr(stream))
@@ -399,7 +423,7 @@ def end_capture(stream):
 
 
 @_module_function
-def last_launch_status(stream):
+def last_launch_status(stream: Stream) -> tuple[int, KernelNode]:
     """``(status, node)``: the :class:`KernelNode` recorded by the last
     launch on capturing *stream* (call it right after that launch), to
     update with ``GraphExec.update_launch``."""
@@ -408,7 +432,7 @@ def last_launch_status(stream):
 
 
 @_module_function
-def last_launch(stream):
+def last_launch(stream: Stream) -> KernelNode:
     """:func:`last_launch_status`, returning the node and raising
     :class:`CudaGraphError` (saying why) when there is none."""
     status, reason, node = _last_node(_stream_ptr(stream))
@@ -418,7 +442,7 @@ def last_launch(stream):
 
 
 @_module_function
-def abort_capture(stream):
+def abort_capture(stream: Stream) -> int:
     """End any capture in progress on *stream* and destroy what it recorded;
     returns the ``CUresult`` (0 also when the stream was not capturing).
     For recovery after a failure inside a capture."""

@@ -6,7 +6,9 @@ float16 is storage only, :mod:`..compat.numba_float16`).
 import numpy as np
 from llvmlite import ir
 from numba.core import types
-from numba.extending import intrinsic, register_jitable
+from numba.extending import intrinsic
+
+from numba_cuda_launch.compat.numba_extending import register_jitable
 
 __all__ = ["float_to_half_bits", "half_bits_to_float"]
 
@@ -19,7 +21,7 @@ def _float64_bits(typingctx, x):
 
 
 @register_jitable
-def float_to_half_bits(x):
+def float_to_half_bits(x: float) -> int:
     """IEEE binary16 bits of float64 *x*, rounded to nearest even (as
     ``np.float16(x)``). Integer arithmetic only: LLVM's own conversion calls
     a runtime helper that not every Numba JIT resolves."""
@@ -57,7 +59,7 @@ def _bits_float64(typingctx, bits):
 
 
 @register_jitable
-def half_bits_to_float(bits):
+def half_bits_to_float(bits: int) -> float:
     """The float64 value of IEEE binary16 *bits* (exact, NaN payloads and
     signs kept): integer arithmetic and a bitcast, like
     :func:`float_to_half_bits`."""

@@ -5,7 +5,10 @@ for a numba-cuda or numba-cuda-mlir kernel, with the layout of its
 parameters, without reaching into compiler internals.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from numba.core import types
 
@@ -39,22 +42,23 @@ class KernelHandle:
 
     kernel_name: str
     entry_name: str
-    argtypes: tuple
-    params: tuple
+    argtypes: tuple[Any, ...]  # Numba types
+    params: tuple[KernelParam, ...]
     cooperative: bool
-    image: bytes = field(repr=False)
+    image: bytes | None = field(repr=False)
     handle_kind: str = "CUkernel"
     live_handle: int = field(default=0, repr=False)
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The ``CUkernel`` (or live ``CUfunction``) as an integer; loads the
         image on first use (with the loader compiled code uses). Raises
         :class:`CudaLaunchError` if the driver refuses it (with no driver or
         GPU: ``image`` and ``params`` need neither)."""
         if self.live_handle:
             return self.live_handle
-        status, kern = load_image(KernelImage(self.entry_name, self.image))
+        # (only a live handle comes without an image)
+        status, kern = load_image(KernelImage(self.entry_name, cast(bytes, self.image)))
         if status != 0:
             raise CudaLaunchError(status, self.kernel_name, _NO_DEVICE if status ==
                                   CUDA_ERROR_NO_DEVICE else "", what="loading the image")
@@ -78,7 +82,7 @@ def _argument_types(name, argtypes):
     return tuple(argtypes)
 
 
-def kernel_handle(dispatcher, argtypes):
+def kernel_handle(dispatcher: Any, argtypes: Any) -> KernelHandle:
     """Return the :class:`KernelHandle` of *dispatcher*'s overload for
     *argtypes* (a tuple of Numba types or a signature such as
     ``"void(float32[::1], int64)"``), compiling a lazy kernel if needed.
@@ -101,13 +105,15 @@ def kernel_handle(dispatcher, argtypes):
     if BACKEND.no_handles and BACKEND.refusal(source, dispatcher) is None:
         raise RuntimeError("kernel_handle(): %s" % BACKEND.no_handles)
     plan = plan_launch(dispatcher, argtypes, source)
+    # A backend with handles plans an entry point, and an image unless the
+    # kernel is live.
     return KernelHandle(
         kernel_name=name,
-        entry_name=plan.entry_name,
+        entry_name=cast(str, plan.entry_name),
         argtypes=plan.argtypes,
         params=plan.params,
         cooperative=plan.cooperative,
-        image=None if plan.live else plan.image.data,
+        image=None if plan.live else cast(KernelImage, plan.image).data,
         handle_kind=plan.live[1] if plan.live else "CUkernel",
         live_handle=plan.live[0] if plan.live else 0,
     )

@@ -18,7 +18,8 @@ from numba.extending import overload
 from numba_cuda_launch.compat import numba_cuda as _compat
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType, handle_value
+from numba_cuda_launch.launch.conditionalhandle import (ConditionalHandle, ConditionalHandleType,
+                                                        handle_value)
 
 __all__ = ["set_conditional", "griddepcontrol_wait", "griddepcontrol_launch_dependents",
            "PDL_COMPUTE_CAPABILITY"]
@@ -46,7 +47,7 @@ def _run_in_kernel(name, *args):
         raise _outside_kernels(name)
 
 
-def set_conditional(handle, value) -> None:
+def set_conditional(handle: ConditionalHandle | int, value: int | bool) -> None:
     """In a kernel: set conditional handle *handle* (a
     :class:`~numba_cuda_launch.graphs.ConditionalHandle` argument, or its
     64-bit integer) to *value* (an integer or a boolean), as CUDA C's

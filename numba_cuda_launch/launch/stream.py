@@ -5,6 +5,7 @@ handle (``voidptr`` or integer) is.
 """
 
 import operator
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -25,7 +26,12 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.pyobjects import python_object
 
 __all__ = ["CUDAStream", "cuda_stream", "stream_handle", "python_stream", "is_stream_object",
-           "learn_stream_class"]
+           "learn_stream_class", "Stream"]
+
+#: A stream, as the public functions take one: a stream object (numba-cuda's
+#: ``Stream``, CuPy's, PyTorch's, one with ``__cuda_stream__``) or a raw
+#: ``CUstream`` integer (0: the default stream); these share no base class.
+Stream: TypeAlias = Any
 
 
 class CUDAStream(types.Type):

@@ -16,7 +16,7 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.launchconfig import is_stream_type, stream_value
 from numba_cuda_launch.launch.refusals import raiser
-from numba_cuda_launch.launch.stream import CUDAStream, python_stream
+from numba_cuda_launch.launch.stream import CUDAStream, Stream, python_stream
 
 _i32 = ir.IntType(32)
 
@@ -94,38 +94,38 @@ _stream_query = status_intrinsic("emit_stream_query", emit_stream)
 
 # -- the public functions ----------------------------------------------------
 
-def synchronize():
+def synchronize() -> None:
     """Wait until all work of this thread's CUDA context (device 0's primary
     context if it has none) has completed (``cuCtxSynchronize``). Raises
     :class:`~numba_cuda_launch.CudaError` on failure."""
     check_status(synchronize_status(), "cuCtxSynchronize")
 
 
-def synchronize_status():
+def synchronize_status() -> int:
     """:func:`synchronize`, returning the ``CUresult`` instead of raising."""
     return jitted_call(synchronize_status)()
 
 
-def stream_synchronize(stream=0):
+def stream_synchronize(stream: Stream = 0) -> None:
     """Wait until all work queued on *stream* has completed
     (``cuStreamSynchronize``). Raises :class:`~numba_cuda_launch.CudaError`
     on failure."""
     check_status(stream_synchronize_status(stream), "cuStreamSynchronize")
 
 
-def stream_synchronize_status(stream=0):
+def stream_synchronize_status(stream: Stream = 0) -> int:
     """:func:`stream_synchronize`, returning the ``CUresult``."""
     return jitted_call(stream_synchronize_status)(python_stream(stream))
 
 
-def stream_query(stream=0):
+def stream_query(stream: Stream = 0) -> bool:
     """True when all work queued on *stream* has completed, False while some
     is pending (``cuStreamQuery``). Raises
     :class:`~numba_cuda_launch.CudaError` on any other result."""
     return query_result(stream_query_status(stream), "cuStreamQuery")
 
 
-def stream_query_status(stream=0):
+def stream_query_status(stream: Stream = 0) -> int:
     """``cuStreamQuery``'s ``CUresult``: 0 when all work on *stream* has
     completed, ``CUDA_ERROR_NOT_READY`` (600) while some is pending."""
     return jitted_call(stream_query_status)(python_stream(stream))

@@ -10,6 +10,7 @@ import math
 import operator
 import struct
 from collections.abc import Mapping
+from typing import Any
 
 import numba
 import numpy as np
@@ -18,7 +19,7 @@ from numba.cuda import config as _cuda_config
 
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
-from numba_cuda_launch.launch.stream import python_stream, stream_handle
+from numba_cuda_launch.launch.stream import Stream, python_stream, stream_handle
 
 __all__ = ["on_stream", "describe", "device_array_type", "cai_layout", "cai_pointer", "c_strides", "cai_stream",
            "read_cai", "read_dlpack", "why_not_a_device_array", "Layout", "remember",
@@ -232,8 +233,10 @@ class on_stream:
     stream is still waited for by launches on other streams."""
 
     __slots__ = ("obj", "stream", "_given", "_handle", "__weakref__")
+    obj: Any
+    stream: Stream
 
-    def __init__(self, obj, stream):
+    def __init__(self, obj: Any, stream: Stream) -> None:
         self.obj = obj
         self.stream = stream
         self._given = self._handle = _UNSET
