@@ -6,8 +6,8 @@ process: with that device's context current (as after ``with
 cuda.gpus[n]``), with device 0's current (a launch runs in its stream's
 context), and alternating the two devices' streams in one loop; each with
 no dynamic shared memory and with 64 KiB (above 48 KiB: the per-device
-opt-in, one compare once every device's limit is known, one
-``cuStreamGetDevice`` until then). Host microseconds per launch, medians
+opt-in, one compare once every device's limit is known, the stream's
+context and its device until then). Host microseconds per launch, medians
 over batches (the stream idle before each batch, batches below the
 driver's queue depth; ``launch_overhead.median_us``). With one GPU only
 device 0's rows are measured, and the script says so.

@@ -11,11 +11,12 @@
  * <kernel>"), the library loads and unloads, and every status. A launch
  * runs in its stream's context, as the driver launches a CUkernel; more
  * dynamic shared memory than the kernel's limit on that device is refused
- * (CUDA_ERROR_INVALID_VALUE), as the driver refuses it. "old" as the second
- * argument plays a driver without cuStreamGetDevice (before CUDA 12.8), the
+ * (CUDA_ERROR_INVALID_VALUE), as the driver refuses it. "current" as the
+ * second argument plays a cuStreamGetCtx answering the current context
+ * (the guard: a launch's device taken from the thread, not the stream), the
  * threads then running one after the other.
  *
- *   aot_devices own|cross new|old
+ *   aot_devices own|cross stream|current
  *
  * Built with -DP(x)=<prefix>_##x, -include of the library's header and
  * -pthread. */
@@ -36,7 +37,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t start;
 static __thread void *current;
 static __thread int thread_index = -1;
-static int cross, old_driver;
+static int cross, ctx_of_thread;
 static int loads, unloads, kernels;
 static char names[16][256];
 static int limit[16][DEVICES];  /* kernel index, device -> max dynamic shared memory */
@@ -60,9 +61,9 @@ static int r_ctx_device(int *dev) {
     *dev = device_of_ctx(current);
     return 0;
 }
-static int r_stream_device(void *stream, int *dev) {
-    if (old_driver) return 500; /* CUDA_ERROR_NOT_FOUND: the runtime's stand-in */
-    *dev = device_of_stream(stream);
+static int r_stream_ctx(void *stream, void **ctx) {
+    if (current == NULL && (stream == NULL || ctx_of_thread)) return 201;
+    *ctx = ctx_of_thread ? current : PRIMARY(device_of_stream(stream));
     return 0;
 }
 static int r_device_count(int *n) { *n = DEVICES; return 0; }
@@ -151,14 +152,14 @@ static void *run(void *arg) {
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     cross = strcmp(argv[1], "cross") == 0;
-    old_driver = strcmp(argv[2], "old") == 0;
+    ctx_of_thread = strcmp(argv[2], "current") == 0;
     unsigned n = P(driver_entry_count)();
     void **table = calloc(n, sizeof *table);
     static const struct { const char *name; void *fn; } fake[] = {
         {"cuInit", (void *)r_ok}, {"cuLibraryUnload", (void *)r_unload},
         {"cuCtxGetCurrent", (void *)r_ctx_get}, {"cuCtxSetCurrent", (void *)r_ctx_set},
         {"cuDeviceGet", (void *)r_device_get}, {"cuDevicePrimaryCtxRetain", (void *)r_retain},
-        {"cuCtxGetDevice", (void *)r_ctx_device}, {"cuStreamGetDevice", (void *)r_stream_device},
+        {"cuCtxGetDevice", (void *)r_ctx_device}, {"cuStreamGetCtx", (void *)r_stream_ctx},
         {"cuDeviceGetCount", (void *)r_device_count},
         {"cuLibraryLoadData", (void *)r_load}, {"cuLibraryGetKernel", (void *)r_get_kernel},
         {"cuKernelGetAttribute", (void *)r_kernel_get_attribute},
@@ -173,14 +174,14 @@ int main(int argc, char **argv) {
     }
     if (P(bind_driver)(table, n) != 0) return 2;
     pthread_t t[DEVICES];
-    /* the old driver's run is one thread after the other: its outcome
+    /* the guard's run is one thread after the other: its outcome
      * depends on which device's limit was raised first */
-    pthread_barrier_init(&start, NULL, old_driver ? 1 : DEVICES);
+    pthread_barrier_init(&start, NULL, ctx_of_thread ? 1 : DEVICES);
     for (long d = 0; d < DEVICES; d++) {
         pthread_create(&t[d], NULL, run, (void *)d);
-        if (old_driver) pthread_join(t[d], NULL);
+        if (ctx_of_thread) pthread_join(t[d], NULL);
     }
-    for (int d = 0; d < DEVICES && !old_driver; d++)
+    for (int d = 0; d < DEVICES && !ctx_of_thread; d++)
         pthread_join(t[d], NULL);
     for (int d = 0; d < DEVICES; d++) {
         printf("statuses %d", d);

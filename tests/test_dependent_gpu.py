@@ -159,7 +159,7 @@ def test_c_library_dependent_chain(tmp_path):
     x = rng.standard_normal(n).astype(np.float32)
     a, b = cuda.to_device(x), cuda.to_device(np.full(n, np.nan, np.float32))
     stream = cuda.stream()
-    assert lib.dep_chain(stream.handle.value, a.device_ctypes_pointer.value,
+    assert lib.dep_chain(int(stream.handle), a.device_ctypes_pointer.value,
                          b.device_ctypes_pointer.value, n, 30) == 0
     stream.synchronize()
     np.testing.assert_array_equal(a.copy_to_host(), expected(x, 30))

@@ -169,19 +169,20 @@ def test_shared_memory_is_raised_once_on_each_launchs_device():
     assert [l.device for l in rec.launches] == [0, 1] * 5
 
 
-class _OldDriver(RecordingDriver):
-    """A driver without cuStreamGetDevice (before CUDA 12.8): the package's
-    stand-in answers CUDA_ERROR_NOT_FOUND."""
+class _ThreadContextDriver(RecordingDriver):
+    """A cuStreamGetCtx answering the current context, whatever the stream:
+    what a launch's device taken from the thread would see."""
 
-    def _stream_device(self, stream, out):
-        return 500
+    def _stream_ctx(self, stream, out):
+        return super()._stream_ctx(0, out)
 
 
-@pytest.mark.parametrize("driver, refused", [(RecordingDriver, False), (_OldDriver, True)])
+@pytest.mark.parametrize("driver, refused", [(RecordingDriver, False),
+                                             (_ThreadContextDriver, True)])
 def test_the_opt_in_follows_the_stream_not_the_current_context(driver, refused):
     # Device 0 is current and the launch's stream is device 1's: the limit
-    # must be raised on device 1, where the kernel runs. Without
-    # cuStreamGetDevice the current device's is raised and device 1 refuses
+    # must be raised on device 1, where the kernel runs. Were the device the
+    # current context's, device 0's would be raised and device 1 would refuse
     # the launch, as the driver would (the guard of the first case).
     @cuda.jit
     def one_shared(x):
@@ -266,15 +267,15 @@ def test_graphs_recorded_and_replayed_per_device():
         # a plain graph on another device's stream runs where it was
         # recorded (the driver's rule); only ordered by that stream
         assert replay(exe0, S1) == 0
+        h0, h1 = exe0.handle, exe1.handle
+        exe0.destroy(), exe1.destroy()  # fake handles: never the real driver's
     assert launched == 0  # captured, not run
-    assert (rec.execs[exe0.handle].device, rec.execs[exe1.handle].device) == (0, 1)
+    assert (rec.execs[h0].device, rec.execs[h1].device) == (0, 1)
     assert [g.device for g in rec.graphs.values()] == [0, 1]
     assert [(l.device, l.stream, l.graph) for l in rec.launches] == [
-        (0, S0, exe0.handle), (0, S0, exe0.handle), (1, S1, exe1.handle), (1, S1, exe1.handle),
-        (0, S1, exe0.handle), (0, S1, exe0.handle)]
+        (0, S0, h0), (0, S0, h0), (1, S1, h1), (1, S1, h1), (0, S1, h0), (0, S1, h0)]
     assert [l.params[-1] for l in rec.launches[2:4]] == [np.float32(5).tobytes(),
                                                          np.float32(6).tobytes()]
-    exe0.destroy(), exe1.destroy()
 
 
 @njit
@@ -367,7 +368,7 @@ def _lines(out, word):
 
 @pytest.mark.parametrize("streams", ["own", "cross"])
 def test_c_library_from_a_thread_per_device(c_threads, streams):
-    out = c_threads(streams, "new")
+    out = c_threads(streams, "stream")
     for thread, *statuses in _lines(out, "statuses"):
         assert statuses == ["0"] * 100, (thread, statuses)
     launches = _lines(out, "launch")
@@ -388,11 +389,12 @@ def test_c_library_from_a_thread_per_device(c_threads, streams):
     assert len(contexts) == 4 and {d for d, _ in contexts} == {"0", "1"}
 
 
-def test_c_library_on_a_driver_without_cuStreamGetDevice(c_threads):
-    # the guard of the test above: the current device's limit is raised, and
-    # a launch on the other device's stream is refused there until that
-    # device's own thread raised it
-    out = c_threads("cross", "old")
+def test_c_library_guard_launch_device_taken_from_the_thread(c_threads):
+    # the guard of the test above: were a launch's device the thread's (a
+    # cuStreamGetCtx answering the current context), the current device's
+    # limit would be raised, and a launch on the other device's stream
+    # refused there until that device's own thread raised it
+    out = c_threads("cross", "current")
     statuses = {thread: rest for thread, *rest in _lines(out, "statuses")}
     assert statuses["0"][1::2] == ["1"] * 50  # thread 0: device 1 not raised yet
     assert statuses["1"] == ["0"] * 100  # device 0 raised by then

@@ -193,12 +193,16 @@ def block_too_large(x_shape, y_shape):
     return 1, 4096  # refused by the driver (a trace-time launch like it is refused when traced)
 
 
-def test_failed_launch_is_python_exception():
+def test_refused_launch_is_python_exception():
+    # the launch rule's blockdim (4096 threads) is refused before the driver
+    # is asked, as XLA's INVALID_ARGUMENT naming the kernel and the limit
     k = jax_kernel(twice_plus, lambda x, y: x, block_too_large)
     x = random(100, np.float32)
     with pytest.raises(Exception) as info:
         jax.block_until_ready(jax.jit(k)(x, x))
-    assert "CUDA_ERROR_INVALID_VALUE" in str(info.value) and "twice_plus" in str(info.value)
+    message = str(info.value)
+    assert "INVALID_ARGUMENT" in message and "CUDA kernel 'twice_plus': blockdim must be" in \
+        message and "got (4096, 1, 1) (from the launch rule)" in message, message
     # the device keeps working
     np.testing.assert_array_equal(np.asarray(jax.jit(TWICE_PLUS)(x, x)), 3 * x)
 

@@ -140,7 +140,8 @@ def test_readme_c_library_commands_run_as_written(tmp_path):
                 os.path.join(venv_bin, "numba-cuda-launch-aot")):  # not installed: the module
             command = command.replace(".venv/bin/numba-cuda-launch-aot",
                                       "%s -m numba_cuda_launch.aot" % sys.executable)
-        command = command.replace(".venv/bin/", venv_bin + "/")
+        # the README's relative .venv/bin/, not one inside an absolute path
+        command = re.sub(r"(?<![\w./-])\.venv/bin/", venv_bin + "/", command)
         done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=TIMEOUT)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
@@ -212,6 +213,7 @@ def test_troubleshooting_forgotten_import_reads_as_the_readme_says(simulator, sa
     out = subprocess.run([sys.executable, "-c", PREAMBLE + FORGOTTEN_IMPORT], env=env,
                          capture_output=True, text=True, timeout=TIMEOUT)
     error, imported = out.stdout.splitlines()[-2:]
+    error = re.sub(r"\x1b\[[0-9;]*m", "", error)  # Numba's highlighting, where it colours
     assert imported == "imported: False", out.stdout + out.stderr
     assert error.startswith("TypingError | Failed in nopython mode pipeline")
     assert said in error, error

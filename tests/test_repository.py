@@ -24,7 +24,7 @@ def _git(*args):
 
 
 def test_no_tracked_archive_or_large_file():
-    tracked = _git("ls-files", "-z").split("\0")
+    tracked = _git("ls-tree", "-r", "-z", "--name-only", "HEAD").split("\0")
     archives = [p for p in tracked if p.endswith(ARCHIVES)]
     assert archives == [], "archives or binaries tracked: %s" % archives
     large = [(p, os.path.getsize(os.path.join(ROOT, p))) for p in tracked

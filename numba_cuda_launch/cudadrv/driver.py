@@ -43,6 +43,7 @@ __all__ = [
     "emit_with_context",
     "emit_in_context",
     "emit_launch_device",
+    "emit_context_device",
 ]
 
 _i8p = ir.IntType(8).as_pointer()
@@ -163,10 +164,8 @@ PROTOTYPES = {
     # (stream, CUgraph, const CUgraphNode* deps, const CUgraphEdgeData*
     #  edges, size_t n, CUstreamCaptureMode)
     "cuStreamBeginCaptureToGraph": ("void*", "void*", "void**", "void*", "size_t", "int"),
-    # The device and context of a stream's work (a CUkernel launched on a
-    # stream runs in the stream's context): (stream, CUdevice* out), CUDA
-    # 12.8; (stream, CUcontext* out)
-    "cuStreamGetDevice": ("void*", "int*"),
+    # The context of a stream's work (a CUkernel launched on a stream runs
+    # in the stream's context): (stream, CUcontext* out)
     "cuStreamGetCtx": ("void*", "void**"),
 }
 
@@ -478,20 +477,46 @@ def emit_in_context(builder, emit_call):
 _LAST_DEFAULT_STREAM = 2
 
 
+def emit_context_device(builder, ctx):
+    """``(status, device)`` (``i32``): the device of context *ctx* (an
+    ``i8*``), asked with *ctx* current (``cuCtxGetDevice``) and the calling
+    thread's context made current again when it was another."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    current = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
+    builder.store(call(builder, "cuCtxGetCurrent", [current]), status)
+    other = builder.and_(builder.icmp_signed("==", builder.load(status), ir.Constant(_i32, 0)),
+                         builder.icmp_unsigned("!=", builder.load(current), ctx))
+    with builder.if_then(other, likely=False):
+        builder.store(call(builder, "cuCtxSetCurrent", [ctx]), status)
+    with builder.if_then(builder.icmp_signed("==", builder.load(status), ir.Constant(_i32, 0)),
+                         likely=True):
+        builder.store(call(builder, "cuCtxGetDevice", [device]), status)
+    with builder.if_then(other, likely=False):
+        call(builder, "cuCtxSetCurrent", [builder.load(current)])
+    return builder.load(status), builder.load(device)
+
+
 def emit_launch_device(builder, stream):
     """``(status, device)`` (``i32``): the device a launch on *stream* (an
     ``i8*``) runs on. A ``CUkernel`` runs in its stream's context, the
-    current one for the default streams (0, 1, 2): ``cuStreamGetDevice``
-    (CUDA 12.8) for the others, ``cuCtxGetDevice`` for these and on a
-    driver without it."""
-    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
+    current one for the default streams (0, 1, 2): ``cuStreamGetCtx`` and
+    that context's device for the others (a stream being recorded may be
+    asked: ``cuStreamGetDevice`` would invalidate its recording, driver
+    580), ``cuCtxGetDevice`` for these."""
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     device = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     own = builder.icmp_unsigned(">", builder.ptrtoint(stream, ir.IntType(64)),
                                 ir.Constant(ir.IntType(64), _LAST_DEFAULT_STREAM))
-    with builder.if_then(own):
-        builder.store(call(builder, "cuStreamGetDevice", [stream, device]), status)
-    missing = builder.icmp_signed("==", builder.load(status),
-                                  ir.Constant(_i32, CUDA_ERROR_NOT_FOUND))
-    with builder.if_then(missing):
-        builder.store(call(builder, "cuCtxGetDevice", [device]), status)
+    with builder.if_else(own) as (of_stream, default):
+        with of_stream:
+            ctx = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
+            builder.store(call(builder, "cuStreamGetCtx", [stream, ctx]), status)
+            with builder.if_then(builder.icmp_signed("==", builder.load(status),
+                                                     ir.Constant(_i32, 0))):
+                asked, dev = emit_context_device(builder, builder.load(ctx))
+                builder.store(asked, status)
+                builder.store(dev, device)
+        with default:
+            builder.store(call(builder, "cuCtxGetDevice", [device]), status)
     return builder.load(status), builder.load(device)

@@ -329,7 +329,6 @@ class RecordingDriver:
             cuEventQuery=lambda e: self._event_call("cuEventQuery", e),
             cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
             cuEventElapsedTime=self._event_elapsed,
-            cuStreamGetDevice=self._stream_device,
             cuStreamGetCtx=self._stream_ctx,
         )
         self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
@@ -406,7 +405,7 @@ class RecordingDriver:
         kernel launched on it runs on that device whatever context is
         current (the driver launches a ``CUkernel`` in its stream's context),
         a capture on it records a graph of that device, and
-        ``cuStreamGetDevice``/``cuStreamGetCtx`` answer so. Other streams
+        ``cuStreamGetCtx`` answers so. Other streams
         belong to the context current when they are used. Returns *stream*."""
         if not isinstance(stream, int) or stream <= 2:
             raise ValueError("RecordingDriver.add_stream: stream must be an integer handle "
@@ -422,10 +421,6 @@ class RecordingDriver:
         """The context work on *stream* runs in: its own (:meth:`add_stream`),
         else the current context (None when there is none)."""
         return self._streams.get(stream or 0) or self._current()
-
-    def _stream_device(self, stream, out):
-        ctx = self._stream_context(stream)
-        return _put(out, self._device_of(ctx)) if ctx else _INVALID_CONTEXT
 
     def _stream_ctx(self, stream, out):
         ctx = self._stream_context(stream)
