@@ -19,7 +19,7 @@ from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_NOT_S
                                       CUDA_ERROR_OUT_OF_MEMORY,
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
 from numba_cuda_launch.cudadrv import bodies, driver, graphdevices
-from numba_cuda_launch.cudadrv.driver import emit_launch_device, emit_with_context
+from numba_cuda_launch.cudadrv.driver import emit_context_device, emit_with_context
 from numba_cuda_launch.cudadrv.graph import emit_is_capturing
 
 __all__ = [
@@ -198,7 +198,7 @@ def emit_add_conditional(builder, stream, handle, kind, size):
     # make it one of conditional nodes already): its replays are checked.
     with builder.if_then(builder.and_(_ok(builder, status), builder.not_(
             bodies.emit_records_body(builder, stream)))):
-        asked, device = emit_launch_device(builder, stream)
+        asked, device = emit_context_device(builder, builder.load(ctx))
         with builder.if_then(builder.icmp_signed("==", asked, ir.Constant(_i32, 0))):
             graphdevices.emit_note(builder, builder.load(graph), device)
     failed = builder.not_(_ok(builder, status))
