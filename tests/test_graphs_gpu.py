@@ -546,3 +546,45 @@ def test_max_active_clusters_equals_the_driver():
     for cx in (1, 2, 4, 8):
         ours = clusters_of(ptr(dx), 4096, 64, 128, cx)
         assert ours == max_active_clusters(func, 64, 128, 1024, cx) > 0, cx
+
+
+# -- the shared-memory opt-in asked while a stream records ---------------------------
+
+@cuda.jit
+def reverse_in_shared(x, out):
+    # a block's elements reversed through dynamic shared memory (above 48 KiB)
+    s = cuda.shared.array(0, numba.float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    if i < x.size:
+        s[t] = x[i]
+    cuda.syncthreads()
+    if i < x.size:
+        out[i] = s[cuda.blockDim.x - 1 - t]
+
+
+@njit
+def record_reverse(x, out, stream, shared):
+    # the kernel's first launch in the process is recorded: its limit is
+    # raised (the launch's device asked of the recording stream) mid-capture
+    graphs.begin_capture(stream)
+    reverse_in_shared[(x.size + 255) // 256, 256, stream, shared](x, out)
+    graph = graphs.end_capture(stream)
+    exe = graph.instantiate()
+    graph.destroy()
+    return exe
+
+
+def test_first_launch_above_48_kib_recorded_in_a_graph():
+    # The opt-in above 48 KiB asks which device the launch runs on; asked of
+    # a stream being recorded it must leave the recording valid.
+    n = 256 * int(rng.integers(4, 40))
+    x = rng.standard_normal(n).astype(np.float32)
+    dx, out = cuda.to_device(x), poisoned(n)
+    stream = cuda.stream()
+    exe = record_reverse(dx, out, stream, 100 * 1024)
+    exe.launch(stream)
+    stream.synchronize()
+    want = x.reshape(-1, 256)[:, ::-1].reshape(-1)
+    np.testing.assert_array_equal(out.copy_to_host(), want)
+    exe.destroy()
