@@ -75,6 +75,20 @@ def test_dependent_chain_is_exact(dependent):
     np.testing.assert_array_equal(a.copy_to_host(), expected(x, 200))
 
 
+@pytest.mark.parametrize("stream", [0, 1, 2], ids=["null", "legacy", "per-thread"])
+def test_dependent_chain_on_a_default_stream(stream):
+    # The default streams (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) take
+    # the attribute too: the driver runs the chain in order (what the
+    # attribute allows is only an earlier start), exact against NumPy.
+    _needs_hopper()
+    n = int(rng.integers(10_000, 90_000))
+    x = rng.standard_normal(n).astype(np.float32)
+    a, b = cuda.to_device(x), cuda.to_device(np.full(n, np.nan, np.float32))
+    assert chain(a, b, 50, stream, True) == 0
+    cuda.synchronize()
+    np.testing.assert_array_equal(a.copy_to_host(), expected(x, 50))
+
+
 def _edge_types(graph_handle):
     """The dependency type of each edge of the graph (0 default, 1
     programmatic), read with cuGraphGetEdges_v2 (CUDA 12.3+)."""
