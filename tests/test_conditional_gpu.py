@@ -10,10 +10,13 @@ from numba import cuda, njit
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
+from support import recordings
 from support.conditional_kernels import TPB, clear, count_down, halve, halvings, \
     record_halving, record_nested
 
 pytestmark = pytest.mark.gpu
+#: what a test leaves recording is ended, failing it (autouse)
+no_recording_left = recordings.no_recording_left
 rng = np.random.default_rng()
 
 

@@ -16,8 +16,11 @@ from numba import cuda, njit
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
+from support import recordings
 
 pytestmark = pytest.mark.gpu
+#: what a test leaves recording is ended, failing it (autouse)
+no_recording_left = recordings.no_recording_left
 rng = np.random.default_rng()
 f32p = nt.CPointer(nt.float32)
 BLOCK = 256

@@ -6,8 +6,9 @@ where the package's sources are; the modules hold
 kernels (:mod:`.kernels`, :mod:`.cluster_kernels`,
 :mod:`.jax_export_kernels`), child-process environments (:mod:`.childenv`),
 fake XLA call frames (:mod:`.ffi_frames`), leak measurements
-(:mod:`.leaks`), message helpers (:mod:`.messages`) and a recording driver
-counting the shared-memory opt-in's cold path (:mod:`.cold_path`).
+(:mod:`.leaks`), message helpers (:mod:`.messages`), a recording driver
+counting the shared-memory opt-in's cold path (:mod:`.cold_path`) and a
+fixture ending recordings a GPU test left open (:mod:`.recordings`).
 """
 
 import os
