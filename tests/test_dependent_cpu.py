@@ -14,17 +14,9 @@ from numba import cuda, njit
 import numba_cuda_launch as ncl
 from numba_cuda_launch.testing import RecordingDriver
 from support import HAVE_GPU
+from support.kernels import dependent_step as step
 
 rng = np.random.default_rng()
-
-
-@cuda.jit
-def step(src, dst):
-    ncl.griddepcontrol_launch_dependents()
-    i = cuda.grid(1)
-    ncl.griddepcontrol_wait()
-    if i < dst.size:
-        dst[i] = src[i] + np.float32(1)
 
 
 @njit
@@ -76,7 +68,7 @@ def test_dependent_takes_no_arguments():
     with pytest.raises(numba.core.errors.TypingError) as info:
         bad(0x1000, 0x2000)
     first = str(info.value).splitlines()[0]
-    assert first.startswith("kernel 'step': .dependent() takes no arguments")
+    assert first.startswith("kernel 'dependent_step': .dependent() takes no arguments")
 
 
 @pytest.mark.skipif(HAVE_GPU, reason="a configured compute capability applies only "
@@ -154,4 +146,4 @@ def test_jax_kernel_dependent_must_be_a_bool(value):
 
     with pytest.raises(TypeError) as info:
         jax_kernel(step, lambda x: x, (1, 64), dependent=value)
-    assert str(info.value).startswith("kernel 'step': dependent must be True or False, got ")
+    assert str(info.value).startswith("kernel 'dependent_step': dependent must be True or False, got ")

@@ -17,6 +17,7 @@ from numba import cuda, njit
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
 from support import recordings
+from support.kernels import dependent_step as step, dependent_steps as expected
 
 pytestmark = pytest.mark.gpu
 #: what a test leaves recording is ended, failing it (autouse)
@@ -29,21 +30,6 @@ BLOCK = 256
 def _needs_hopper():
     if cuda.get_current_device().compute_capability < (9, 0):
         pytest.fail("dependent launches need compute capability 9.0; the GPU tests run on one")
-
-
-@cuda.jit
-def step(src, dst):
-    ncl.griddepcontrol_launch_dependents()
-    i = cuda.grid(1)
-    ncl.griddepcontrol_wait()  # src is the kernel before's output
-    if i < dst.size:
-        dst[i] = src[i] * np.float32(0.5) + np.float32(1)
-
-
-def expected(x, times):
-    for _ in range(times):
-        x = x * np.float32(0.5) + np.float32(1)
-    return x
 
 
 @njit

@@ -15,6 +15,7 @@ import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
 from numba_cuda_launch.launch.backends import simgraph
 from support.conditional_kernels import halvings, record_nested
+from support.kernels import dependent_step as step, dependent_steps
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 rng = np.random.default_rng()
@@ -268,15 +269,6 @@ def test_one_executable_graph_at_a_time():
 # -- dependent launches: the simulator runs launches in order, so a dependent
 # launch is a plain one (griddepcontrol does nothing) -------------------------
 
-@cuda.jit
-def step(src, dst):
-    ncl.griddepcontrol_launch_dependents()
-    i = cuda.grid(1)
-    ncl.griddepcontrol_wait()
-    if i < dst.size:
-        dst[i] = src[i] * np.float32(0.5) + np.float32(1)
-
-
 @njit
 def dependent_chain(ap, bp, n, times, stream):
     a, b = f32(ap, n), f32(bp, n)
@@ -298,9 +290,7 @@ def record_dependent_chain(ap, bp, n, times, stream):
 def test_dependent_launches_run_in_order(graph):
     a = rng.standard_normal(N).astype(np.float32)
     b = np.full(N, np.nan, np.float32)
-    want = a.copy()
-    for _ in range(6):
-        want = want * np.float32(0.5) + np.float32(1)
+    want = dependent_steps(a, 6)
     stream = cuda.stream()
     if graph:
         status, exe = record_dependent_chain(a.ctypes.data, b.ctypes.data, N, 6, stream)

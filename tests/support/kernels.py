@@ -79,3 +79,22 @@ def add_one(x):
     i = cuda.grid(1)
     if i < x.size:
         x[i] += 1
+
+
+@cuda.jit
+def dependent_step(src, dst):
+    """One link of a chain of dependent launches: lets the next grid start,
+    waits for the one before (its output is *src*), then writes
+    ``src * 0.5 + 1`` (see :func:`dependent_steps`)."""
+    ncl.griddepcontrol_launch_dependents()
+    i = cuda.grid(1)
+    ncl.griddepcontrol_wait()
+    if i < dst.size:
+        dst[i] = src[i] * np.float32(0.5) + np.float32(1)
+
+
+def dependent_steps(x, times):
+    """What *times* launches of :func:`dependent_step` make of *x* (NumPy)."""
+    for _ in range(times):
+        x = x * np.float32(0.5) + np.float32(1)
+    return x
