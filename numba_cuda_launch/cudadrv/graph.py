@@ -72,9 +72,11 @@ def emit_begin_capture(builder, stream, mode):
         builder, lambda: driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]))
 
 
-def _recording(builder, stream):
-    """The graph *stream* records into (``cuStreamGetCaptureInfo_v2``), NULL
-    when it records none."""
+def _capture_info(builder, stream):
+    """``cuStreamGetCaptureInfo_v2`` of *stream*: ``(status, state, graph,
+    deps, count)``, the status an ``i32`` and the others the slots the
+    driver filled (capture status, graph recorded into, its current
+    dependencies and their count)."""
     state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
     ident = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
     graph = cgutils.alloca_once_value(builder, _NULL)
@@ -82,6 +84,12 @@ def _recording(builder, stream):
     count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
     status = driver.call(builder, "cuStreamGetCaptureInfo_v2",
                          [stream, state, ident, graph, deps, count])
+    return status, state, graph, deps, count
+
+
+def _recording(builder, stream):
+    """The graph *stream* records into, NULL when it records none."""
+    status, _, graph, _, _ = _capture_info(builder, stream)
     return builder.select(builder.icmp_signed("==", status, ir.Constant(_i32, 0)),
                           builder.load(graph), _NULL)
 
@@ -157,15 +165,10 @@ def emit_last_node(builder, stream):
     Returns ``(status, reason, CUgraphNode)``; *reason* is one of the
     ``NODE_*`` values (the status is ``CUDA_ERROR_INVALID_VALUE`` when it is
     not ``NODE_OK``)."""
-    state = cgutils.alloca_once_value(builder, ir.Constant(_i32, _CAPTURE_STATUS_NONE))
-    ident = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
-    graph = cgutils.alloca_once_value(builder, _NULL)
-    deps = cgutils.alloca_once_value(builder, ir.Constant(_i8p.as_pointer(), None))
-    count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
+    asked, state, _, deps, count = _capture_info(builder, stream)
+    status = cgutils.alloca_once_value(builder, asked)
     node = cgutils.alloca_once_value(builder, _NULL)
     reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, NODE_OK))
-    status = cgutils.alloca_once_value(builder, driver.call(
-        builder, "cuStreamGetCaptureInfo_v2", [stream, state, ident, graph, deps, count]))
     invalid = ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE)
     with builder.if_then(_ok(builder, status)):
         active = builder.icmp_signed("==", builder.load(state),
