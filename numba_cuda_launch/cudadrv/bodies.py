@@ -13,6 +13,8 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 
+from numba_cuda_launch.cudadrv import driver
+
 __all__ = ["SLOTS", "SYMBOL", "open_bodies", "emit_claim", "emit_record", "emit_release",
            "emit_children_open", "emit_records_body"]
 
@@ -42,17 +44,9 @@ def open_bodies():
     return [(s.stream, s.body, s.parent) for s in _TABLE if s.stream]
 
 
-def _table(builder):
-    module = builder.module
-    gv = module.globals.get(SYMBOL)
-    if gv is None:
-        gv = ir.GlobalVariable(module, ir.ArrayType(_SLOT, SLOTS), SYMBOL)
-        gv.linkage = "external"
-    return gv
-
-
 def _field(builder, index, field):
-    return builder.gep(_table(builder), [ir.Constant(_i32, 0), index, ir.Constant(_i32, field)],
+    table = driver.process_global(builder.module, SYMBOL, ir.ArrayType(_SLOT, SLOTS))
+    return builder.gep(table, [ir.Constant(_i32, 0), index, ir.Constant(_i32, field)],
                        inbounds=True)
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "cold_function",
     "link_runtime",
     "zeroed_global",
+    "process_global",
     "return_if_failed",
     "set_unused",
     "unused_reason",
@@ -306,20 +307,30 @@ _FNTYPES = {name: ir.FunctionType(restype, argtypes).as_pointer()
 _TABLE_TYPE = ir.ArrayType(_i8p, len(ENTRY_POINTS))
 
 
+def process_global(module, name, ty):
+    """*module*'s declaration (made on first use) of process-wide state
+    *name* of LLVM type *ty*: memory this process bound to the llvmlite
+    symbol *name* (``llvm_binding.add_symbol``), as the driver table is, so
+    cached and AOT object code find it by name too."""
+    gv = module.globals.get(name)
+    if gv is None:
+        gv = ir.GlobalVariable(module, ty, name)
+        gv.linkage = "external"
+    return gv
+
+
 def function_pointer(builder, name):
     """Emit a load of entry point *name*'s address from the table (an
     ``i8*``): for code that must call later the very function bound now."""
-    module = builder.module
-    table = module.globals.get(TABLE_SYMBOL)
-    if table is None:
-        table = ir.GlobalVariable(module, _TABLE_TYPE, TABLE_SYMBOL)
-        table.linkage = "external"
+    table = process_global(builder.module, TABLE_SYMBOL, _TABLE_TYPE)
     return builder.load(builder.gep(table, [ir.Constant(_i32, 0),
                                             ir.Constant(_i32, _INDEX[name])], inbounds=True))
 
 
 def call(builder, name, args):
     """Emit a call of driver entry point *name* through the table."""
+    # process_global and function_pointer written out: lowering calls this
+    # for every driver call it emits (tests/test_launch_site_trace.py)
     module = builder.module
     table = module.globals.get(TABLE_SYMBOL)
     if table is None:

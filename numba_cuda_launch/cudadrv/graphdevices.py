@@ -48,16 +48,8 @@ def known_devices():
     return {s.handle: s.device for s in _TABLE if s.handle}
 
 
-def _external(module, name, ty):
-    gv = module.globals.get(name)
-    if gv is None:
-        gv = ir.GlobalVariable(module, ty, name)
-        gv.linkage = "external"
-    return gv
-
-
 def _field(builder, index, field):
-    table = _external(builder.module, SYMBOL, ir.ArrayType(_SLOT, SLOTS))
+    table = driver.process_global(builder.module, SYMBOL, ir.ArrayType(_SLOT, SLOTS))
     return builder.gep(table, [ir.Constant(_i32, 0), index, ir.Constant(_i32, field)],
                        inbounds=True)
 
@@ -78,8 +70,8 @@ def _note(fn, builder):
     """``i32 note(handle, device)``: remember *handle*'s device (in its slot,
     else a free one; nothing when all are taken)."""
     handle, device = fn.args
-    builder.store_atomic(ir.Constant(_i32, 1), _external(builder.module, USED_SYMBOL, _i32),
-                         "release", 4)
+    used = driver.process_global(builder.module, USED_SYMBOL, _i32)
+    builder.store_atomic(ir.Constant(_i32, 1), used, "release", 4)
     index = cgutils.alloca_once_value(builder, _find(builder, handle))
     with builder.if_then(builder.icmp_signed("<", builder.load(index), ir.Constant(_i32, 0))):
         with cgutils.for_range(builder, ir.Constant(_i32, SLOTS)) as loop:
@@ -125,7 +117,7 @@ def _as_i64(builder, handle):
 
 
 def _used(builder):
-    flag = _external(builder.module, USED_SYMBOL, _i32)
+    flag = driver.process_global(builder.module, USED_SYMBOL, _i32)
     return builder.icmp_signed("!=", builder.load_atomic(flag, "acquire", 4),
                                ir.Constant(_i32, 0))
 

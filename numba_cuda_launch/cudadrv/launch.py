@@ -275,8 +275,5 @@ def pointer_checks_enabled() -> bool:
 
 def emit_checked_mode(builder):
     """Emit reading the checked-mode switch (an ``i1``)."""
-    gv = builder.module.globals.get(FLAG_SYMBOL)
-    if gv is None:
-        gv = ir.GlobalVariable(builder.module, _i32, FLAG_SYMBOL)
-        gv.linkage = "external"
+    gv = driver.process_global(builder.module, FLAG_SYMBOL, _i32)
     return builder.icmp_signed("!=", builder.load(gv), ir.Constant(_i32, 0))
