@@ -297,16 +297,22 @@ def _compile_for(source, dispatcher, args, name, names):
     try:
         return source.compile(dispatcher, argtypes), argtypes
     except Exception as exc:
-        cause, text = _compat.compile_failure_cause(exc)  # what to do goes first
-        hint = ""
-        size = _parameter_bytes(names, argtypes)
-        if size is not None and size > _PARAMETER_LIMIT:
-            hint = ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
-                    "large data in device memory)" % (size, _PARAMETER_LIMIT))
-        raise KernelTypingError(
-            "compiling kernel %r for %s failed:%s\n%s%s"
-            % (name, _describe(names, argtypes), " " + cause if cause else "", text, hint)
-        ) from exc
+        raise _compile_failure(name, names, argtypes, exc) from exc
+
+
+def _compile_failure(name, names, argtypes, exc):
+    """The typing error of kernel *name* failing to compile for *argtypes*
+    with *exc*: what to do first (a missing compiler library, no GPU), then
+    the compiler's text."""
+    cause, text = _compat.compile_failure_cause(exc)
+    hint = ""
+    size = _parameter_bytes(names, argtypes)
+    if size is not None and size > _PARAMETER_LIMIT:
+        hint = ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
+                "large data in device memory)" % (size, _PARAMETER_LIMIT))
+    return KernelTypingError(
+        "compiling kernel %r for %s failed:%s\n%s%s"
+        % (name, _describe(names, argtypes), " " + cause if cause else "", text, hint))
 
 
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
@@ -389,7 +395,15 @@ def plan_launch(dispatcher, args, source=None, name=None) -> LaunchPlan:
     ``CPointer``); lazy kernels compile through their source's
     dispatcher, sharing its caches with Python launches. Raises
     :class:`KernelTypingError` naming the kernel and the parameter."""
-    key = (tuple(args), _compat.image_target())
+    try:
+        key = (tuple(args), _compat.image_target())
+    except Exception as exc:
+        # with a GPU, asking for its architecture loads the compiler library
+        # (numba-cuda's availability check): a missing one fails the compile
+        source = source or source_of(dispatcher)
+        names = tuple([p.name for p in source.parameters(dispatcher)])
+        raise _compile_failure(name or source.kernel_name(dispatcher), names, tuple(args),
+                               exc) from exc
     try:
         known = _plans.setdefault(dispatcher, {})
     except TypeError:  # not weakly referenceable: planned at each call
