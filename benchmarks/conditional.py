@@ -306,9 +306,9 @@ def timed(runs, buf, repeats=REPEATS):
     results = {}
     for _ in range(repeats):
         for key, run in runs.items():
-            # an untimed solve first: the GPU's clocks follow the work just
-            # before, and a host-paced loop leaves it idle (timed right after
-            # (b), (c) read 9% slower than the same graph after (c8))
+            # an untimed solve first, so that no timed solve starts on a GPU
+            # a host-paced loop ((a), (b)) left idle; it did not change the
+            # (c)/(d) gap of docs/graphs.md
             buf.reset()
             run()
             buf.reset()
