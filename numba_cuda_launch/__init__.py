@@ -11,12 +11,19 @@ compiled to a direct ``cuLaunchKernel`` call with no Python in the way
 from __future__ import annotations
 
 from numba_cuda_launch.compat import overrides as _overrides
+from numba_cuda_launch.compat import simulator as _simulator
 from numba_cuda_launch.compat import versions as _versions
 
 _versions.check_versions()
+_simulator.refuse_builtin_cuda()
 # Every replacement of a Numba/numba-cuda/numba-cuda-mlir attribute, before
-# any kernel is typed (docs/overrides.md).
+# any kernel is typed (docs/overrides.md); numba-cuda-mlir's once it is
+# imported, before its eager kernels compile.
 _overrides.install()
+if _versions.has_numba_cuda_mlir():
+    from numba_cuda_launch.compat import numba_cuda_mlir as _numba_cuda_mlir
+
+    _numba_cuda_mlir.when_imported(_overrides.install)
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch import config as _config  # noqa: E402
@@ -99,13 +106,13 @@ def set_compute_capability(
     architectures the installed CUDA toolkit builds for (docs/architecture.md).
     numba-cuda-mlir's eager kernels compile at decoration: import it before
     calling this."""
-    from numba_cuda_launch.compat import numba_cuda as _numba_cuda
+    from numba_cuda_launch.compat import cuda_target as _cuda_target
 
     source = "set_compute_capability()"
     if cc is not None:
         setting = _config.parse_setting(cc, source)
         if isinstance(setting[0], tuple):
-            bad, supported = _numba_cuda.unsupported_architectures(setting)
+            bad, supported = _cuda_target.unsupported_architectures(setting)
             if bad:
                 raise ValueError(
                     "%s: the installed CUDA toolkit does not build for compute capability "

@@ -65,13 +65,33 @@ def test_numba_cuda_mlir_not_installed_is_not_checked(monkeypatch):
         versions.check_versions()
 
 
-def test_numba_cuda_not_installed_is_refused(monkeypatch):
+def test_numba_cuda_not_installed_passes_with_numba_cuda_mlir(monkeypatch):
     installed_as(monkeypatch)
     have = versions.installed_version
     monkeypatch.setattr(versions, "installed_version",
                         lambda d: None if d == "numba-cuda" else have(d))
-    with pytest.raises(ImportError, match=r"needs numba-cuda 0\.26\.0 to 0\.30\.4; it is "
-                                          r"not installed"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        versions.check_versions()
+
+
+def test_no_kernel_compiler_is_refused_naming_both_extras(monkeypatch):
+    installed_as(monkeypatch)
+    have = versions.installed_version
+    monkeypatch.setattr(versions, "installed_version",
+                        lambda d: None if d in versions.COMPILERS else have(d))
+    with pytest.raises(ImportError) as info:
+        versions.check_versions()
+    text = str(info.value)
+    assert text.startswith(PACKAGE + " needs a CUDA kernel compiler for Numba, "
+                           "numba-cuda-mlir or numba-cuda; neither is installed")
+    assert 'numba-cuda-launch[mlir]' in text and 'numba-cuda-launch[cu13]' in text
+
+
+def test_numba_not_installed_is_refused(monkeypatch):
+    installed_as(monkeypatch)
+    monkeypatch.setattr(versions, "installed_version", lambda d: None if d == "numba" else "1")
+    with pytest.raises(ImportError, match=r"needs numba 0\.62\.1 to 0\.68\.1; it is not installed"):
         versions.check_versions()
 
 

@@ -1,14 +1,23 @@
-"""numba-cuda-mlir internals this package replaces: with no GPU, the compute
-capability its compiler asks for (installed by :mod:`.overrides`). Its
+"""numba-cuda-mlir internals this package uses: with no GPU, the compute
+capability its compiler asks for (installed by :mod:`.overrides`); its
+extension API (``numba_cuda_mlir.extending``, ``cuda.declare_device``) for
+the functions kernels call; and a hook that runs once it is imported. Its
 kernels are read by ``kernels/numba_cuda_mlir.py``. Nothing here imports
-numba_cuda_mlir: it is used once the user imported it.
+numba_cuda_mlir: it is used once the user imported it
+(docs/numba-cuda-mlir.md).
 """
 
+import importlib.abc
+import importlib.util
 import sys
+import warnings
+from typing import Callable, List
 
-from numba_cuda_launch.config import get_compute_capability
+from numba_cuda_launch.compat.cuda_target import gpu_available
+from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
-__all__ = ["deviceless_cc_wanted", "configured_cc"]
+__all__ = ["deviceless_cc_wanted", "configured_cc", "when_imported", "overload",
+           "declare_device", "register_asm_function", "kernel_compute_capability"]
 
 
 def deviceless_cc_wanted():
@@ -22,9 +31,7 @@ def deviceless_cc_wanted():
         return False  # a malformed setting is reported where a kernel is compiled
     if cc is None:
         return False
-    from numba import cuda
-
-    return not cuda.is_available()
+    return not gpu_available()
 
 
 def configured_cc(original):
@@ -35,3 +42,102 @@ def configured_cc(original):
     if original is not None:
         return original
     return tuple(get_compute_capability())
+
+
+# -- once numba_cuda_mlir is imported ---------------------------------------------------
+
+_AFTER_IMPORT: List[Callable[[], None]] = []
+
+
+class _AfterImportFinder(importlib.abc.MetaPathFinder):
+    """Finds ``numba_cuda_mlir`` as the other finders do, with a loader that
+    runs the :func:`when_imported` callbacks once the package has run: its
+    eager kernels compile at decoration, so what they need (the no-GPU
+    architecture, the kernel functions) must be in place by then, whichever
+    package the user imported first."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "numba_cuda_mlir":
+            return None
+        sys.meta_path.remove(self)  # once: the other finders find the package
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            exec_module = spec.loader.exec_module
+
+            def run_then_call_back(module):
+                exec_module(module)
+                _call_back()
+            spec.loader.exec_module = run_then_call_back
+        return spec
+
+
+def _call_back():
+    for callback in _AFTER_IMPORT:
+        try:
+            callback()
+        except Exception as exc:  # the user's import goes on; the kernels that need it fail
+            warnings.warn("numba_cuda_launch could not extend numba-cuda-mlir: %s: %s"
+                          % (type(exc).__name__, exc), RuntimeWarning, stacklevel=2)
+
+
+def when_imported(callback: Callable[[], None]) -> None:
+    """Call *callback* now if numba_cuda_mlir is imported, else right after
+    it is (nothing happens if it never is)."""
+    _AFTER_IMPORT.append(callback)
+    if "numba_cuda_mlir" in sys.modules:
+        callback()
+    elif not any(isinstance(f, _AfterImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImportFinder())
+
+
+# -- functions kernels call ---------------------------------------------------------
+
+def overload(fn):
+    """``numba_cuda_mlir.extending.overload`` of *fn* into its extension
+    typing registry, which every numba-cuda-mlir typing context installs:
+    ``overload(fn)(typer)``; *typer* gets numba-cuda-mlir's types."""
+    from numba_cuda_mlir import extending
+
+    return extending.overload(fn, typing_registry=extending.typing_registry)
+
+
+def declare_device(name, sig):
+    """A C-ABI device function *name* of signature *sig* callable in
+    numba-cuda-mlir kernels (``cuda.declare_device``) that the driver
+    provides (``cudaGraphSetConditional``, a builtin ptxas resolves)."""
+    from numba_cuda_mlir import cuda
+
+    return cuda.declare_device(name, sig, abi="c")
+
+
+def register_asm_function(fn, typer, asm):
+    """Make *fn* (no arguments, no result) callable in numba-cuda-mlir
+    kernels as the PTX instruction *asm* with a memory clobber (no load or
+    store moves across it); ``typer()`` runs when a kernel's call is typed
+    and raises to refuse it. Typed in its extension registry, lowered as an
+    ``llvm.inline_asm`` operation in its extension lowering registry."""
+    from numba_cuda_mlir import extending, types
+    from numba_cuda_mlir._mlir.dialects import llvm
+
+    @extending.type_callable(fn, typing_registry=extending.typing_registry)
+    def _type(context):
+        def typing(*args):
+            typer(*args)
+            return types.void
+        return typing
+
+    @extending.lower_builtin(fn)
+    def _lower(builder, target, args, kwargs):
+        llvm.inline_asm(None, [], asm, "~{memory}", has_side_effects=True)
+        builder.store_var(target, None)
+
+    extending.refresh_registries(typing=True, target=True, include_uninitialized_cuda=False)
+
+
+def kernel_compute_capability():
+    """The lowest architecture the numba-cuda-mlir kernel being compiled is
+    built for: the device's, or with no GPU the configured one; the lowest
+    configured one when images are built for several."""
+    cc = tuple(sys.modules["numba_cuda_mlir.tools"].get_gpu_compute_capability(tuple))
+    ccs = get_compute_capabilities()
+    return cc if ccs is None else min(cc, ccs[0])

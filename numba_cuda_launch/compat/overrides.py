@@ -12,11 +12,11 @@ from typing import Any, Callable, Dict, Tuple
 from numba.core import types
 
 from numba_cuda_launch.compat import numba_caching as _caching
-from numba_cuda_launch.compat import numba_cuda as _nc
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import numba_dispatcher as _nd
 from numba_cuda_launch.compat import numba_float16 as _f16
 from numba_cuda_launch.compat import simulator as _sim
+from numba_cuda_launch.compat.versions import has_numba_cuda
 
 __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", "install",
            "installed", "set_instance_attribute", "markdown_table"]
@@ -31,17 +31,33 @@ def _always():
     return True
 
 
+def _numba_cuda_target():
+    """numba-cuda is installed and its CUDA target (not the simulator) is on."""
+    return has_numba_cuda() and _sim.disabled()
+
+
+def _numba_cuda_simulator():
+    return has_numba_cuda() and _sim.enabled()
+
+
+# numba-cuda's replacements, named rather than imported: compat/numba_cuda.py
+# imports numba.cuda, which only an installation with numba-cuda may do.
+_NC = "numba_cuda_launch.compat.numba_cuda:"
+
+
 @dataclass(frozen=True)
 class Override:
     """One replacement: ``owner`` is ``"module"`` or ``"module:object.path"``;
     ``attribute`` the attribute replaced, or for an entry of a mapping or of
     a ``functools.singledispatch`` function (``key`` given) how the key is
     spelt. With ``wraps`` the installed value is ``replacement(original)``,
-    else ``replacement`` itself. Installed only once ``when()`` is true."""
+    else ``replacement`` itself; a ``"module:name"`` string names a
+    replacement in a module imported only when it is installed. Installed
+    only once ``when()`` is true."""
 
     owner: str
     attribute: str
-    replacement: Callable[..., Any]
+    replacement: Any  # a callable, or "module:name" of one
     checked: str
     why: str
     wraps: bool = True
@@ -58,10 +74,6 @@ class InstanceAttribute:
     attribute: str
     checked: str
     why: str
-
-
-def _qualified(cls):
-    return "%s:%s" % (cls.__module__, cls.__qualname__)
 
 
 OVERRIDES = (
@@ -109,26 +121,27 @@ OVERRIDES = (
              _NUMBA, "device arrays and stream objects of unregistered classes are typed before "
              "Numba's buffer-protocol attempt, which some of them refuse with an error",
              key=object),
-    Override("numba.cuda.dispatcher", "get_current_device", _nc.deviceless_get_current_device,
+    Override("numba.cuda.dispatcher", "get_current_device", _NC + "deviceless_get_current_device",
              _NUMBA_CUDA, "with no GPU, kernels are compiled for the configured compute "
              "capability; the no-driver error says how to configure one",
-             when=_sim.disabled),
-    Override("numba.cuda.codegen:CUDACodeLibrary", "_ensure_cc", _nc.deviceless_ensure_cc,
+             when=_numba_cuda_target),
+    Override("numba.cuda.codegen:CUDACodeLibrary", "_ensure_cc", _NC + "deviceless_ensure_cc",
              _NUMBA_CUDA, "with no GPU, PTX and cubins are built for the configured "
-             "compute capability", when=_sim.disabled),
-    Override("numba.cuda.dispatcher:_Kernel", "__init__", _nc.toolkit_hinting_kernel_init,
+             "compute capability", when=_numba_cuda_target),
+    Override("numba.cuda.dispatcher:_Kernel", "__init__", _NC + "toolkit_hinting_kernel_init",
              _NUMBA_CUDA, "a kernel that cannot compile for want of NVVM, NVRTC or nvJitLink "
-             "says which extra installs them", when=_sim.disabled),
-    Override("numba.cuda.dispatcher:_Kernel", "bind", _nc.deviceless_bind, _NUMBA_CUDA,
-             "with no GPU there is no context to load a module into", when=_sim.disabled),
-    Override(_qualified(_nc.CUDADispatcherType), "get_call_type", _nc.refusing_get_call_type,
+             "says which extra installs them", when=_numba_cuda_target),
+    Override("numba.cuda.dispatcher:_Kernel", "bind", _NC + "deviceless_bind", _NUMBA_CUDA,
+             "with no GPU there is no context to load a module into", when=_numba_cuda_target),
+    Override("numba.cuda.types.ext_types:CUDADispatcher", "get_call_type",
+             _NC + "refusing_get_call_type",
              _NUMBA_CUDA, "calling a kernel without a launch configuration in CPU code is a "
              "typing error saying what to write, not a lowering failure",
-             when=_sim.disabled),
+             when=_numba_cuda_target),
     Override("numba.cuda", "jit", _sim.signature_recording_jit, _NUMBA_CUDA,
              "under the simulator, kernels keep the signatures they were declared with "
              "(overload choice and `voidptr` typing as on a GPU)",
-             when=_sim.enabled),
+             when=_numba_cuda_simulator),
     Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
              "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
              "(it asks the device on every compilation)", when=_mlir.deviceless_cc_wanted),
@@ -175,7 +188,8 @@ def _slot(o):
 def _install_one(o):
     read, write = _slot(o)
     original = read()
-    value = o.replacement(original) if o.wraps else o.replacement
+    replacement = _resolve(o.replacement) if isinstance(o.replacement, str) else o.replacement
+    value = replacement(original) if o.wraps else replacement
     write(value)
     _INSTALLED[(o.owner, o.attribute)] = (original, value)
 

@@ -11,8 +11,9 @@ import contextlib
 import functools
 import weakref
 
-from numba import cuda
 from numba.core import types
+
+from numba_cuda_launch.compat.versions import has_numba_cuda
 
 __all__ = ["enabled", "disabled", "refuse_builtin_cuda", "simulated_kernel_class",
            "array_class", "stream_class", "signature_recording_jit", "declared_signatures",
@@ -21,7 +22,12 @@ __all__ = ["enabled", "disabled", "refuse_builtin_cuda", "simulated_kernel_class
 
 
 def enabled() -> bool:
-    """True when numba-cuda's CUDA simulator replaces the CUDA target."""
+    """True when numba-cuda's CUDA simulator replaces the CUDA target (never
+    without numba-cuda: numba-cuda-mlir has no simulator)."""
+    if not has_numba_cuda():
+        return False
+    from numba import cuda
+
     return bool(getattr(cuda, "config", None) and cuda.config.ENABLE_CUDASIM)
 
 
@@ -30,8 +36,13 @@ def disabled() -> bool:
 
 
 def refuse_builtin_cuda():
-    """Refuse numba's deprecated built-in CUDA target (numba-cuda's
-    simulator has no ``implementation`` marker)."""
+    """Where numba-cuda is installed, refuse numba's deprecated built-in CUDA
+    target in its place (numba-cuda's simulator has no ``implementation``
+    marker)."""
+    if not has_numba_cuda():
+        return
+    from numba import cuda
+
     if not enabled() and getattr(cuda, "implementation", None) != "NVIDIA":
         raise ImportError(
             "numba_cuda_launch needs the numba-cuda package (NVIDIA's CUDA "

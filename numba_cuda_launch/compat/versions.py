@@ -1,16 +1,17 @@
 """The releases of Numba, numba-cuda and numba-cuda-mlir this package was
-checked against, and the check ``import numba_cuda_launch`` makes: older than
+checked against, which kernel compilers are installed, and the check
+``import numba_cuda_launch`` makes: no kernel compiler or one older than
 supported is an ImportError, a newer release line a RuntimeWarning
-(docs/overrides.md, ci/matrix.json).
+(docs/overrides.md, docs/matrix.md, ci/matrix.json). Installed means the
+distribution's metadata is there: nothing is imported to find out.
 """
 
+import functools
 import warnings
 from importlib import metadata
 
-
-from numba_cuda_launch.compat.simulator import refuse_builtin_cuda
-
-__all__ = ["SUPPORTED", "check_versions", "check_version"]
+__all__ = ["SUPPORTED", "COMPILERS", "check_versions", "check_version", "installed_version",
+           "has_numba_cuda", "has_numba_cuda_mlir"]
 
 #: distribution -> (oldest supported, newest checked) release.
 SUPPORTED = {
@@ -18,7 +19,11 @@ SUPPORTED = {
     "numba-cuda": ("0.26.0", "0.30.4"),
     "numba-cuda-mlir": ("0.6.0", "0.6.0"),
 }
-_OPTIONAL = {"numba-cuda-mlir"}
+#: The kernel compilers, each optional; at least one must be installed.
+COMPILERS = ("numba-cuda", "numba-cuda-mlir")
+#: What installs each compiler (the package's extras; README.md, "numba-cuda or numba-cuda-mlir").
+_EXTRA = {"numba-cuda": 'pip install "numba-cuda-launch[cu13]" (or [cu12])',
+          "numba-cuda-mlir": 'pip install "numba-cuda-launch[mlir]"'}
 
 
 def _vtuple(text):
@@ -59,12 +64,33 @@ def installed_version(distribution):
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _installed(distribution):
+    return installed_version(distribution) is not None
+
+
+def has_numba_cuda() -> bool:
+    """Whether numba-cuda (NVIDIA's ``numba.cuda``) is installed; without
+    it ``numba.cuda`` is never imported (numba's own is deprecated)."""
+    return _installed("numba-cuda")
+
+
+def has_numba_cuda_mlir() -> bool:
+    """Whether numba-cuda-mlir is installed."""
+    return _installed("numba-cuda-mlir")
+
+
 def check_versions():
-    """Refuse numba's built-in CUDA target, then check numba, numba-cuda and
-    (when installed) numba-cuda-mlir against :data:`SUPPORTED`."""
-    refuse_builtin_cuda()
-    for distribution in SUPPORTED:
-        installed = installed_version(distribution)
-        if installed is None and distribution in _OPTIONAL:
-            continue
-        check_version(distribution, installed)
+    """Check numba and each installed kernel compiler against
+    :data:`SUPPORTED`; ImportError, saying what to install, when no kernel
+    compiler is installed."""
+    check_version("numba", installed_version("numba"))
+    found = [(d, installed_version(d)) for d in COMPILERS]
+    if all(v is None for _, v in found):
+        raise ImportError(
+            "numba_cuda_launch needs a CUDA kernel compiler for Numba, numba-cuda-mlir or "
+            "numba-cuda; neither is installed. Install one: %s, or %s"
+            % (_EXTRA["numba-cuda-mlir"], _EXTRA["numba-cuda"]))
+    for distribution, installed in found:
+        if installed is not None:
+            check_version(distribution, installed)

@@ -32,7 +32,7 @@ from numba.core import types
 from numba_cuda_launch import config
 from numba_cuda_launch._version import __version__
 from numba_cuda_launch.compat import numba_cfunc
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import cuda_target as _compat
 from numba_cuda_launch.kernels.foreign import live_kernel_name
 from numba_cuda_launch.cudadrv import driver, graphdevices
 from numba_cuda_launch.cudadrv import launch as _driver_launch

@@ -16,7 +16,8 @@ from numba.core.datamodel import models
 from numba.core.imputils import lower_constant
 from numba.extending import NativeValue, register_model, unbox
 
-__all__ = ["KernelSource", "KernelType", "SOURCES", "register", "source_of"]
+__all__ = ["KernelSource", "KernelType", "SOURCES", "register", "source_of",
+           "kernel_types", "source_of_type"]
 
 
 class KernelSource:
@@ -27,6 +28,10 @@ class KernelSource:
 
     #: the compiler's name, for messages
     name: ClassVar[str] = "kernel source"
+    #: the Numba type class of its kernel objects where Numba types them
+    #: itself (numba-cuda's dispatcher type); None (the default): a
+    #: :class:`KernelType` subclass of this module
+    numba_type: ClassVar[Optional[type]] = None
 
     def claims(self, obj: Any) -> bool:
         """True for a kernel object of this compiler."""
@@ -173,3 +178,18 @@ def source_of(obj: Any) -> KernelSource:
         if source.claims(obj):
             return source
     raise TypeError("%r is not a kernel of %s" % (obj, " or ".join(s.name for s in SOURCES)))
+
+
+def kernel_types() -> Tuple[type, ...]:
+    """The Numba type classes of the kernels ``kernel[...]`` configures."""
+    return (KernelType,) + tuple(s.numba_type for s in SOURCES if s.numba_type is not None)
+
+
+def source_of_type(ty: types.Type) -> KernelSource:
+    """The source of a kernel of Numba type *ty* (one of :func:`kernel_types`)."""
+    if isinstance(ty, KernelType):
+        return ty.source
+    for source in SOURCES:
+        if source.numba_type is not None and isinstance(ty, source.numba_type):
+            return source
+    raise TypeError("%s is not the type of a kernel" % ty)

@@ -25,7 +25,7 @@ from numba.core.imputils import lower_cast, lower_constant
 from numba.core.typeconv import Conversion
 from numba.extending import register_model, typeof_impl
 
-from numba_cuda_launch.compat.numba_cuda import parse_kernel_signature
+from numba_cuda_launch.compat.cuda_target import parse_kernel_signature
 from numba_cuda_launch.compat.ptx import ptx_entries, ptx_param_sizes
 from numba_cuda_launch.cudadrv import fatbin
 from numba_cuda_launch.cudadrv.paraminfo import loaded_param_sizes

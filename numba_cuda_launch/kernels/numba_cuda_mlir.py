@@ -18,7 +18,7 @@ from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities
 from numba_cuda_launch.kernels import KernelType, register
-from numba_cuda_launch.kernels.numba_cuda import DispatcherKernels, flat_param_names
+from numba_cuda_launch.kernels.dispatcher import DispatcherKernels, flat_param_names
 
 __all__ = ["MLIRKernel", "SOURCE", "UntranslatableType", "is_mlir_dispatcher_class",
            "to_mlir_type", "from_mlir_type", "kernel_param_sizes"]
@@ -46,9 +46,11 @@ _SCALARS = (types.Boolean, types.Integer, types.Float, types.Complex)
 
 def to_mlir_type(ty):
     """numba-cuda-mlir's type for a CPU kernel argument type *ty*: scalars,
-    pointers, arrays of scalars and tuples of these. Raises
+    pointers, arrays of scalars and tuples of these; a type naming its
+    ``kernel_integer`` (a conditional handle) as that integer. Raises
     :class:`UntranslatableType` saying why for anything else."""
     mt = _module("types")
+    ty = getattr(ty, "kernel_integer", ty)  # a value passed as its integer (a conditional handle)
     if isinstance(ty, types.Boolean):
         return mt.boolean
     if isinstance(ty, _SCALARS):

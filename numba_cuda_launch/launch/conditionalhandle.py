@@ -52,6 +52,10 @@ class ConditionalHandleType(types.Type):
     kernels. A launch converts it to a kernel's 64-bit integer parameter
     (a foreign kernel's ``cudaGraphConditionalHandle``), nothing else."""
 
+    #: the integer a compiler without this type (numba-cuda-mlir) compiles
+    #: a kernel taking one for: the handle's one 64-bit field, same bytes
+    kernel_integer = types.uint64
+
     def __init__(self) -> None:
         super().__init__(name="ConditionalHandle")
 

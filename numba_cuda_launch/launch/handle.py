@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from numba.core import types
 
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import cuda_target as _compat
 from numba_cuda_launch.errors import CUDA_ERROR_NO_DEVICE, CudaLaunchError
 from numba_cuda_launch.kernels import source_of
 from numba_cuda_launch.launch.backends import BACKEND

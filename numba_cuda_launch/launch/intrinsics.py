@@ -1,21 +1,26 @@
-"""Functions numba-cuda kernels call: :func:`set_conditional` (a
-conditional graph node's value, ``cudaGraphSetConditional``) and the
+"""Functions kernels call: :func:`set_conditional` (a conditional graph
+node's value, ``cudaGraphSetConditional``) and the
 programmatic-dependent-launch controls :func:`griddepcontrol_wait` and
 :func:`griddepcontrol_launch_dependents` (PTX ``griddepcontrol``, sm_90+).
 
-Typed and lowered for the CUDA target as numba-cuda's own ``cuda.*``
-functions are (:func:`..compat.numba_cuda.register_kernel_function`); under
-numba-cuda's simulator the Python bodies run in the simulated kernel; in CPU
-code each is a typing error saying where it belongs. docs/graphs.md,
-"Conditional nodes" and "Programmatic dependent launch".
+In numba-cuda kernels typed and lowered as numba-cuda's own ``cuda.*``
+functions are (:func:`..compat.numba_cuda.register_kernel_function`); in
+numba-cuda-mlir kernels overloads in its extension registry calling C-ABI
+device functions (:mod:`..compat.numba_cuda_mlir`), registered once it is
+imported; both type their arguments by the same rules. Under numba-cuda's
+simulator the Python bodies run in the simulated kernel; in CPU code each is
+a typing error saying where it belongs. docs/graphs.md, "Conditional nodes"
+and "Programmatic dependent launch"; docs/numba-cuda-mlir.md.
 """
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.typing.templates import signature
 from numba.extending import overload
 
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
+from numba_cuda_launch.compat.versions import has_numba_cuda, has_numba_cuda_mlir
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.conditionalhandle import (ConditionalHandle, ConditionalHandleType,
@@ -35,8 +40,9 @@ _U32_MAX = 2**32 - 1
 
 def _outside_kernels(name):
     return NopythonUsageError(
-        "%s() is called in CUDA kernels (numba-cuda @cuda.jit), not in CPU code; under "
-        "numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) in simulated kernels" % name)
+        "%s() is called in CUDA kernels (numba-cuda or numba-cuda-mlir @cuda.jit), not in CPU "
+        "code; under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) in simulated kernels"
+        % name)
 
 
 def _run_in_kernel(name, *args):
@@ -123,15 +129,21 @@ def _lower_set_conditional(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+def _check_griddepcontrol(name, args, cc):
+    """Refuse arguments, or a kernel built for *cc* below sm_90."""
+    if args:
+        raise NopythonUsageError("%s() takes no arguments, got %d" % (name, len(args)))
+    if cc is not None and cc < PDL_COMPUTE_CAPABILITY:
+        raise NopythonUsageError(
+            "%s() needs compute capability %d.%d or later (PTX griddepcontrol, Hopper); "
+            "this kernel is built for %d.%d" % ((name,) + PDL_COMPUTE_CAPABILITY + tuple(cc)))
+
+
 def _griddepcontrol(name, instruction):
+    from numba_cuda_launch.compat import numba_cuda
+
     def typer(*args):
-        if args:
-            raise NopythonUsageError("%s() takes no arguments, got %d" % (name, len(args)))
-        cc = _compat.kernel_compute_capability()
-        if cc is not None and cc < PDL_COMPUTE_CAPABILITY:
-            raise NopythonUsageError(
-                "%s() needs compute capability %d.%d or later (PTX griddepcontrol, Hopper); "
-                "this kernel is built for %d.%d" % ((name,) + PDL_COMPUTE_CAPABILITY + cc))
+        _check_griddepcontrol(name, args, numba_cuda.kernel_compute_capability())
         return signature(types.void)
 
     def lower(context, builder, sig, args):
@@ -143,18 +155,63 @@ def _griddepcontrol(name, instruction):
     return typer, lower
 
 
-def _register():
-    _compat.register_kernel_function(set_conditional, _type_set_conditional,
-                                     _lower_set_conditional)
-    for fn, instruction in ((griddepcontrol_wait, "griddepcontrol.wait;"),
-                            (griddepcontrol_launch_dependents,
-                             "griddepcontrol.launch_dependents;")):
-        _compat.register_kernel_function(fn, *_griddepcontrol(fn.__name__, instruction))
+_GRIDDEPCONTROL = ((griddepcontrol_wait, "griddepcontrol.wait;"),
+                   (griddepcontrol_launch_dependents, "griddepcontrol.launch_dependents;"))
+
+
+def _register_numba_cuda():
+    from numba_cuda_launch.compat import numba_cuda
+
+    numba_cuda.register_kernel_function(set_conditional, _type_set_conditional,
+                                        _lower_set_conditional)
+    for fn, instruction in _GRIDDEPCONTROL:
+        numba_cuda.register_kernel_function(fn, *_griddepcontrol(fn.__name__, instruction))
+
+
+# -- numba-cuda-mlir kernels ---------------------------------------------------------------
+
+def _cpu_types(mlir_types):
+    """numba-cuda-mlir's argument types as CPU types (an untranslatable one
+    as it is: the checks name it)."""
+    from numba_cuda_launch.kernels.numba_cuda_mlir import from_mlir_type
+
+    return [from_mlir_type(t) or t for t in mlir_types]
+
+
+def _register_numba_cuda_mlir():
+    set_value = _mlir.declare_device("cudaGraphSetConditional", "void(uint64, uint32)")
+
+    @_mlir.overload(set_conditional)
+    def _set_conditional(handle, value):
+        _type_set_conditional(*_cpu_types((handle, value)))
+        vty = _cpu_types((value,))[0]
+        if isinstance(vty, types.Boolean) or (not vty.signed and vty.bitwidth <= 32):
+            def impl(handle, value):
+                set_value(np.uint64(handle), np.uint32(value))
+        else:
+            def impl(handle, value):
+                # outside 0..2**32-1 (negatives wrap above it): 2**32-1, true
+                wide = np.uint64(value)
+                set_value(np.uint64(handle), np.uint32(wide) if wide <= np.uint64(_U32_MAX)
+                          else np.uint32(_U32_MAX))
+        return impl
+
+    for fn, instruction in _GRIDDEPCONTROL:
+        _mlir.register_asm_function(fn, _mlir_griddepcontrol_check(fn.__name__), instruction)
+
+
+def _mlir_griddepcontrol_check(name):
+    def check(*args):
+        _check_griddepcontrol(name, args, _mlir.kernel_compute_capability())
+    return check
 
 
 # Where kernels are Python (the simulator) there is nothing to type.
 if BACKEND.compiles_kernels:
-    _register()
+    if has_numba_cuda():
+        _register_numba_cuda()
+    if has_numba_cuda_mlir():
+        _mlir.when_imported(_register_numba_cuda_mlir)
 
 
 # -- CPU code: a typing error saying where these belong -------------------------------

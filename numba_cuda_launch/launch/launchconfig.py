@@ -19,11 +19,10 @@ from numba.extending import lower_builtin, models, register_model
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, bound_function, \
     infer, infer_getattr, signature
 
-from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType, target_compute_capability
+from numba_cuda_launch.compat.cuda_target import target_compute_capability
 from numba_cuda_launch.compat.numba_dispatcher import explain_untyped_constants_with
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.kernels import KernelType
-from numba_cuda_launch.kernels.numba_cuda import SOURCE as NUMBA_CUDA
+from numba_cuda_launch.kernels import kernel_types, source_of_type
 from numba_cuda_launch.launch import backends
 from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.launch.stream import CUDAStream
@@ -148,8 +147,7 @@ class LaunchConfig(types.Callable):
     def __init__(self, dispatcher_type):
         self.dispatcher_type = self.key = dispatcher_type
         self.dispatcher = dispatcher_type.dispatcher
-        self.source = dispatcher_type.source if isinstance(dispatcher_type, KernelType) \
-            else NUMBA_CUDA
+        self.source = source_of_type(dispatcher_type)
         self.kernel_name = self.source.kernel_name(self.dispatcher)
         super().__init__(name="LaunchConfig(%s)" % self.kernel_name)
 
@@ -180,8 +178,8 @@ class LaunchConfigModel(models.StructModel):
         super().__init__(dmm, fe_type, members)
 
 
-#: Types of kernels ``kernel[...]`` configures.
-KERNEL_TYPES = (CUDADispatcherType, KernelType)
+#: Types of kernels ``kernel[...]`` configures (of the installed compilers).
+KERNEL_TYPES = kernel_types()
 
 
 @explain_lines
@@ -554,8 +552,6 @@ def _whole_clusters(builder, grid, cluster, cluster_ok):
     return builder.or_(ok, builder.not_(cluster_ok))
 
 
-@lower_builtin(operator.getitem, CUDADispatcherType, types.Any)
-@lower_builtin(operator.getitem, KernelType, types.Any)
 def lower_kernel_configure(context, builder, sig, args):
     _disp, index = args
     index_ty = sig.args[1]
@@ -589,6 +585,10 @@ def lower_kernel_configure(context, builder, sig, args):
     problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))
     cfg.problem = builder.select(grid_ok, problem, ir.Constant(i32, BAD_GRIDDIM))
     return cfg._getvalue()
+
+
+for _kernel_type in KERNEL_TYPES:
+    lower_builtin(operator.getitem, _kernel_type, types.Any)(lower_kernel_configure)
 
 
 @infer_getattr

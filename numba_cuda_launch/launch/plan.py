@@ -19,12 +19,11 @@ from numba.core.registry import cpu_target
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import signature
 
-from numba_cuda_launch.compat import numba_cuda as _compat
+from numba_cuda_launch.compat import cuda_target
 from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.cudadrv.image import KernelImage
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.kernels import ImageError, KernelSource, source_of
-from numba_cuda_launch.kernels.numba_cuda import SOURCE as NUMBA_CUDA
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
@@ -50,6 +49,16 @@ class KernelParam:
     offset: int
 
 
+def _laid_out(sizes):
+    """``(size, offset)`` of parameters of byte *sizes* in one buffer with
+    natural alignment."""
+    offset = 0
+    for size in sizes:
+        offset = (offset + size - 1) // size * size if size else offset
+        yield size, offset
+        offset += size
+
+
 def param_layout(source, names, argtypes, llvm_types, target_data) -> Tuple[KernelParam, ...]:
     """The parameters of a kernel of *source* taking *argtypes*, as
     :class:`KernelParam` records."""
@@ -59,13 +68,8 @@ def param_layout(source, names, argtypes, llvm_types, target_data) -> Tuple[Kern
         raise AssertionError(
             "parameter layout mismatch: %d names for %d kernel parameters"
             % (len(flat_names), len(llvm_types)))
-    out, offset = [], 0
-    for name, lty in zip(flat_names, llvm_types):
-        size = lty.get_abi_size(target_data)
-        offset = (offset + size - 1) // size * size if size else offset
-        out.append(KernelParam(name, size, offset))
-        offset += size
-    return tuple(out)
+    return tuple(KernelParam(name, size, offset) for name, (size, offset) in zip(
+        flat_names, _laid_out([lty.get_abi_size(target_data) for lty in llvm_types])))
 
 
 @dataclass(frozen=True)
@@ -304,9 +308,9 @@ def _compile_failure(name, names, argtypes, exc):
     """The typing error of kernel *name* failing to compile for *argtypes*
     with *exc*: what to do first (a missing compiler library, no GPU), then
     the compiler's text."""
-    cause, text = _compat.compile_failure_cause(exc)
+    cause, text = cuda_target.compile_failure_cause(exc)
     hint = ""
-    size = _parameter_bytes(names, argtypes)
+    size = _parameter_bytes(argtypes)
     if size is not None and size > _PARAMETER_LIMIT:
         hint = ("\n(its parameters take %d bytes; a CUDA kernel takes at most %d: pass "
                 "large data in device memory)" % (size, _PARAMETER_LIMIT))
@@ -318,18 +322,19 @@ def _compile_failure(name, names, argtypes, exc):
 _PARAMETER_LIMIT = 32764  # bytes of kernel parameters (CUDA 12.1+, Volta and newer)
 
 
-def _parameter_bytes(names, argtypes):
-    """About how many bytes of parameters *argtypes* take (laid out as a
-    numba-cuda kernel's), or None if unknown."""
+def _parameter_bytes(argtypes):
+    """About how many bytes of parameters *argtypes* take (laid out as
+    numba-cuda's ABI lays them out, as the CPU data models flatten), or None
+    if unknown."""
     context = cpu_target.target_context
     try:
         argtypes = [as_array_type(t) for t in argtypes]
-        layout = param_layout(NUMBA_CUDA, names, argtypes,
-                              context.get_arg_packer(argtypes).argument_types,
-                              context.target_data)
+        sizes = [lty.get_abi_size(context.target_data)
+                 for lty in context.get_arg_packer(argtypes).argument_types]
     except Exception:  # a type without a CPU data model: no hint
         return None
-    return layout[-1].offset + layout[-1].size if layout else 0
+    layout = list(_laid_out(sizes))
+    return sum(layout[-1]) if layout else 0
 
 
 def _fill_defaults(params, args, name):
@@ -396,7 +401,7 @@ def plan_launch(dispatcher, args, source=None, name=None) -> LaunchPlan:
     dispatcher, sharing its caches with Python launches. Raises
     :class:`KernelTypingError` naming the kernel and the parameter."""
     try:
-        key = (tuple(args), _compat.image_target())
+        key = (tuple(args), cuda_target.image_target())
     except Exception as exc:
         # with a GPU, asking for its architecture loads the compiler library
         # (numba-cuda's availability check): a missing one fails the compile

@@ -10,8 +10,8 @@ docs/kernel-sources.md.
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.compat.numba_cuda import array_base_class, array_classes, image_target, \
-    stream_class
+from numba_cuda_launch.compat.cuda_target import image_target
+from numba_cuda_launch.compat.versions import has_numba_cuda
 from numba_cuda_launch.cudadrv import conditional as _conditional
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv import events as _events
@@ -111,9 +111,17 @@ class DriverBackend(LaunchBackend):
         return _RUNTIME
 
     def __init__(self):
-        stream = stream_class()
-        self._streams = () if stream is None else (stream,)
-        self._arrays, self._fast_arrays = (array_base_class(),), array_classes()
+        # numba-cuda's streams and device arrays, where it is installed; any
+        # library's are read through their interfaces (__cuda_stream__,
+        # CAI, DLPack)
+        self._streams, self._arrays, self._fast_arrays = (), (), ()
+        if has_numba_cuda():
+            from numba_cuda_launch.compat import numba_cuda
+
+            stream = numba_cuda.stream_class()
+            self._streams = () if stream is None else (stream,)
+            self._arrays = (numba_cuda.array_base_class(),)
+            self._fast_arrays = numba_cuda.array_classes()
 
     def array_classes(self):
         return self._arrays

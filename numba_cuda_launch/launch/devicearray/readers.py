@@ -15,7 +15,8 @@ from typing import Any
 import numba
 import numpy as np
 from numba.core.errors import NumbaError
-from numba.cuda import config as _cuda_config
+
+from numba_cuda_launch.compat.cuda_target import cai_sync_enabled as sync_enabled
 
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.devicearray.arraytype import DeviceArray
@@ -581,11 +582,6 @@ def device_array_type(desc):
     return DeviceArray(dtype, len(desc.shape),
                        _layout_letter(desc.shape, desc.strides, desc.dtype.itemsize),
                        desc.readonly)
-
-
-def sync_enabled():
-    """numba-cuda's ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC`` setting, as it is now."""
-    return getattr(_cuda_config, "CUDA_ARRAY_INTERFACE_SYNC", True)
 
 
 def why_not_a_device_array(val):
