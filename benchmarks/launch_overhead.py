@@ -154,7 +154,7 @@ def flat_param_values(handle, dev_ptr):
 
 def _per_param_types(handle):
     """The argument type each flattened parameter belongs to."""
-    from numba_cuda_launch.kernels.numba_cuda import flat_param_names
+    from numba_cuda_launch.kernels import flat_param_names
 
     out = []
     for i, ty in enumerate(handle.argtypes):

@@ -10,6 +10,10 @@ import struct
 import numba
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda, njit
 from numba.core import types as nt
 from numba.core.errors import TypingError

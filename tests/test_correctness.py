@@ -13,6 +13,10 @@ import textwrap
 import numba
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda, njit, prange
 from numba.core import types as nt
 from numba.core.errors import NumbaError, TypingError

@@ -10,64 +10,20 @@ import sys
 import numba
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda, njit
 from numba.core import types as nt
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
 from support.messages import first_line
+from support.producers import CAI, CupyLikeStream, DLPackOnDevice, ProtocolStream  # noqa: F401
 from numba_cuda_launch.launch.devicearray import DeviceArray
 
 rng = np.random.default_rng()
-
-
-class CAI:
-    """A producer exposing ``__cuda_array_interface__`` over host memory."""
-
-    def __init__(self, a, version=3, stream=None, readonly=False, contiguous_strides=True):
-        self.a = a
-        strides = a.strides
-        if a.flags.c_contiguous and not contiguous_strides:
-            strides = None  # CAI: None means C-contiguous
-        self.__cuda_array_interface__ = dict(
-            shape=a.shape, strides=strides, typestr=a.dtype.str,
-            data=(a.ctypes.data, readonly), version=version)
-        if version >= 3:
-            self.__cuda_array_interface__["stream"] = stream
-
-
-class DLPackOnDevice:
-    """A DLPack producer over host memory that says it is on a CUDA device
-    (NumPy writes the capsule)."""
-
-    def __init__(self, a):
-        self.a = a
-        self.streams = []
-
-    def __dlpack_device__(self):
-        return (2, 0)  # kDLCUDA
-
-    def __dlpack__(self, stream=None, max_version=None, **kw):
-        self.streams.append(stream)
-        return self.a.__dlpack__(max_version=max_version) if max_version else self.a.__dlpack__()
-
-
-class CupyLikeStream:
-    __module__ = "cupy.cuda.stream"
-
-    def __init__(self, ptr):
-        self.ptr = ptr
-
-
-CupyLikeStream.__name__ = "Stream"
-
-
-class ProtocolStream:
-    def __init__(self, handle):
-        self.handle = handle
-
-    def __cuda_stream__(self):
-        return (0, self.handle)
 
 
 @cuda.jit

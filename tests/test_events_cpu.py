@@ -16,6 +16,10 @@ from numba import njit
 from numba.core import types as nt
 from numba.core.errors import TypingError
 from numba.core.runtime import rtsys
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba.cuda.cudadrv import driver as cudadrv
 from cuda.bindings import driver as binding
 

@@ -12,6 +12,10 @@ import time
 import numba
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda, njit
 from numba.core import types as nt
 

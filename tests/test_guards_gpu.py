@@ -7,6 +7,10 @@ compared with NumPy)."""
 import numba
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl

@@ -7,6 +7,10 @@ import re
 
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda
 
 jax = pytest.importorskip("jax")

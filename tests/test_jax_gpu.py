@@ -9,6 +9,10 @@ import numba
 import numpy as np
 import pytest
 from support.childenv import PREAMBLE, child_env  # noqa: F401
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda
 
 jax = pytest.importorskip("jax")

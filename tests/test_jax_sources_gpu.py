@@ -4,6 +4,10 @@ are poisoned (NaN) first where the kernel writes in place."""
 
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda
 
 jax = pytest.importorskip("jax")

@@ -642,10 +642,10 @@ import sys
 sys.path.insert(0, %r)
 import numba
 import numpy as np
-from numba import cuda
 import numba_cuda_launch as ncl
+from numba_cuda_launch.compat.cuda_target import gpu_available
 from support.foreign_sources import IMAGE_SOURCES, SOURCES
-if not cuda.is_available():
+if not gpu_available():
     ncl.set_compute_capability((9, 0))
 KERNELS = [SOURCES[name].make() for name in IMAGE_SOURCES]
 """

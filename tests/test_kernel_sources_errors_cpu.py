@@ -15,6 +15,7 @@ from numba.core import types as nt
 from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
+from support import HAVE_NUMBA_CUDA
 from support.nvrtc import nvrtc_ptx
 from numba_cuda_launch.testing import RecordingDriver
 
@@ -164,6 +165,7 @@ def test_a_parameter_declaration_that_cannot_be_read_is_named(ptx, decl):
 
 # -- kernels that are not for foreign_kernel() ---------------------------------------------
 
+@pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="needs numba-cuda, which is not installed")
 def test_a_kernel_of_another_source_is_launched_as_it_is(ptx):
     from numba import cuda
 

@@ -9,6 +9,10 @@ import ctypes
 
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cfunc, cuda, njit
 from numba.core import types as nt
 

@@ -21,7 +21,7 @@ import textwrap
 import numba
 import numpy as np
 import pytest
-from numba import cuda, njit
+from numba import njit
 from numba.core import types as nt
 from numba.core.errors import TypingError
 
@@ -31,15 +31,16 @@ import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch import graphs  # noqa: E402
 from numba_cuda_launch.kernels import numba_cuda_mlir as compat_mlir  # noqa: E402
 from numba_cuda_launch.testing import RecordingDriver  # noqa: E402
+from support import HAVE_GPU, HAVE_NUMBA_CUDA  # noqa: E402
 from support.childenv import PREAMBLE, child_env  # noqa: E402
-from test_devicearray_cpu import CAI, CupyLikeStream, DLPackOnDevice, ProtocolStream  # noqa: E402
+from support.producers import CAI, CupyLikeStream, DLPackOnDevice, ProtocolStream  # noqa: E402
 
 from numba_cuda_mlir import cuda as mcuda  # noqa: E402
 from numba_cuda_mlir import types as mt  # noqa: E402
 
 # Eager kernels compile at decoration, inside numba-cuda-mlir: with no GPU
 # the architecture must be set once numba_cuda_mlir is imported.
-if not cuda.is_available():
+if not HAVE_GPU:
     ncl.set_compute_capability(ncl.get_compute_capability() or (9, 0))
 
 rng = np.random.default_rng()
@@ -228,22 +229,23 @@ def test_tuples_flatten_into_their_items():
 
 # -- both compilers in one function ----------------------------------------------
 
-@cuda.jit
-def nc_scale(out, x, a):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i]
-
-
-@njit
-def launch_both(o, x, n, a):
-    out = numba.carray(ncl.as_voidptr(o), (n,), np.float32)
-    xs = numba.carray(ncl.as_voidptr(x), (n,), np.float32)
-    nc_scale[1, n](out, xs, a)
-    scale[1, n](out, xs, a)
-
-
+@pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="needs numba-cuda, which is not installed")
 def test_numba_cuda_and_numba_cuda_mlir_kernels_in_one_function():
+    from numba import cuda
+
+    @cuda.jit
+    def nc_scale(out, x, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i]
+
+    @njit
+    def launch_both(o, x, n, a):
+        out = numba.carray(ncl.as_voidptr(o), (n,), np.float32)
+        xs = numba.carray(ncl.as_voidptr(x), (n,), np.float32)
+        nc_scale[1, n](out, xs, a)
+        scale[1, n](out, xs, a)
+
     n = 96
     with RecordingDriver() as rec:
         launch_both(0x1000, 0x2000, n, np.float32(3.0))
@@ -384,8 +386,8 @@ def test_mlir_imported_after_numba_cuda_launch():
     code = PREAMBLE + textwrap.dedent("""
         import numba, numpy as np
         import numba_cuda_launch as ncl
-        from numba import cuda
-        if not cuda.is_available():
+        from numba_cuda_launch.compat.cuda_target import gpu_available
+        if not gpu_available():
             ncl.set_compute_capability((9, 0))
         from numba_cuda_mlir import cuda as mcuda
         from numba_cuda_launch.testing import RecordingDriver
@@ -717,10 +719,10 @@ def test_graph_capture_and_update_launch_of_an_mlir_kernel(fake_driver):
 
 CACHE_MODULE = PREAMBLE + """
 import numba
-from numba import cuda
+from numba_cuda_launch.compat.cuda_target import gpu_available
 import numba_cuda_launch as ncl
 from numba_cuda_mlir import cuda as mcuda
-if not cuda.is_available():
+if not gpu_available():
     ncl.set_compute_capability((9, 0))
 
 @mcuda.jit
@@ -773,9 +775,9 @@ def test_kernel_handle_of_an_mlir_kernel_imported_after_the_architecture_was_set
     it first)."""
     code = PREAMBLE + textwrap.dedent("""
         import numba_cuda_launch as ncl
-        from numba import cuda
+        from numba_cuda_launch.compat.cuda_target import gpu_available
         from numba.core import types as nt
-        if not cuda.is_available():
+        if not gpu_available():
             ncl.set_compute_capability((9, 0))
         from numba_cuda_mlir import cuda as mcuda
 

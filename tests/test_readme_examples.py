@@ -18,6 +18,10 @@ import subprocess
 import sys
 
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda
 
 from support.childenv import PREAMBLE, ROOT, child_env

@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
+from support import needs_numba_cuda
 from support.childenv import child_env
+
+needs_numba_cuda()  # the simulator is numba-cuda's
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -9,8 +9,11 @@ import textwrap
 
 import pytest
 
+from support import needs_numba_cuda
 from support.childenv import PREAMBLE, child_env
-from numba_cuda_launch.compat.numba_cuda import (TOOLKIT_MISSING, compile_failure_cause,
+
+needs_numba_cuda()  # the children compile numba-cuda kernels
+from numba_cuda_launch.compat.cuda_target import (TOOLKIT_MISSING, compile_failure_cause,
                                                  with_toolkit_hint)
 
 # A child process whose library search finds no compiler library, as after

@@ -244,10 +244,15 @@ def no_gpu_cause(exc):
             % (_SET_CC, simulator), text.replace(_NO_GPU_HINT, ""))
 
 
-#: What to do when a CUDA compiler library is missing: the first line of the error.
+#: What to do when a CUDA compiler library is missing: the first line of the
+#: error (the extra of the kernel compiler installed: numba-cuda's, else
+#: numba-cuda-mlir's).
 TOOLKIT_MISSING = (
     "the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them with "
     "the package's extra, pip install \"numba-cuda-launch[cu13]\", or [cu12] for a CUDA 12 "
+    "driver") if has_numba_cuda() else (
+    "the CUDA compiler libraries (NVRTC, nvJitLink) were not found: install them with the "
+    "package's extra, pip install \"numba-cuda-launch[mlir]\", or [mlir-cu12] for a CUDA 12 "
     "driver")
 _TOOLKIT_LIBS = ("nvvm", "nvrtc", "nvjitlink")
 _NOT_FOUND = ("not found", "cannot be found", "cannot be loaded", "failure finding",

@@ -18,10 +18,14 @@ _COUNT = re.compile(r"\[(\d+)\]$")
 
 def strip_comments(ptx: str) -> str:
     """*ptx* with its comments replaced by a space (line breaks kept)."""
-    def blank(m):
+    pieces, last = [], 0
+    for m in _LEXEMES.finditer(ptx):
         text = m.group(0)
-        return text if text.startswith('"') else " " + "\n" * text.count("\n")
-    return _LEXEMES.sub(blank, ptx)
+        if not text.startswith('"'):  # a comment
+            pieces += [ptx[last:m.start()], " " + "\n" * text.count("\n")]
+            last = m.end()
+    pieces.append(ptx[last:])
+    return "".join(pieces)
 
 
 def ptx_entries(ptx: str) -> list:
@@ -38,15 +42,17 @@ def ptx_param_sizes(ptx, name):
         if match.group(1) != name:
             continue
         sizes = []
-        for decl in filter(None, (d.strip() for d in match.group(2).split(","))):
+        for decl in match.group(2).split(","):
             tokens = decl.split()
-            kind = next((t for t in tokens[1:-1] if _TYPE.match(t)), None)
-            if tokens[0] != ".param" or kind is None:
+            if not tokens:
+                continue
+            kinds = list(filter(_TYPE.match, tokens[1:-1]))
+            if tokens[0] != ".param" or not kinds:
                 raise ValueError("entry %r declares a parameter %r whose size cannot be "
                                  "read (expected '.param .<type> name' with a type .b8 .. "
                                  ".f64, as compilers write it)" % (name, " ".join(tokens)))
             count = _COUNT.search(tokens[-1])
-            sizes.append(int(_TYPE.match(kind).group(1)) // 8 *
+            sizes.append(int(_TYPE.match(kinds[0]).group(1)) // 8 *
                          (int(count.group(1)) if count else 1))
         return sizes
     return None

@@ -15,9 +15,8 @@ from numba.core.datamodel import default_manager, models
 from numba.extending import register_model
 
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType
-from numba_cuda_launch.kernels import register
-from numba_cuda_launch.kernels.dispatcher import DispatcherKernels, flat_param_names, \
-    image_for_architectures
+from numba_cuda_launch.kernels import DispatcherKernels, flat_param_names, \
+    image_for_architectures, register
 
 __all__ = ["NumbaCudaKernels", "SOURCE", "kernel_cubin", "kernel_ptx"]
 
@@ -103,7 +102,7 @@ def _harmless_setup(fn) -> bool:
 def _image(kernel) -> bytes:
     """One cubin for the target architecture, or with a list configured a
     fatbin of a cubin for each and the lowest one's PTX
-    (:func:`.dispatcher.image_for_architectures`)."""
+    (:func:`..image_for_architectures`)."""
     return image_for_architectures(kernel, lambda cc: kernel_cubin(kernel, cc),
                                    lambda cc: kernel_ptx(kernel, cc))
 

@@ -9,6 +9,8 @@ user imported it. docs/numba-cuda-mlir.md.
 import abc
 import functools
 import sys
+import weakref
+from typing import Any, List, Optional
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -17,8 +19,7 @@ from numba.extending import typeof_impl
 from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.config import get_compute_capabilities
-from numba_cuda_launch.kernels import KernelType, register
-from numba_cuda_launch.kernels.dispatcher import DispatcherKernels, flat_param_names
+from numba_cuda_launch.kernels import DispatcherKernels, KernelType, flat_param_names, register
 
 __all__ = ["MLIRKernel", "SOURCE", "UntranslatableType", "is_mlir_dispatcher_class",
            "to_mlir_type", "from_mlir_type", "kernel_param_sizes"]
@@ -49,7 +50,7 @@ def to_mlir_type(ty):
     pointers, arrays of scalars and tuples of these; a type naming its
     ``kernel_integer`` (a conditional handle) as that integer. Raises
     :class:`UntranslatableType` saying why for anything else."""
-    mt = _module("types")
+    mt = sys.modules["numba_cuda_mlir.types"]
     ty = getattr(ty, "kernel_integer", ty)  # a value passed as its integer (a conditional handle)
     if isinstance(ty, types.Boolean):
         return mt.boolean
@@ -79,7 +80,7 @@ def to_mlir_type(ty):
 
 def from_mlir_type(mty):
     """The CPU type of a numba-cuda-mlir parameter type, or None."""
-    mt = _module("types")
+    mt = sys.modules["numba_cuda_mlir.types"]
     if isinstance(mty, mt.Boolean):
         return types.boolean
     if isinstance(mty, (mt.Integer, mt.Float, mt.Complex)):
@@ -112,16 +113,21 @@ def kernel_entry_name(kernel):
     return kernel.metadata["func_name"]
 
 
+_PARAM_SIZES: "weakref.WeakKeyDictionary[Any, Optional[List[int]]]" = \
+    weakref.WeakKeyDictionary()
+
+
 def kernel_param_sizes(kernel):
-    """The byte sizes of the kernel entry point's parameters, read from its
-    PTX ``.entry`` declaration; None if the PTX is not available."""
-    try:
-        ptx = kernel.ptx
-    except Exception:
-        return None
-    if not isinstance(ptx, str):
-        return None
-    return ptx_param_sizes(ptx, kernel_entry_name(kernel))
+    """The byte sizes of the kernel entry point's parameters, read once
+    from its PTX ``.entry`` declaration; None if the PTX is not available."""
+    if kernel not in _PARAM_SIZES:
+        try:
+            ptx = kernel.ptx
+        except Exception:
+            ptx = None
+        _PARAM_SIZES[kernel] = ptx_param_sizes(ptx, kernel.metadata["func_name"]) \
+            if isinstance(ptx, str) else None
+    return _PARAM_SIZES[kernel]
 
 
 def unsupported_kernel_features(dispatcher, kernel):
@@ -178,9 +184,11 @@ def flatten_value(context, builder, ty, value):
         itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
         strides = cgutils.unpack_tuple(builder, ary.strides, ty.ndim)
         # memref strides count elements; Numba's count bytes.
-        return ([ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
-                + cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
-                + [builder.sdiv(s, ir.Constant(s.type, itemsize)) for s in strides])
+        values = [ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
+        values += cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
+        for s in strides:
+            values.append(builder.sdiv(s, ir.Constant(s.type, itemsize)))
+        return values
     if isinstance(ty, types.BaseTuple):
         return [v for i, t in enumerate(ty)
                 for v in flatten_value(context, builder, t, builder.extract_value(value, i))]
@@ -262,7 +270,7 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
         whose parameter types all have CPU counterparts."""
         out = {}
         for argtypes, cres in list(dispatcher.overloads.items()):
-            cpu = tuple(from_mlir_type(t) for t in argtypes)
+            cpu = tuple(map(from_mlir_type, argtypes))
             if None not in cpu:
                 out[cpu] = cres
         return out
@@ -315,8 +323,7 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
         return [v for ty, value in zip(argtypes, values)
                 for v in flatten_value(context, builder, ty, value)]
 
-    def emit_argument_checks(self, context, builder, guards, ty, value, where):
-        emit_argument_checks(context, builder, guards, ty, value, where)
+    emit_argument_checks = staticmethod(emit_argument_checks)
 
 
 #: The source of numba-cuda-mlir kernels.

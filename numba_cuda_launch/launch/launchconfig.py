@@ -22,7 +22,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, bou
 from numba_cuda_launch.compat.cuda_target import target_compute_capability
 from numba_cuda_launch.compat.numba_dispatcher import explain_untyped_constants_with
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.kernels import kernel_types, source_of_type
+from numba_cuda_launch.kernels import SOURCE_OF_NUMBA_TYPE, KernelType, kernel_types
 from numba_cuda_launch.launch import backends
 from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.launch.stream import CUDAStream
@@ -147,7 +147,8 @@ class LaunchConfig(types.Callable):
     def __init__(self, dispatcher_type):
         self.dispatcher_type = self.key = dispatcher_type
         self.dispatcher = dispatcher_type.dispatcher
-        self.source = source_of_type(dispatcher_type)
+        self.source = dispatcher_type.source if isinstance(dispatcher_type, KernelType) \
+            else SOURCE_OF_NUMBA_TYPE[type(dispatcher_type)]
         self.kernel_name = self.source.kernel_name(self.dispatcher)
         super().__init__(name="LaunchConfig(%s)" % self.kernel_name)
 

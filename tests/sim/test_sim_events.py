@@ -11,6 +11,10 @@ import numba
 import numba.types as nt
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda, njit
 
 import numba_cuda_launch as ncl

@@ -6,6 +6,10 @@ tests/test_simulator.py."""
 import numba
 import numpy as np
 import pytest
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
 from numba import cuda
 
 jax = pytest.importorskip("jax")

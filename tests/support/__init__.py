@@ -1,7 +1,8 @@
 """Helpers of the test suite (one package, imported as ``support``: tests/
 is on the path of every test run, through its conftest.py).
 
-``HAVE_GPU`` and ``SIMULATED`` say what the run targets, :func:`package_source`
+``HAVE_GPU``, ``SIMULATED`` and ``HAVE_NUMBA_CUDA`` say what the run
+targets (:func:`needs_numba_cuda` skips a module without numba-cuda), :func:`package_source`
 where the package's sources are; the modules hold
 kernels (:mod:`.kernels`, :mod:`.cluster_kernels`,
 :mod:`.jax_export_kernels`), child-process environments (:mod:`.childenv`),
@@ -13,10 +14,24 @@ fixture ending recordings a GPU test left open (:mod:`.recordings`).
 
 import os
 
-from numba import cuda
+import pytest
+
+from numba_cuda_launch.compat.cuda_target import gpu_available
+from numba_cuda_launch.compat.versions import has_numba_cuda
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-HAVE_GPU = cuda.is_available() and not SIMULATED
+HAVE_GPU = gpu_available() and not SIMULATED
+#: numba-cuda is installed (the numba-cuda-mlir-only combination has none).
+HAVE_NUMBA_CUDA = has_numba_cuda()
+
+
+def needs_numba_cuda():
+    """At the top of a test module using numba-cuda (before it imports
+    ``numba.cuda``): skip the module, saying so, where it is not installed
+    (``numba.cuda`` would be Numba's deprecated built-in target)."""
+    if not HAVE_NUMBA_CUDA:
+        pytest.skip("needs numba-cuda, which is not installed (a numba-cuda-mlir-only "
+                    "installation)", allow_module_level=True)
 #: The checkout (or copy) holding tests/.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
