@@ -14,7 +14,7 @@ with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
 setup(
     name="numba-cuda-launch",
     version=VERSION,
-    description="Launch numba-cuda kernels from @cfunc and @njit code with "
+    description="Launch numba-cuda and numba-cuda-mlir kernels from @cfunc and @njit code with "
     "kernel[grid, block, stream, sharedmem](...)",
     long_description=LONG_DESCRIPTION,
     long_description_content_type="text/markdown",
@@ -27,19 +27,24 @@ setup(
     entry_points={"console_scripts": [
         "numba-cuda-launch-aot = numba_cuda_launch.interop.aot:main"]},
     python_requires=">=3.10",
-    # numpy 2.5 removed np.row_stack, which numba-cuda 0.30.4 still calls when
-    # compiling any kernel: keep below it until numba-cuda follows.
-    install_requires=["numba>=0.62", "numba-cuda>=0.26", "numpy<2.5"],
+    # Numba itself; the kernel compiler comes with an extra: numba-cuda-mlir
+    # ([mlir], [mlir-cu12]) or numba-cuda ([cu13], [cu12]), or both
+    # (README.md, "numba-cuda or numba-cuda-mlir").
+    install_requires=["numba>=0.62", "numpy"],
     extras_require={
-        "cu12": ["numba-cuda[cu12]>=0.26"],
-        "cu13": ["numba-cuda[cu13]>=0.26"],
+        # numba-cuda with its CUDA compiler libraries. numpy 2.5 removed
+        # np.row_stack, which numba-cuda 0.30.4 still calls when compiling any
+        # kernel: kept below it where numba-cuda is installed.
+        "cu12": ["numba-cuda[cu12]>=0.26", "numpy<2.5"],
+        "cu13": ["numba-cuda[cu13]>=0.26", "numpy<2.5"],
+        # numba-cuda-mlir with its CUDA compiler libraries (docs/numba-cuda-mlir.md);
+        # it needs Python 3.11+
+        "mlir": ["numba-cuda-mlir[cu13]>=0.6; python_version >= '3.11'"],
+        "mlir-cu12": ["numba-cuda-mlir[cu12]>=0.6; python_version >= '3.11'"],
         # mypy: the package's type check (pyproject.toml) and tests/test_type_hints.py
         "test": ["pytest", "pytest-xdist", "mypy==2.4.1"],
         # flatbuffers: jax.export serialization (jax does not require it)
         "jax": ["jax>=0.6", "flatbuffers"],
-        # numba-cuda-mlir kernels (docs/numba-cuda-mlir.md); it needs Python 3.11+
-        # and takes libNVVM/nvJitLink from the cu12/cu13 extra.
-        "mlir": ["numba-cuda-mlir>=0.6; python_version >= '3.11'"],
     },
     project_urls={
         # The request the package answers, and the projects it builds on.
