@@ -536,13 +536,13 @@ def _context_text(context, fn):
     return context.literal_value
 
 
-_NOT_BOOL = "%s: %s (bool) must be True or False, got %s"
-_FLOAT_FOR_INT = ("%s: %s (%s) got a float; float -> integer conversion is refused (it "
-                  "truncates): pass an integer")
-_NOT_INT = "%s: %s (%s) must be an integer, got %s"
-_INT_RANGE = "%s: %s (%s): %lld is out of range [%lld, %lld]"
-_NOT_NUMBER = "%s: %s (%s) must be a number, got %s"
-_FLOAT_RANGE = "%s: %s (%s): %g is out of range (it would round to infinity)"
+_NOT_BOOL = "%s: %s must be True or False (a bool), got %s"
+_FLOAT_FOR_INT = ("%s: %s is a %s: got a float, and float -> integer conversion is refused "
+                  "(it truncates): pass an integer")
+_NOT_INT = "%s: %s must be an integer (a %s), got %s"
+_INT_RANGE = "%s: %s: %lld is out of the range of %s [%lld, %lld]"
+_NOT_NUMBER = "%s: %s must be a number (a %s), got %s"
+_FLOAT_RANGE = "%s: %s: %g is out of the range of %s (it would round to infinity)"
 
 
 @register_jitable
@@ -569,14 +569,14 @@ def check_scalar_at(args, num_args, i, kind, low, high, fmax, context, name, dty
         v = arg_int(args, i)
         if v < low or v > high:
             return report(_value_error(), c_string(_INT_RANGE),
-                          (context, who, dtype_name, v, low, high))
+                          (context, who, v, dtype_name, low, high))
         return OK
     if got != FLOAT and got != INT and got != BOOL:
         return report(_type_error(), c_string(_NOT_NUMBER),
                       (context, who, dtype_name, _type_text(got)))
     x = arg_float(args, i)
     if abs(x) > fmax and abs(x) < np.inf:
-        return report(_value_error(), c_string(_FLOAT_RANGE), (context, who, dtype_name, x))
+        return report(_value_error(), c_string(_FLOAT_RANGE), (context, who, x, dtype_name))
     return OK
 
 
@@ -605,9 +605,10 @@ def scalar_limits(dtype: np.dtype[Any]) -> tuple[int, int, int, float]:
     # the largest double that rounds to a finite value of *dtype*: half an
     # ulp above the largest finite value rounds to infinity
     finfo = np.finfo(dtype)
-    max_value = float(finfo.max)
-    half_ulp = float(np.spacing(finfo.max)) / 2 if dtype != np.float64 else 0.0
-    return 2, 0, 0, np.nextafter(max_value + half_ulp, 0.0) if half_ulp else max_value
+    if dtype == np.float64:
+        return 2, 0, 0, float(finfo.max)
+    half_ulp = 2.0 ** (finfo.maxexp - finfo.nmant - 2)  # of the largest finite value
+    return 2, 0, 0, float(np.nextafter(float(finfo.max) + half_ulp, 0.0))
 
 
 def check_int(args: int, num_args: int, i: int, dtype: DTypeLike, context: str) -> int:
