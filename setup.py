@@ -40,6 +40,10 @@ setup(
         # numba-cuda-mlir kernels (docs/numba-cuda-mlir.md); it needs Python 3.11+
         # and takes libNVVM/nvJitLink from the cu12/cu13 extra.
         "mlir": ["numba-cuda-mlir>=0.6; python_version >= '3.11'"],
+        # kernels as TVM-FFI functions (docs/tvm-ffi.md); jax-tvm-ffi calls them
+        # inside jax.jit and needs Python 3.11+
+        "tvm-ffi": ["apache-tvm-ffi>=0.1.15",
+                    "jax-tvm-ffi>=0.1.3; python_version >= '3.11'"],
     },
     project_urls={
         # The request the package answers, and the projects it builds on.
