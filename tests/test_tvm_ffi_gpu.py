@@ -4,6 +4,8 @@ inside jax.jit through jax-tvm-ffi; with every launch form; refusals; a C
 library loaded by tvm_ffi.load_module. Results against NumPy on fresh inputs,
 outputs poisoned first."""
 
+import os
+
 import numba
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from numba_cuda_launch import aot  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
 
 pytestmark = pytest.mark.gpu
+HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng()
 
 
@@ -190,3 +193,26 @@ def test_a_c_library_through_tvm_ffi_load_module(fn, tmp_path):
     np.testing.assert_allclose(out.cpu().numpy(), a * x + y, rtol=1e-6)
     with pytest.raises(TypeError, match="parameter 'y' \\(argument 1\\)"):
         f(tx, ty.double(), out, 1.0)
+
+
+def test_a_cxx_program_calls_the_library_s_function(fn, tmp_path):
+    import shutil
+    import subprocess
+
+    import tvm_ffi.libinfo
+
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    lib = aot.build(str(tmp_path / "libaxpycxx.so"), tvm_ffi_functions={"axpy": fn})
+    libdir = os.path.dirname(tvm_ffi.libinfo.find_libtvm_ffi())
+    exe = str(tmp_path / "caller")
+    cmd = [nvcc, "-std=c++17", "-o", exe, os.path.join(HERE, "tvm_ffi_caller.cc")] \
+        + ["-I" + p for p in tvm_ffi.libinfo.include_paths()] \
+        + ["-L" + libdir, "-ltvm_ffi", "-Xlinker", "-rpath=" + libdir]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    run = subprocess.run([exe, lib.path], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    ok, refused = run.stdout.splitlines()[:2]
+    assert ok.startswith("ok ") and float(ok.split()[1]) < 1e-5
+    assert refused.startswith("refused: TypeError: numba_cuda_launch: CUDA kernel 'axpy': "
+                              "parameter 'y' (argument 1) must be a float32 tensor")
