@@ -271,7 +271,7 @@ _TVM_FFI_SIGNATURE = (types.voidptr, types.voidptr, types.int32, types.voidptr)
 def _tvm_ffi_exports(functions):
     """The TVM-FFI functions to export: ``{name: tvm_ffi_kernel() result or
     cfunc int32(voidptr, voidptr, int32, voidptr)}``."""
-    out = []
+    out: list[_Export] = []
     if functions is None:
         return out
     if not isinstance(functions, Mapping):

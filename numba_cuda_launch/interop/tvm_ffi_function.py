@@ -29,7 +29,7 @@ from numba_cuda_launch.interop.xla_ffi import c_string
 from numba_cuda_launch.launch.launchconfig import config_problem
 from numba_cuda_launch.launch.plan import plan_launch
 
-__all__ = ["tvm_ffi_kernel", "TvmFfiKernel", "jax_function", "make_function", "SignatureType"]
+__all__ = ["tvm_ffi_kernel", "TvmFfiKernel", "jax_function"]
 
 _CALLER = "tvm_ffi_kernel"
 
