@@ -45,6 +45,10 @@ setup(
         "test": ["pytest", "pytest-xdist", "mypy==2.4.1"],
         # flatbuffers: jax.export serialization (jax does not require it)
         "jax": ["jax>=0.6", "flatbuffers"],
+        # kernels as TVM-FFI functions (docs/tvm-ffi.md); jax-tvm-ffi calls them
+        # inside jax.jit and needs Python 3.11+
+        "tvm-ffi": ["apache-tvm-ffi>=0.1.15",
+                    "jax-tvm-ffi>=0.1.3; python_version >= '3.11'"],
     },
     project_urls={
         # The request the package answers, and the projects it builds on.

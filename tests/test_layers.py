@@ -17,7 +17,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # Higher numbers may import lower ones, never the reverse.
 LAYERS = {"compat": 0, "cudadrv": 1, "kernels": 2, "launch": 3, "interop": 4}
 BASE = {"errors", "config", "_version"}
-PUBLIC = {"__init__", "jax", "xla_ffi", "testing", "graphs", "aot"}  # the public surface, above all
+PUBLIC = {"__init__", "jax", "xla_ffi", "testing", "graphs", "aot", "tvm_ffi"}  # the public surface, above all
 
 
 def _modules():

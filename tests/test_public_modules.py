@@ -1,5 +1,5 @@
 """The public modules (numba_cuda_launch.graphs, .jax, .testing, .xla_ffi,
-.aot) are modules of their own exporting exactly their implementation's
+.aot, .tvm_ffi) are modules of their own exporting exactly their implementation's
 public names, ``import numba_cuda_launch`` does not import JAX, and every
 public function, method and property is annotated in the module defining it
 (parameters and return; an intrinsic, declared for checkers under
@@ -27,14 +27,18 @@ PUBLIC = {
     "numba_cuda_launch.testing": "numba_cuda_launch.cudadrv.recording",
     "numba_cuda_launch.xla_ffi": "numba_cuda_launch.interop.xla_ffi",
     "numba_cuda_launch.aot": "numba_cuda_launch.interop.aot",
+    "numba_cuda_launch.tvm_ffi": ("numba_cuda_launch.interop.tvm_ffi_function",
+                                  "numba_cuda_launch.interop.tvm_ffi_abi"),
 }
 
 
 def _import(name):
-    """The module *name*; its test is skipped where JAX (what the module
-    wraps) is not installed."""
+    """The module *name*; its test is skipped where JAX or apache-tvm-ffi
+    (what the module wraps) is not installed."""
     if name.endswith(".jax"):
         pytest.importorskip("jax")
+    if "tvm_ffi" in name:
+        pytest.importorskip("tvm_ffi")
     return importlib.import_module(name)
 
 

@@ -46,7 +46,11 @@ _RUNTIME = "ncl_runtime.c"
 # The symbols compiled launch code references in this package's process,
 # defined by the C runtime instead.
 _RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, _driver_launch.FLAG_SYMBOL, graphdevices.SYMBOL,
-                    graphdevices.USED_SYMBOL}
+                    graphdevices.USED_SYMBOL,
+                    # libtvm_ffi's, forwarded by clib/ncl_tvm_ffi.c
+                    "TVMFFIEnvGetStream", "TVMFFIErrorSetRaisedFromCStr"}
+_TVM_FFI_RUNTIME = "ncl_tvm_ffi.c"
+_TVM_FFI_PREFIX = "__tvm_ffi_"  # what tvm_ffi.load_module looks up
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # C (C23) and C++ (C++23) keywords: the header is included from both.
 _C_KEYWORDS = frozenset(
@@ -121,6 +125,7 @@ class Library:
     functions: tuple[str, ...]     # exported C names of the launchers
     ffi_targets: tuple[str, ...]   # XLA FFI target names (their symbols have these names)
     build_info: str
+    tvm_ffi_functions: tuple[str, ...] = ()  # exported as __tvm_ffi_<name>
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ class _Export:
     what: str         # how messages name it
     ffi_target: str | None = None
     command_buffer: bool = False
+    tvm_ffi: str | None = None  # the TVM-FFI function's name
 
 
 # -- what goes in ---------------------------------------------------------------
@@ -256,6 +262,39 @@ def _jax_exports(kernels):
             handler = jax_interop._REGISTRY[name].handler
             code = numba_cfunc.cfunc_code(handler)
             out.append(_Export(name, code, "FFI handler %r" % name, name, k.command_buffer))
+    return out
+
+
+_TVM_FFI_SIGNATURE = (types.voidptr, types.voidptr, types.int32, types.voidptr)
+
+
+def _tvm_ffi_exports(functions):
+    """The TVM-FFI functions to export: ``{name: tvm_ffi_kernel() result or
+    cfunc int32(voidptr, voidptr, int32, voidptr)}``."""
+    out: list[_Export] = []
+    if functions is None:
+        return out
+    if not isinstance(functions, Mapping):
+        raise TypeError("build(): tvm_ffi_functions must be a dict {name: tvm_ffi_kernel() "
+                        "result or TVM-FFI cfunc}, got %s" % _describe(functions))
+    for name, fn in functions.items():
+        if not isinstance(name, str) or not _C_NAME.match(name):
+            _refuse("TVM-FFI function %r" % (name,), "its name must be a C identifier (the "
+                    "library exports it as %s<name>)" % _TVM_FFI_PREFIX)
+        cf = getattr(fn, "cfunc", fn)
+        what = "TVM-FFI function %r" % name
+        if not numba_cfunc.is_cfunc(cf):
+            _refuse(what, "expected a tvm_ffi_kernel() result or a @numba.cfunc, got %s"
+                    % type(fn).__name__)
+        try:
+            code = numba_cfunc.cfunc_code(cf)
+        except ValueError as exc:
+            _refuse(what, str(exc))
+        if tuple(code.argtypes) != _TVM_FFI_SIGNATURE or code.restype != types.int32:
+            _refuse(what, "a TVM-FFI function is int32(voidptr, voidptr, int32, voidptr) "
+                    "(self, args, num_args, result); this cfunc is %s(%s)"
+                    % (code.restype, ", ".join(map(str, code.argtypes))))
+        out.append(_Export(_TVM_FFI_PREFIX + name, code, what, tvm_ffi=name))
     return out
 
 
@@ -387,6 +426,7 @@ def _source(exports, prefix, build_info):
         "static const unsigned char ncl_entry_optional[] = {%s};"
         % ", ".join("1" if n in driver.OPTIONAL else "0" for n in names),
         '#include "%s"' % _RUNTIME,
+        '#include "%s"' % _TVM_FFI_RUNTIME,
         "const char %s_build_info[] = %s;" % (prefix, _c_string(build_info)),
     ]
     targets = []
@@ -395,6 +435,11 @@ def _source(exports, prefix, build_info):
         lines.append("extern %s __asm__(%s);" % (_prototype(exp, impl),
                                                   _c_string(exp.code.symbol)))
         call = "%s(%s)" % (impl, ", ".join(_param_names(exp)))
+        if exp.tvm_ffi is not None:
+            lines.append("int %s(void *self, const void *args, int32_t num_args, "
+                         "void *result) { ncl_ensure_bound(); return %s(self, (void *)args, "
+                         "num_args, result); }" % (exp.cname, impl))
+            continue
         if exp.ffi_target is not None:
             wrapper = "ncl_ffi_%d" % i
             lines.append("void *%s(void *frame) __asm__(%s);"
@@ -461,7 +506,12 @@ def _header(exports, prefix, lib_name, build_info):
            "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
            "#define %s_ABI_VERSION %d" % (prefix.upper(), ABI_VERSION), ""]
     for exp in exports:
-        if exp.ffi_target is None:
+        if exp.tvm_ffi is not None:
+            out.append("/* TVM-FFI function %r (tvm_ffi.load_module(...).%s): 0, or -1 with "
+                       "the error raised in libtvm_ffi */" % (exp.tvm_ffi, exp.tvm_ffi))
+            out.append("int %s(void *self, const void *args, int32_t num_args, void *result);"
+                       % exp.cname)
+        elif exp.ffi_target is None:
             note = ": returns the CUresult of its launch (0 on success)" \
                 if exp.code.restype == types.int32 else ""
             out.append("/* %s (cfunc %s)%s */" % (exp.cname, exp.code.pyfunc.__qualname__, note))
@@ -662,7 +712,8 @@ def _check_cpu(triple, cpu):
 
 def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = None, *,
           header: str | os.PathLike[str] | None = None, prefix: str | None = None,
-          jax_kernels: Iterable[Any] = (), cpu: str | None = None) -> Library:
+          jax_kernels: Iterable[Any] = (), cpu: str | None = None,
+          tvm_ffi_functions: Mapping[str, Any] | None = None) -> Library:
     """Build shared library *path* from compiled ``@cfunc`` launchers (docs/aot.md).
 
     *functions* maps each exported C name to a ``@cfunc`` (status-only:
@@ -672,7 +723,9 @@ def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = No
     header to write (default: *path* with ``.h``); *prefix* the prefix of
     the library's helper functions (default: the file name without ``lib``
     and extension); *cpu* an LLVM CPU name for the code (default: the CPU
-    Numba compiled for; ``"x86-64"`` for any x86-64). Links with ``$CC``
+    Numba compiled for; ``"x86-64"`` for any x86-64). *tvm_ffi_functions*
+    maps names to ``tvm_ffi_kernel()`` results (or TVM-FFI cfuncs), exported
+    as ``__tvm_ffi_<name>`` for ``tvm_ffi.load_module``. Links with ``$CC``
     or ``cc``. Returns a :class:`Library`; raises :class:`AotBuildError`.
     """
     if not sys.platform.startswith("linux"):
@@ -707,8 +760,10 @@ def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = No
     macros = _header_macros(tuple(cc))
     exports = [_launcher(n, f, prefix, macros) for n, f in (functions or {}).items()]
     exports += _jax_exports(jax_kernels)
+    exports += _tvm_ffi_exports(tvm_ffi_functions)
     if not exports:
-        raise AotBuildError("nothing to build: give functions={C name: cfunc} or jax_kernels")
+        raise AotBuildError("nothing to build: give functions={C name: cfunc}, jax_kernels "
+                            "or tvm_ffi_functions")
     symbols: dict[str, str] = {}  # symbol -> the C name it is exported as
     for e in exports:
         if e.code.symbol in symbols:
@@ -752,8 +807,9 @@ def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = No
     with open(header, "w") as f:
         f.write(header_text)
     return Library(os.fspath(path), os.fspath(header), prefix,
-                   tuple(e.cname for e in exports if e.ffi_target is None),
-                   tuple(e.ffi_target for e in exports if e.ffi_target is not None), build_info)
+                   tuple(e.cname for e in exports if e.ffi_target is None and e.tvm_ffi is None),
+                   tuple(e.ffi_target for e in exports if e.ffi_target is not None), build_info,
+                   tuple(e.tvm_ffi for e in exports if e.tvm_ffi is not None))
 
 
 # -- command line ---------------------------------------------------------------

@@ -24,9 +24,11 @@ from numba.core import types as nt
 
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import jax_handler, xla_ffi
-from numba_cuda_launch.kernels import SOURCES, source_of
+from numba_cuda_launch.interop.kernel_call import (
+    bind_scalars, describe as _describe, is_int as _is_int, kernel_compiler,
+    launch_dims as _launch_dims, refuse_unlaunchable)
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.launchconfig import config_problem, launch_dims_of
+from numba_cuda_launch.launch.launchconfig import config_problem
 from numba_cuda_launch.launch.plan import plan_launch
 
 if TYPE_CHECKING:
@@ -50,15 +52,6 @@ _Target = namedtuple("_Target", "kernel rule config handler")
 
 def _is_jitted(fn):
     return isinstance(fn, numba.core.dispatcher.Dispatcher)
-
-
-def _describe(value):
-    text = repr(value)
-    return "%s %s" % (type(value).__name__, text if len(text) < 60 else text[:57] + "...")
-
-
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 #: jax.ffi.ffi_call's vmap methods
@@ -141,16 +134,6 @@ def _scalar_attribute(kname, pname, dtype, value):
     return converted
 
 
-def _launch_dims(config, kname, source):
-    """``(grid, block)`` as 3-tuples from a launch configuration, refused
-    (naming the kernel and *source*) outside CUDA's limits: the one
-    validator of configurations, :func:`..launch.launchconfig.launch_dims_of`."""
-    if not isinstance(config, (tuple, list)) or len(config) != 2:
-        raise TypeError("kernel %r: %s must give (grid, block), got %s"
-                        % (kname, source, _describe(config)))
-    return launch_dims_of(kname, config[0], config[1], "the %s" % source)
-
-
 def _signature_key(in_specs, out_specs):
     return tuple(tuple((len(s.shape), np.dtype(s.dtype)) for s in specs)
                  for specs in (in_specs, out_specs))
@@ -161,30 +144,6 @@ def _signature_text(key, scalar_dtypes):
         return "_".join("%sr%d" % (dt.name, rank) for rank, dt in items) or "none"
     return "%s.%s.%s" % (part(key[0]), part(key[1]),
                          "_".join(d.name for d in scalar_dtypes) or "none")
-
-
-def _kernel_compiler(kernel):
-    """The adapter of *kernel*'s compiler; a TypeError for anything but a kernel."""
-    try:
-        compiler = source_of(kernel)
-    except TypeError:
-        raise TypeError(
-            "jax_kernel() needs a kernel: a @cuda.jit kernel of numba-cuda or numba-cuda-mlir, "
-            "or a foreign kernel (numba_cuda_launch.foreign_kernel); got %s (kernels of %s)"
-            % (_describe(kernel), ", ".join(c.name for c in SOURCES))) from None
-    if compiler.is_device_function(kernel):
-        raise TypeError("jax_kernel() needs a kernel; %r is a device function (device=True)"
-                        % compiler.kernel_name(kernel))
-    return compiler
-
-
-def _refuse_unlaunchable(compiler, kernel, kname):
-    """Refuse a kernel this process's backend cannot launch (one the
-    simulator cannot run, under it)."""
-    why = BACKEND.refusal(compiler, kernel)
-    if why:
-        raise TypeError("jax_kernel(): %s %r cannot be launched here: %s"
-                        % (jax_handler.kind(compiler.name), kname, why))
 
 
 class JaxKernel:
@@ -210,11 +169,11 @@ class JaxKernel:
                  command_buffer: bool, name: str | None,
                  signatures: Sequence[Sequence[Any]] | None = None,
                  dependent: bool = False) -> None:
-        self._compiler = compiler = _kernel_compiler(kernel)
+        self._compiler = compiler = kernel_compiler(kernel, "jax_kernel")
         self.kernel = kernel
         self.kernel_name = kname = compiler.kernel_name(kernel)
-        _refuse_unlaunchable(compiler, kernel, kname)
-        self.scalars = self._bind_scalars(scalars)
+        refuse_unlaunchable(compiler, kernel, "jax_kernel")
+        self.scalars = bind_scalars(compiler, kernel, scalars, "jax_kernel")
         if out_shapes is None:
             raise TypeError("kernel %r: out_shapes is required: a jax.ShapeDtypeStruct, a list "
                             "of them, or a function of the inputs' structs and the scalars"
@@ -276,48 +235,6 @@ class JaxKernel:
                 sig = list(sig)
                 values = sig.pop() if sig and isinstance(sig[-1], Mapping) else {}
                 self.register(*sig, **values)
-
-    def _bind_scalars(self, scalars):
-        """{name: dtype} of the kernel's trailing parameters, in their order."""
-        kname = self.kernel_name
-        if scalars is None:
-            scalars = {}
-        if not isinstance(scalars, Mapping):
-            raise TypeError("kernel %r: scalars must be a dict {parameter name: dtype}, got %s"
-                            % (kname, _describe(scalars)))
-        params = self._compiler.param_names(self.kernel)
-        if len(scalars) >= len(params):
-            raise TypeError(
-                "kernel %r has parameters (%s); with %d scalar(s) it would have no array "
-                "parameter: a kernel called through jax_kernel takes at least one array "
-                "(an input or an output) before its scalars"
-                % (kname, ", ".join(params), len(scalars)))
-        trailing = params[len(params) - len(scalars):]
-        if set(scalars) != set(trailing):
-            raise TypeError(
-                "kernel %r: scalars must be named as the kernel's last %d parameter(s) %s "
-                "(in any order); got %s"
-                % (kname, len(scalars), trailing, [str(k) for k in scalars]))
-        bound = {}
-        for pname in trailing:
-            if scalars[pname] is None:  # np.dtype(None) is float64
-                raise TypeError("kernel %r scalar %r: None is not a dtype; give the parameter's "
-                                "type, e.g. np.float32" % (kname, pname))
-            try:
-                dtype = np.dtype(scalars[pname])
-            except TypeError:
-                raise TypeError("kernel %r scalar %r: %r is not a dtype"
-                                % (kname, pname, scalars[pname])) from None
-            if dtype.name == "bfloat16":
-                raise TypeError(
-                    "kernel %r scalar %r: bfloat16 scalars cannot be passed: XLA attributes "
-                    "carry no bfloat16 and Numba has no bfloat16 CPU type; declare it "
-                    "np.float32 and convert in the kernel" % (kname, pname))
-            if dtype.kind not in "biuf":
-                raise TypeError("kernel %r scalar %r must be a boolean, integer or float "
-                                "dtype, got %s" % (kname, pname, dtype))
-            bound[pname] = dtype
-        return bound
 
     # -- trace time -----------------------------------------------------------
 

@@ -17,10 +17,11 @@ from numba.core import types as nt
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cuda_launch.interop import xla_ffi
+from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 
-__all__ = ["make_handler", "refusal", "kind"]
+__all__ = ["make_handler", "refusal"]
 
 
 # float16 from IEEE binary16 bits: a bitcast, which needs no runtime helper
@@ -319,11 +320,6 @@ _ON_CPU_UNSIMULATED = (
 _ON_CUDA = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on a GPU, but the "
             "kernel is numba-cuda's CUDA simulator's (NUMBA_ENABLE_CUDASIM=1), which runs "
             "on XLA:CPU only: call it on a CPU device (JAX_PLATFORMS=cpu)")
-
-
-def kind(source):
-    """'numba-cuda-mlir kernel', 'foreign kernel': a kernel of compiler *source*."""
-    return source if source.endswith("kernel") else source + " kernel"
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,111 @@
+"""Numba CUDA kernels as TVM-FFI functions, and TVM-FFI functions written in
+nopython code (docs/tvm-ffi.md).
+
+:func:`tvm_ffi_kernel` compiles a kernel, its launch rule and scalars into one
+``tvm_ffi.Function`` (a C function: no Python per call) that PyTorch, CuPy, JAX
+(:func:`jax_function`, through jax-tvm-ffi), C++ and other processes
+(``numba_cuda_launch.aot.build(..., tvm_ffi_functions=...)``) call; the readers
+below let a hand-written ``@cfunc(int32(voidptr, voidptr, int32, voidptr))`` take
+TVM-FFI arguments. Needs apache-tvm-ffi (``pip install numba-cuda-launch[tvm-ffi]``);
+``import numba_cuda_launch`` does not import this module. The implementation is
+:mod:`numba_cuda_launch.interop.tvm_ffi_function` and
+:mod:`numba_cuda_launch.interop.tvm_ffi_abi`.
+"""
+
+from numba_cuda_launch.interop.tvm_ffi_function import (
+    tvm_ffi_kernel,
+    TvmFfiKernel,
+    jax_function,
+)
+from numba_cuda_launch.interop.tvm_ffi_abi import (
+    NONE,
+    INT,
+    BOOL,
+    FLOAT,
+    OPAQUE_PTR,
+    DLTENSOR_PTR,
+    TENSOR,
+    DL_CPU,
+    DL_CUDA,
+    DL_CUDA_HOST,
+    DL_CUDA_MANAGED,
+    OK,
+    ERROR,
+    DL_DTYPES,
+    type_index,
+    arg_int,
+    arg_float,
+    arg_bool,
+    arg_pointer,
+    arg_tensor,
+    tensor_data,
+    tensor_ndim,
+    tensor_dim,
+    tensor_stride,
+    tensor_device_type,
+    tensor_device_id,
+    tensor_dtype_code,
+    tensor_dtype_bits,
+    tensor_dtype_lanes,
+    tensor_is_contiguous,
+    tensor_as_array,
+    stream,
+    tensor_stream,
+    check_call,
+    check_tensor,
+    check_int,
+    check_float,
+    check_bool,
+    error,
+    report,
+    launch_error,
+    c_string,
+)
+
+__all__ = [
+    "tvm_ffi_kernel",
+    "TvmFfiKernel",
+    "jax_function",
+    "NONE",
+    "INT",
+    "BOOL",
+    "FLOAT",
+    "OPAQUE_PTR",
+    "DLTENSOR_PTR",
+    "TENSOR",
+    "DL_CPU",
+    "DL_CUDA",
+    "DL_CUDA_HOST",
+    "DL_CUDA_MANAGED",
+    "OK",
+    "ERROR",
+    "DL_DTYPES",
+    "type_index",
+    "arg_int",
+    "arg_float",
+    "arg_bool",
+    "arg_pointer",
+    "arg_tensor",
+    "tensor_data",
+    "tensor_ndim",
+    "tensor_dim",
+    "tensor_stride",
+    "tensor_device_type",
+    "tensor_device_id",
+    "tensor_dtype_code",
+    "tensor_dtype_bits",
+    "tensor_dtype_lanes",
+    "tensor_is_contiguous",
+    "tensor_as_array",
+    "stream",
+    "tensor_stream",
+    "check_call",
+    "check_tensor",
+    "check_int",
+    "check_float",
+    "check_bool",
+    "error",
+    "report",
+    "launch_error",
+    "c_string",
+]
