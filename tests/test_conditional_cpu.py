@@ -631,3 +631,15 @@ def test_images_for_several_architectures():
             ncl.kernel_handle(waits, (nt.int32[::1],))
     finally:
         ncl.set_compute_capability(before)
+
+
+@pytest.mark.parametrize("flag", ["False", 0, 1, None, 0.0])
+def test_assign_default_must_be_a_boolean(fake_driver, flag):
+    # "False" is true and 0.0 false by their truth value: neither is read so
+    with pytest.raises(TypeError, match=r"^graphs.conditional_handle\(\): assign_default "
+                                        r"must be True or False, not "):
+        graphs.conditional_handle(0x51, 0, flag)
+    with pytest.raises(TypingError, match=r"^graphs.conditional_handle: assign_default must "
+                                          r"be a boolean \(True or False\), got "):
+        njit(lambda s, f: graphs.conditional_handle_status(s, 0, f))(0x51, flag)
+    assert fake_driver.handles == {}

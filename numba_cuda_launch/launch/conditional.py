@@ -207,6 +207,10 @@ def _handle_create(typingctx, stream, default, assign_default):
     """``(status, reason, handle)``: a conditional handle in the graph
     *stream* records."""
     _check_integer("conditional_handle", "default", default)
+    if not isinstance(assign_default, (types.Boolean, types.Omitted)):
+        # a string or a number would be read by its truth value
+        raise NopythonUsageError("graphs.conditional_handle: assign_default must be a "
+                                 "boolean (True or False), got %s" % assign_default)
     ret = types.Tuple([types.int32, types.int32, conditional_handle_type])
 
     def codegen(context, builder, sig, args):

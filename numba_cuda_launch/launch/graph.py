@@ -7,9 +7,11 @@ runtime (the driver's, or the simulator's graphs). See docs/graphs.md.
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
@@ -361,18 +363,33 @@ _fail_update = _raiser("update", tuple(
 
 def _module_function(fn: Function) -> Function:
     """*fn* as a module function: a nopython function (an overload of the
-    function returned, which has *fn*'s signature) that Python calls with
-    its stream read by :func:`..sync.python_stream` (a bad one is a
-    TypeError naming *fn*)."""
+    function returned, which has *fn*'s signature: keywords and defaults
+    included) that Python calls with its stream read by
+    :func:`..sync.python_stream` (a bad one is a TypeError naming *fn*)."""
+    parameters = inspect.signature(fn)
+    # read by their truth value in compiled code: anything but a boolean is refused
+    flags = [p.name for p in parameters.parameters.values() if p.annotation in ("bool", bool)]
+
     @functools.wraps(fn)
-    def python_form(stream: Stream, *args: Any) -> Any:
+    def python_form(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = parameters.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError("graphs.%s(): %s" % (fn.__name__, exc)) from None
+        bound.apply_defaults()
+        for name in flags:  # nopython code refuses them too, as typing errors
+            if not isinstance(bound.arguments[name], (bool, np.bool_)):
+                raise TypeError("graphs.%s(): %s must be True or False, not %r" % (
+                    fn.__name__, name, bound.arguments[name]))
+        stream, *rest = bound.args
         try:
             stream = python_stream(stream)
         except TypeError as exc:
             raise TypeError("graphs.%s(): %s" % (fn.__name__, exc)) from None
-        return jitted(stream, *args)
+        return jitted(stream, *rest)
 
-    overload(python_form, target="cpu", strict=False)(lambda stream, *args: fn)
+    # Numba folds keywords and defaults by fn's own signature
+    overload(python_form, target="cpu", strict=False)(lambda *args, **kwargs: fn)
     # Python runs the overload too: fn is compiled once per signature for both
     jitted = jitted_call(python_form)
     return cast(Function, python_form)
