@@ -354,6 +354,8 @@ class RecordingDriver:
             cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
             cuEventElapsedTime=self._event_elapsed,
             cuStreamGetCtx=self._stream_ctx,
+            cuGraphGetNodes=self._graph_nodes,
+            cuGraphDestroyNode=self._graph_state.destroy_node,
         )
         self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
         self._active = False
@@ -725,6 +727,16 @@ class RecordingDriver:
 
     def _begin_capture_to_graph(self, stream, graph, deps, edges, count, mode):
         return self._graph_state.begin_capture_to_graph(stream or 0, graph or 0, mode)
+
+    def _graph_nodes(self, graph, nodes, count):
+        found = self._graph_state.nodes_of(graph or 0)
+        if found is None:
+            return _INVALID_VALUE
+        if nodes:  # the first count[0] of them, NULL past the last
+            for i in range(count[0]):
+                nodes[i] = found[i] if i < len(found) else None
+            return _put(count, min(count[0], len(found)))
+        return _put(count, len(found))
 
     def _node_type(self, node, out):
         launch = self._graph_state.node_launch(node)
