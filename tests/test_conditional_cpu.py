@@ -20,9 +20,10 @@ from numba.core.errors import TypingError
 
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
-from numba_cuda_launch.cudadrv.bodies import open_bodies
+from numba_cuda_launch.cudadrv.bodies import open_bodies, pending_whiles
 from numba_cuda_launch.testing import RecordingDriver
 from support import HAVE_GPU
+from support import recording_states as states
 
 COND_IF, COND_WHILE, COND_SWITCH = 0, 1, 2  # the driver's CUgraphConditionalNodeType
 
@@ -271,8 +272,9 @@ def test_old_driver_refused_naming_the_version(version, kind, needs):
     assert info.value.name == "CUDA_ERROR_NOT_SUPPORTED"
     assert "version %s or later" % needs in str(info.value)
     with RecordingDriver(driver_version=int(needs.replace(".", "0")) * 10) as rec:
-        node_on(0x51, kind, 2)  # the version named is enough
-        graphs.end_capture(0x51).destroy()
+        node = node_on(0x51, kind, 2)  # the version named is enough
+        assert node.handle and node.size == (2 if kind > 1 else 1)
+        assert graphs.abort_capture(0x51) == 0
         assert rec.live_graphs() == []
 
 
@@ -348,6 +350,7 @@ def open_body(stream, body, inner):
     h = graphs.conditional_handle(stream)
     node = graphs.add_while(stream, h)
     graphs.begin_body(body, node)
+    bump[1, 1, body](i32(0x1000, 4), 1)
     if inner:  # a node in the body, its body open on another stream
         h2 = graphs.conditional_handle(body)
         graphs.begin_body(inner, graphs.add_if(body, h2))
@@ -635,3 +638,90 @@ def test_images_for_several_architectures():
             ncl.kernel_handle(waits, (nt.int32[::1],))
     finally:
         ncl.set_compute_capability(before)
+
+
+@pytest.mark.parametrize("flag", ["False", 0, 1, None, 0.0])
+def test_assign_default_must_be_a_boolean(fake_driver, flag):
+    # "False" is true and 0.0 false by their truth value: neither is read so
+    with pytest.raises(TypeError, match=r"^graphs.conditional_handle\(\): assign_default "
+                                        r"must be True or False, not "):
+        graphs.conditional_handle(0x51, 0, flag)
+    with pytest.raises(TypingError, match=r"^graphs.conditional_handle: assign_default must "
+                                          r"be a boolean \(True or False\), got "):
+        njit(lambda s, f: graphs.conditional_handle_status(s, 0, f))(0x51, flag)
+    assert fake_driver.handles == {}
+
+
+# -- a recording ended, aborted or begun in the wrong state (support/recording_states.py)
+
+def test_end_body_of_a_graph_is_refused_and_the_recording_goes_on(fake_driver):
+    refused, graph = states.end_body_of_a_graph(0x1000, 0x51)
+    assert refused == states.ILLEGAL_STATE
+    (launch,) = fake_driver.graphs[graph.handle].launches  # recorded before the refusal
+    assert "add" in launch.kernel
+    graph.destroy()
+    graphs.begin_capture(0x51)
+    with pytest.raises(ncl.CudaGraphError, match=r"end_body failed: CUDA_ERROR_ILLEGAL_STATE "
+                       r"\(401\): the stream is recording a graph \(graphs.begin_capture\), "
+                       r"not a body: end it with graphs.end_capture"):
+        graphs.end_body(0x51)
+    graphs.end_capture(0x51).destroy()
+    assert fake_driver.live_graphs() == [] and open_bodies() == []
+
+
+def test_end_capture_of_a_body_is_refused_and_the_body_goes_on(fake_driver):
+    refused, exe = states.end_capture_of_a_body(0x1000, 0x51, 0x52)
+    assert refused == states.ILLEGAL_STATE
+    cond = fake_driver.graphs[fake_driver.execs[exe.handle].graph].launches[0]
+    assert len(fake_driver.graphs[cond.bodies[0]].launches) == 1
+    exe.destroy()
+    with pytest.raises(ncl.CudaGraphError, match=r"the stream is recording a body of a "
+                                                 r"conditional node \(graphs.begin_body\)"):
+        open_body(0x51, 0x52, 0)
+        graphs.end_capture(0x52)
+    graphs.end_body(0x52)
+    graphs.abort_capture(0x51)
+    assert open_bodies() == []
+
+
+def test_abort_of_a_body_drops_its_launches(fake_driver):
+    aborted, exe = states.abort_a_body(0x1000, 0x51, 0x52)
+    assert aborted == 0
+    cond = fake_driver.graphs[fake_driver.execs[exe.handle].graph].launches[0]
+    (launch,) = fake_driver.graphs[cond.bodies[0]].launches  # the second recording only
+    assert launch.params[-1] == struct.pack("<q", 10)  # v, after the array's parameters
+    exe.destroy()
+    assert open_bodies() == []
+
+
+def test_a_body_is_recorded_once(fake_driver):
+    assert states.record_a_body_twice(0x1000, 0x51, 0x52) == states.ILLEGAL_STATE
+    assert open_bodies() == []
+    with pytest.raises(ncl.CudaGraphError, match="the body was recorded already"):
+        njit(lambda s, b: graphs.begin_body(b, node_on_with_body(s, b)))(0x51, 0x52)
+    graphs.abort_capture(0x51)
+
+
+@njit
+def node_on_with_body(stream, body):
+    graphs.begin_capture(stream)
+    node = graphs.add_if(stream, graphs.conditional_handle(stream))
+    graphs.begin_body(body, node)
+    states.add[1, 1, body](i32(0x1000, 4), 1)
+    graphs.end_body(body)
+    return node
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_while_node_with_an_empty_body_does_not_end_its_recording(fake_driver, nested):
+    refused, exe = states.empty_while(0x1000, 0x51, 0x52, 0x53, nested)
+    assert refused == states.INVALID_VALUE
+    exe.destroy()
+    assert open_bodies() == [] and pending_whiles() == []
+    njit(lambda s: graphs.add_while(s, graphs.conditional_handle(s, 1)))(
+        graphs.begin_capture(0x51) or 0x51)
+    with pytest.raises(ncl.CudaGraphError, match=r"end_capture failed: CUDA_ERROR_INVALID_"
+                       r"VALUE \(1\): a WHILE node of this recording \(graphs.add_while\) has "
+                       r"an empty body"):
+        graphs.end_capture(0x51)
+    assert graphs.abort_capture(0x51) == 0 and pending_whiles() == []

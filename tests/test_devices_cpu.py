@@ -8,6 +8,7 @@ docs/devices.md says what these model and what only two GPUs show
 (tests/test_devices_gpu.py)."""
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -403,3 +404,29 @@ def test_c_library_guard_launch_device_taken_from_the_thread(c_threads):
     assert statuses["0"][1::2] == ["1"] * 50  # thread 0: device 1 not raised yet
     assert statuses["1"] == ["0"] * 100  # device 0 raised by then
     assert statuses["0"][0::2] == ["0"] * 50  # saxpy needs no opt-in
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    (dict(device_count=-1), ValueError, "device_count must be between 1 and"),
+    (dict(device_count=0), ValueError, "device_count must be between 1 and"),
+    (dict(device_count=2.0), TypeError, "device_count must be an integer, not 2.0"),
+    (dict(driver_version="13000"), TypeError, "driver_version must be an integer, not '13000'"),
+    (dict(driver_version=0), ValueError, "driver_version must be between 1 and"),
+    (dict(launch_status=-1), ValueError, "launch_status must be between 0 and"),
+    (dict(load_status=True), TypeError, "load_status must be an integer, not True"),
+    (dict(has_context=0), TypeError, "has_context must be True or False, not 0"),
+    (dict(load_during_capture="no"), TypeError, "load_during_capture must be True or False"),
+    (dict(occupancy=5), TypeError, "occupancy must be a function"),
+])
+def test_recording_driver_arguments_are_checked(kwargs, error, text):
+    with pytest.raises(error, match=r"^RecordingDriver\(\): " + re.escape(text)):
+        RecordingDriver(**kwargs)
+
+
+@pytest.mark.parametrize("ordinal, error", [(2, ValueError), (-1, ValueError),
+                                            (7, ValueError), (1.0, TypeError)])
+def test_use_device_of_a_device_the_fake_does_not_have(ordinal, error):
+    rec = RecordingDriver(device_count=2)
+    with pytest.raises(error, match=r"^RecordingDriver.use_device: ordinal must be .*"
+                                    r"the fake has 2 devices"):
+        rec.use_device(ordinal)

@@ -20,12 +20,12 @@ from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_NOT_S
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
 from numba_cuda_launch.cudadrv import bodies, driver, graphdevices
 from numba_cuda_launch.cudadrv.driver import emit_context_device, emit_with_context
-from numba_cuda_launch.cudadrv.graph import emit_is_capturing
+from numba_cuda_launch.cudadrv.graph import emit_is_capturing, emit_node_count
 
 __all__ = [
     "COND_IF", "COND_WHILE", "COND_SWITCH", "KIND_NAMES", "ASSIGN_DEFAULT",
     "NODE_TYPE_CONDITIONAL", "SET_CAPTURE_DEPENDENCIES", "driver_needed", "version_text",
-    "REASON_OLD_DRIVER", "REASON_NOT_CAPTURING", "REASON_INVALIDATED",
+    "REASON_OLD_DRIVER", "REASON_NOT_CAPTURING", "REASON_INVALIDATED", "REASON_BODY_RECORDED",
     "node_params_type", "emit_driver_version", "emit_handle_create", "emit_add_conditional",
     "emit_begin_body",
 ]
@@ -49,6 +49,8 @@ _CAPTURE_STATUS_ACTIVE, _CAPTURE_STATUS_INVALIDATED = 1, 2
 
 #: Why an emitter refused (0: the driver's status says it all).
 REASON_OLD_DRIVER, REASON_NOT_CAPTURING, REASON_INVALIDATED = 1, 2, 3
+#: begin_body's refusal of a body that has nodes already
+REASON_BODY_RECORDED = 4
 
 
 def driver_needed(kind, size):
@@ -201,8 +203,13 @@ def emit_add_conditional(builder, stream, handle, kind, size):
         asked, device = emit_context_device(builder, builder.load(ctx))
         with builder.if_then(builder.icmp_signed("==", asked, ir.Constant(_i32, 0))):
             graphdevices.emit_note(builder, builder.load(graph), device)
-    failed = builder.not_(_ok(builder, status))
     bodies_out = builder.load(cgutils.gep_inbounds(builder, params, 0, 5))
+    # its recording does not end while a WHILE node's body is empty
+    with builder.if_then(builder.and_(_ok(builder, status), builder.icmp_signed(
+            "==", kind, ir.Constant(_i32, COND_WHILE)))):
+        bodies.emit_note_while(builder, builder.load(builder.bitcast(
+            bodies_out, _i8p.as_pointer())), builder.load(graph))
+    failed = builder.not_(_ok(builder, status))
     return (builder.load(status), builder.load(reason),
             builder.select(failed, _NULL, builder.load(node)),
             builder.select(failed, _NULL, bodies_out),
@@ -213,25 +220,39 @@ def emit_begin_body(builder, stream, bodies_array, index, mode, parent):
     """``cuStreamBeginCaptureToGraph``: *stream* records into body graph
     *index* (``i32``) of the driver's array *bodies_array* (``CUgraph*``) of
     a node of graph *parent*, until its capture ends, in capture *mode*
-    (``i32``); the table of :mod:`.bodies` knows it meanwhile. A stream
-    already capturing is refused (``CUDA_ERROR_ILLEGAL_STATE``) before the
-    driver is asked, so is a full table (``CUDA_ERROR_OUT_OF_MEMORY``)."""
+    (``i32``); the table of :mod:`.bodies` knows it meanwhile. Returns
+    ``(status, reason)``. Refused before the driver is asked: a stream
+    already capturing (``CUDA_ERROR_ILLEGAL_STATE``), a body recorded
+    already (``CUDA_ERROR_ILLEGAL_STATE``, :data:`REASON_BODY_RECORDED`: a
+    second recording's launches would run unordered with the first's), a
+    full table (``CUDA_ERROR_OUT_OF_MEMORY``)."""
     status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_ILLEGAL_STATE))
+    reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+    graphs = builder.bitcast(bodies_array, _i8p.as_pointer())
+    body = builder.load(builder.gep(graphs, [index], inbounds=True))
     with builder.if_then(builder.not_(emit_is_capturing(builder, stream)), likely=True):
-        slot = bodies.emit_claim(builder, stream)
-        with builder.if_else(builder.icmp_signed("<", slot, ir.Constant(_i32, 0))) as (
-                full, claimed):
-            with full:
-                builder.store(ir.Constant(_i32, CUDA_ERROR_OUT_OF_MEMORY), status)
-            with claimed:
-                graphs = builder.bitcast(bodies_array, _i8p.as_pointer())
-                body = builder.load(builder.gep(graphs, [index], inbounds=True))
-                builder.store(driver.call(builder, "cuStreamBeginCaptureToGraph", [
-                    stream, body, ir.Constant(_i8p.as_pointer(), None), _NULL,
-                    ir.Constant(_i64, 0), mode]), status)
-                with builder.if_else(_ok(builder, status)) as (begun, refused):
-                    with begun:
-                        bodies.emit_record(builder, slot, body, parent)
-                    with refused:
-                        bodies.emit_release(builder, stream)
-    return builder.load(status)
+        recorded = builder.icmp_signed(">", emit_node_count(builder, body),
+                                       ir.Constant(_i64, 0))
+        with builder.if_else(recorded, likely=False) as (again, first):
+            with again:
+                builder.store(ir.Constant(_i32, REASON_BODY_RECORDED), reason)
+            with first:
+                _claim_and_begin(builder, stream, body, mode, parent, status)
+    return builder.load(status), builder.load(reason)
+
+
+def _claim_and_begin(builder, stream, body, mode, parent, status):
+    slot = bodies.emit_claim(builder, stream)
+    with builder.if_else(builder.icmp_signed("<", slot, ir.Constant(_i32, 0))) as (
+            full, claimed):
+        with full:
+            builder.store(ir.Constant(_i32, CUDA_ERROR_OUT_OF_MEMORY), status)
+        with claimed:
+            builder.store(driver.call(builder, "cuStreamBeginCaptureToGraph", [
+                stream, body, ir.Constant(_i8p.as_pointer(), None), _NULL,
+                ir.Constant(_i64, 0), mode]), status)
+            with builder.if_else(_ok(builder, status)) as (begun, refused):
+                with begun:
+                    bodies.emit_record(builder, slot, body, parent)
+                with refused:
+                    bodies.emit_release(builder, stream)

@@ -168,6 +168,10 @@ PROTOTYPES = {
     # The context of a stream's work (a CUkernel launched on a stream runs
     # in the stream's context): (stream, CUcontext* out)
     "cuStreamGetCtx": ("void*", "void**"),
+    # A graph's nodes (CUgraph, CUgraphNode* nodes or NULL, size_t* n): with
+    # NULL, n receives their number; and one node's removal (CUgraphNode).
+    "cuGraphGetNodes": ("void*", "void**", "size_t*"),
+    "cuGraphDestroyNode": ("void*",),
 }
 
 #: name -> (LLVM return type, LLVM argument types), from :data:`PROTOTYPES`.

@@ -11,7 +11,8 @@ is :mod:`numba_cuda_launch.launch.graph` (docs/graphs.md, docs/devices.md).
 from llvmlite import ir
 from numba.core import cgutils
 
-from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE,
+from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_CONTEXT,
+                                      CUDA_ERROR_INVALID_VALUE,
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                                       CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
                                       CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
@@ -23,8 +24,11 @@ __all__ = [
     "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED",
     "NODE_OK", "NODE_NOT_CAPTURING", "NODE_NOT_ONE", "NODE_NOT_KERNEL",
     "LAUNCH_WHILE_LIMIT", "LAUNCH_OTHER_DEVICE",
+    "END_NOT_CAPTURING", "END_BODY_OPEN", "END_RECORDS_BODY", "END_RECORDS_GRAPH",
+    "END_WHILE_EMPTY",
     "UPDATE_RESULTS", "kernel_node_params_type",
-    "emit_begin_capture", "emit_end_capture", "emit_abort_capture",
+    "emit_begin_capture", "emit_end_capture", "emit_end_body", "emit_abort_capture",
+    "emit_node_count",
     "emit_last_node", "emit_instantiate", "emit_graph_launch",
     "emit_exec_update", "emit_kernel_node_set_params", "emit_kernel_node_attribute",
     "emit_graph_destroy", "emit_exec_destroy",
@@ -47,6 +51,13 @@ NODE_OK, NODE_NOT_CAPTURING, NODE_NOT_ONE, NODE_NOT_KERNEL = 0, 1, 2, 3
 #: nodes launched on a stream of another device than its own.
 LAUNCH_WHILE_LIMIT, LAUNCH_OTHER_DEVICE = 1, 2
 
+#: Why the end of a recording was refused (0: the status says it all): no
+#: recording; a body of one of its nodes still being recorded; a body's
+#: recording ended as a graph's (end_capture); a graph's ended as a body's
+#: (end_body); a WHILE node of it with an empty body.
+(END_NOT_CAPTURING, END_BODY_OPEN, END_RECORDS_BODY, END_RECORDS_GRAPH,
+ END_WHILE_EMPTY) = 1, 2, 3, 4, 5
+
 #: CUgraphExecUpdateResult values, as the driver names them.
 UPDATE_RESULTS = {
     1: "the graph could not be applied (CU_GRAPH_EXEC_UPDATE_ERROR)",
@@ -67,9 +78,14 @@ def _ok(builder, status_slot):
 
 def emit_begin_capture(builder, stream, mode):
     """``cuStreamBeginCapture_v2(stream, mode)`` in the current context (a
-    thread without one gets device 0's primary context first)."""
-    return emit_with_context(
+    thread without one gets device 0's primary context first). A stream
+    that begins a capture records no body (a table entry left by a body
+    recording ended some other way is dropped)."""
+    status = emit_with_context(
         builder, lambda: driver.call(builder, "cuStreamBeginCapture_v2", [stream, mode]))
+    with builder.if_then(builder.icmp_signed("==", status, ir.Constant(_i32, 0))):
+        bodies.emit_release(builder, stream)
+    return status
 
 
 def _capture_info(builder, stream):
@@ -94,28 +110,110 @@ def _recording(builder, stream):
                           builder.load(graph), _NULL)
 
 
-def emit_end_capture(builder, stream):
-    """``cuStreamEndCapture``; returns ``(status, CUgraph)``. An invalidated
-    capture ends too, with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`` and a
-    NULL graph. A recording with a conditional node whose body is still
-    being recorded on another stream is not ended:
-    ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED`` (:mod:`.bodies`)."""
+def emit_node_count(builder, graph):
+    """The number of nodes of *graph* (``i64``; ``cuGraphGetNodes``), -1
+    when the driver does not answer."""
+    count = cgutils.alloca_once_value(builder, ir.Constant(_i64, 0))
+    status = driver.call(builder, "cuGraphGetNodes", [graph, ir.Constant(_i8p.as_pointer(),
+                                                                          None), count])
+    return builder.select(builder.icmp_signed("==", status, ir.Constant(_i32, 0)),
+                          builder.load(count), ir.Constant(_i64, -1))
+
+
+def _emit_clear(builder, graph):
+    """Remove every node of *graph* (``cuGraphDestroyNode``, one at a time)."""
+    count = emit_node_count(builder, graph)
+    node = cgutils.alloca_once_value(builder, _NULL)
+    one = cgutils.alloca_once_value(builder, ir.Constant(_i64, 1))
+    with builder.if_then(builder.icmp_signed(">", count, ir.Constant(_i64, 0))):
+        with cgutils.for_range(builder, count):
+            builder.store(ir.Constant(_i64, 1), one)
+            builder.store(_NULL, node)
+            driver.call(builder, "cuGraphGetNodes", [graph, node, one])
+            with builder.if_then(cgutils.is_not_null(builder, builder.load(node))):
+                driver.call(builder, "cuGraphDestroyNode", [builder.load(node)])
+
+
+def _emit_end(builder, stream, body, check_whiles=True):
+    """End the recording on *stream*, a body's if *body* (a Python bool),
+    else a graph's: ``(status, reason, graph)``, *reason* one of the
+    ``END_*`` values (0: the status says it all). Refused before the driver
+    (the recording goes on): a body's recording ended as a graph's or the
+    other way round (``CUDA_ERROR_ILLEGAL_STATE``), one with a body of its
+    nodes still being recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``), and
+    with *check_whiles*, one holding a WHILE node with an empty body
+    (``CUDA_ERROR_INVALID_VALUE``)."""
     graph = cgutils.alloca_once_value(builder, _NULL)
-    status = cgutils.alloca_once_value(builder,
-                                       ir.Constant(_i32, CUDA_ERROR_STREAM_CAPTURE_UNJOINED))
-    recording = _recording(builder, stream)
-    open_ = bodies.emit_children_open(builder, recording,
-                                      lambda s: emit_is_capturing(builder, s))
-    with builder.if_then(builder.not_(open_), likely=True):
-        builder.store(driver.call(builder, "cuStreamEndCapture", [stream, graph]), status)
-        with builder.if_then(builder.icmp_signed("==", builder.load(status), ir.Constant(
-                _i32, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)), likely=False):
-            graphdevices.emit_forget(builder, recording)  # the driver dropped it
-        # a body's recording ended (unless the capture goes on elsewhere)
-        with builder.if_then(builder.icmp_signed("!=", builder.load(status), ir.Constant(
-                _i32, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD))):
-            bodies.emit_release(builder, stream)
-    return builder.load(status), builder.load(graph)
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_ILLEGAL_STATE))
+    reason = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+
+    def refuse(code, why):
+        builder.store(ir.Constant(_i32, code), status)
+        builder.store(why if isinstance(why, ir.Value) else ir.Constant(_i32, why), reason)
+
+    records_body = bodies.emit_records_body(builder, stream)
+    with builder.if_else(records_body if not body else builder.not_(records_body),
+                         likely=False) as (wrong, right):
+        with wrong:
+            if body:  # no body here: a graph's recording, or none
+                refuse(CUDA_ERROR_ILLEGAL_STATE, builder.select(
+                    emit_is_capturing(builder, stream), ir.Constant(_i32, END_RECORDS_GRAPH),
+                    ir.Constant(_i32, END_NOT_CAPTURING)))
+            else:  # a table entry of a body recording ended some other way is stale
+                capturing = emit_is_capturing(builder, stream)
+                refuse(CUDA_ERROR_ILLEGAL_STATE, builder.select(
+                    capturing, ir.Constant(_i32, END_RECORDS_BODY),
+                    ir.Constant(_i32, END_NOT_CAPTURING)))
+                with builder.if_then(builder.not_(capturing)):
+                    bodies.emit_release(builder, stream)
+        with right:
+            recording = _recording(builder, stream)
+            open_ = bodies.emit_children_open(builder, recording,
+                                              lambda s: emit_is_capturing(builder, s))
+            empty = bodies.emit_empty_while(builder, recording, lambda g: emit_node_count(
+                builder, g)) if check_whiles else cgutils.false_bit
+            with builder.if_then(open_, likely=False):
+                refuse(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, END_BODY_OPEN)
+            with builder.if_then(builder.and_(builder.not_(open_), empty), likely=False):
+                refuse(CUDA_ERROR_INVALID_VALUE, END_WHILE_EMPTY)
+            with builder.if_then(builder.not_(builder.or_(open_, empty)), likely=True):
+                _emit_driver_end(builder, stream, recording, graph, status, reason)
+    return builder.load(status), builder.load(reason), builder.load(graph)
+
+
+def _emit_driver_end(builder, stream, recording, graph, status, reason):
+    builder.store(driver.call(builder, "cuStreamEndCapture", [stream, graph]), status)
+    ended = builder.load(status)
+    with builder.if_then(builder.icmp_signed("==", ended, ir.Constant(
+            _i32, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)), likely=False):
+        graphdevices.emit_forget(builder, recording)  # the driver dropped it
+    with builder.if_then(builder.icmp_signed("==", ended, ir.Constant(
+            _i32, CUDA_ERROR_ILLEGAL_STATE)), likely=False):
+        builder.store(ir.Constant(_i32, END_NOT_CAPTURING), reason)
+    # the recording ended (unless the capture goes on elsewhere)
+    with builder.if_then(builder.icmp_signed("!=", ended, ir.Constant(
+            _i32, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD))):
+        bodies.emit_release(builder, stream)
+        bodies.emit_forget_whiles(builder, recording)
+
+
+def emit_end_capture(builder, stream):
+    """``cuStreamEndCapture`` of a graph's recording (``begin_capture``);
+    returns ``(status, reason, CUgraph)``. An invalidated capture ends too,
+    with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`` and a NULL graph. Not
+    ended (the reason says why): a stream recording a body, a recording
+    with a conditional node whose body is still being recorded on another
+    stream (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``, :mod:`.bodies`), one
+    with a WHILE node whose body is empty."""
+    return _emit_end(builder, stream, False)
+
+
+def emit_end_body(builder, stream):
+    """End the recording of a conditional node's body on *stream*
+    (``cuStreamEndCapture``): ``(status, reason)``, refused as
+    :func:`emit_end_capture` refuses, and for a stream recording a graph
+    (``END_RECORDS_GRAPH``) or nothing."""
+    return _emit_end(builder, stream, True)[:2]
 
 
 def _query_capturing(builder, stream):
@@ -142,21 +240,35 @@ def emit_exchange_capture_mode(builder, mode):
 
 
 def emit_abort_capture(builder, stream):
-    """End a capture in progress on *stream*, if any, and destroy what it
-    recorded: the way out after a failed operation left a stream capturing.
-    Returns 0 when the stream is not capturing (any more);
-    ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED`` while a body of one of its
-    conditional nodes is being recorded (abort that body's stream first)."""
+    """End a capture in progress on *stream*, if any, and drop what it
+    recorded: a graph's recording is destroyed, a body's nodes are removed
+    (the body is empty again, to record anew). The way out after a failed
+    operation left a stream recording. Returns 0 when the stream is not
+    capturing (any more); ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED`` while a
+    body of one of its conditional nodes is being recorded (abort that
+    body's stream first)."""
     status, capturing = _query_capturing(builder, stream)
     with builder.if_then(capturing):
-        ended, graph = emit_end_capture(builder, stream)
-        # An invalidated capture is ended all the same: that is success here.
-        invalidated = builder.icmp_signed(
-            "==", ended, ir.Constant(_i32, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED))
-        builder.store(builder.select(invalidated, ir.Constant(_i32, 0), ended), status)
-        with builder.if_then(cgutils.is_not_null(builder, graph)):
-            emit_graph_destroy(builder, graph)
+        recording = _recording(builder, stream)
+        with builder.if_else(bodies.emit_records_body(builder, stream)) as (body, plain):
+            with body:
+                ended, _, graph = _emit_end(builder, stream, True, check_whiles=False)
+                _abort_result(builder, status, ended)
+                with builder.if_then(_ok(builder, status)):
+                    _emit_clear(builder, recording)
+            with plain:
+                ended, _, graph = _emit_end(builder, stream, False, check_whiles=False)
+                _abort_result(builder, status, ended)
+                with builder.if_then(cgutils.is_not_null(builder, graph)):
+                    emit_graph_destroy(builder, graph)
     return builder.load(status)
+
+
+def _abort_result(builder, status, ended):
+    # An invalidated capture is ended all the same: that is success here.
+    invalidated = builder.icmp_signed(
+        "==", ended, ir.Constant(_i32, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED))
+    builder.store(builder.select(invalidated, ir.Constant(_i32, 0), ended), status)
 
 
 def emit_last_node(builder, stream):

@@ -26,7 +26,9 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
 )
 from numba_cuda_launch.cudadrv.conditional import ASSIGN_DEFAULT, COND_IF, COND_SWITCH, COND_WHILE
-from numba_cuda_launch.cudadrv.graph import CAPTURE_RELAXED
+from numba_cuda_launch.cudadrv.graph import (CAPTURE_RELAXED, END_BODY_OPEN,
+                                             END_NOT_CAPTURING, END_RECORDS_BODY,
+                                             END_RECORDS_GRAPH, END_WHILE_EMPTY)
 
 __all__ = ["Capture", "RecordedGraph", "RecordedExec", "ConditionalHandleRecord",
            "ConditionalNode", "ExecConditional", "GraphState"]
@@ -340,17 +342,76 @@ class GraphState:
 
     def abort_capture(self, stream):
         """End the capture on *stream*, if any, dropping what it recorded
-        (a body's recording stays in the body); not while a body of it is
-        being recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``)."""
+        (a body's recording leaves the body empty); not while a body of it
+        is being recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``)."""
         with self.lock:
             if stream not in self.captures:
                 return 0
             if self._bodies_recorded(stream):
                 return CUDA_ERROR_STREAM_CAPTURE_UNJOINED
             status, capture = self._end(stream)
-            if not status and capture.graph not in self.graphs:
+            if not status:
                 self._drop_made_in(capture.graph, capture.by_node)
+                capture.by_node.clear()  # a body's nodes are its graph's
             return status
+
+    def end_recording(self, stream, body):
+        """End the recording on *stream* as the package does (a body's if
+        *body*, else a graph's): ``(status, reason, graph)``, *reason* an
+        ``END_*`` value of :mod:`.graph`. Refused with the recording going
+        on: a body's ended as a graph's or the other way round
+        (``CUDA_ERROR_ILLEGAL_STATE``), one with a body of its nodes being
+        recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``), one holding a
+        WHILE node whose body is empty (``CUDA_ERROR_INVALID_VALUE``)."""
+        with self.lock:
+            capturing = stream in self.captures
+            open_ = self._bodies_recorded(stream)
+        records_body = self.records_body(stream)
+        if body and not records_body:
+            return (CUDA_ERROR_ILLEGAL_STATE,
+                    END_RECORDS_GRAPH if capturing else END_NOT_CAPTURING, 0)
+        if records_body and not body:
+            return CUDA_ERROR_ILLEGAL_STATE, END_RECORDS_BODY, 0
+        if open_:
+            return CUDA_ERROR_STREAM_CAPTURE_UNJOINED, END_BODY_OPEN, 0
+        if self.empty_while(stream):
+            return CUDA_ERROR_INVALID_VALUE, END_WHILE_EMPTY, 0
+        status, graph = self.end_capture(stream)
+        return status, END_NOT_CAPTURING if status == CUDA_ERROR_ILLEGAL_STATE else 0, graph
+
+    def records_body(self, stream):
+        """True if *stream* records a conditional node's body."""
+        with self.lock:
+            capture = self.captures.get(stream)
+            return capture is not None and capture.graph in self.graphs and \
+                bool(self.graphs[capture.graph].body_of)
+
+    def empty_while(self, stream):
+        """True if the recording on *stream* holds a WHILE node whose body
+        has no node (on a GPU it would loop for ever)."""
+        with self.lock:
+            capture = self.captures.get(stream)
+            return capture is not None and any(
+                isinstance(n, ConditionalNode) and n.kind == COND_WHILE and
+                not self.graphs[n.bodies[0]].by_node for n in capture.by_node.values())
+
+    def nodes_of(self, graph):
+        """The node handles of *graph* (live or being recorded), or None."""
+        with self.lock:
+            nodes = self._nodes_of(graph)
+            return None if nodes is None else list(nodes)
+
+    def destroy_node(self, node):
+        """``cuGraphDestroyNode``: *node* leaves its graph (a conditional
+        node with its bodies)."""
+        with self.lock:
+            owners = [g.by_node for g in self.graphs.values() if not g.destroyed] + \
+                [c.by_node for c in self.captures.values()]
+            for nodes in owners:
+                if node in nodes:
+                    self._drop_made_in(None, {node: nodes.pop(node)})
+                    return 0
+        return CUDA_ERROR_INVALID_VALUE
 
     # -- conditional handles and nodes ---------------------------------------------
 

@@ -155,6 +155,15 @@ def occupancy_model(block_size: int, sharedmem: int) -> int:
     return blocks
 
 
+def _check_integer(name, value, low, high, why="", where="RecordingDriver()"):
+    """Refuse *value* of parameter *name* unless it is an integer in *low*..*high*."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("%s: %s must be an integer, not %r%s" % (where, name, value, why))
+    if not low <= value <= high:
+        raise ValueError("%s: %s must be between %d and %d, not %r%s"
+                         % (where, name, low, high, value, why))
+
+
 def _per_device(value, device):
     """*value*, or its entry for *device* when it is a dict of them."""
     return value[device] if isinstance(value, dict) else value
@@ -210,6 +219,21 @@ class RecordingDriver:
                  load_during_capture: bool = True,
                  compute_capability: Sequence[int] | Mapping[int, Sequence[int]] | None = None,
                  driver_version: int = 13000, device_count: int | None = None) -> None:
+        for name, value in (("launch_status", launch_status), ("load_status", load_status)):
+            _check_integer(name, value, 0, 2**31 - 1)
+        for name, value in (("has_context", has_context),
+                            ("load_during_capture", load_during_capture)):
+            if not isinstance(value, bool):
+                raise TypeError("RecordingDriver(): %s must be True or False, not %r"
+                                % (name, value))
+        _check_integer("driver_version", driver_version, 1, 2**31 - 1,
+                       " (cuDriverGetVersion's answer: 13000 for CUDA 13.0)")
+        if device_count is not None:
+            _check_integer("device_count", device_count, 1, 2**31 - 1)
+        if not callable(occupancy) and not isinstance(occupancy, Mapping):
+            raise TypeError("RecordingDriver(): occupancy must be a function (block_size, "
+                            "sharedmem) -> blocks, or a dict of them by device, not %r"
+                            % (occupancy,))
         # entry name -> [param sizes]
         self.layouts: dict[str, Sequence[int]] = dict(layouts or {})
         # (major, minor) of every device, or {ordinal: (major, minor)}; None:
@@ -330,6 +354,8 @@ class RecordingDriver:
             cuEventSynchronize=lambda e: self._event_call("cuEventSynchronize", e),
             cuEventElapsedTime=self._event_elapsed,
             cuStreamGetCtx=self._stream_ctx,
+            cuGraphGetNodes=self._graph_nodes,
+            cuGraphDestroyNode=self._graph_state.destroy_node,
         )
         self._fns = {name: driver.prototype(name)(fn) for name, fn in fns.items()}
         self._active = False
@@ -396,6 +422,9 @@ class RecordingDriver:
         """Make device *ordinal*'s primary context current on this thread, as
         ``cuCtxSetCurrent`` does (launches on streams of no device, and
         occupancy queries, then go to that device)."""
+        _check_integer("ordinal", ordinal, 0, self.device_count - 1,
+                       " (the fake has %d devices: device_count)" % self.device_count,
+                       "RecordingDriver.use_device")
         self._thread.ctx = _PRIMARY_CONTEXT + ordinal
 
     def add_stream(self, stream: int, device: int) -> int:
@@ -698,6 +727,16 @@ class RecordingDriver:
 
     def _begin_capture_to_graph(self, stream, graph, deps, edges, count, mode):
         return self._graph_state.begin_capture_to_graph(stream or 0, graph or 0, mode)
+
+    def _graph_nodes(self, graph, nodes, count):
+        found = self._graph_state.nodes_of(graph or 0)
+        if found is None:
+            return _INVALID_VALUE
+        if nodes:  # the first count[0] of them, NULL past the last
+            for i in range(count[0]):
+                nodes[i] = found[i] if i < len(found) else None
+            return _put(count, min(count[0], len(found)))
+        return _put(count, len(found))
 
     def _node_type(self, node, out):
         launch = self._graph_state.node_launch(node)

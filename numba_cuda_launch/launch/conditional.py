@@ -16,17 +16,17 @@ from numba.extending import (NativeValue, box, intrinsic, make_attribute_wrapper
                              register_model, typeof_impl, unbox)
 
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_VALUE,
-                                      CUDA_ERROR_OUT_OF_MEMORY,
-                                      CUDA_ERROR_STREAM_CAPTURE_UNJOINED, NopythonUsageError)
+                                      CUDA_ERROR_OUT_OF_MEMORY, NopythonUsageError)
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.conditionalhandle import (ConditionalHandle, ConditionalHandleType,
                                                         conditional_handle_type, handle_value,
                                                         make_handle)
 from numba_cuda_launch.launch.intrinsics import set_conditional
-from numba_cuda_launch.launch.graph import (BODY_OPEN, CAPTURE_THREAD_LOCAL, _BEGIN_MESSAGES,
-                                            _end_capture, _module_function, _raiser,
-                                            _stream_ptr)
+from numba_cuda_launch.launch.graph import (BODY_OPEN, CAPTURE_THREAD_LOCAL, WHILE_EMPTY,
+                                            _BEGIN_MESSAGES, _end_body, _module_function,
+                                            _raiser, _stream_ptr)
+from numba_cuda_launch.cudadrv import graph as _graph_rt
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.refusals import Guards
 from numba_cuda_launch.launch.stream import Stream
@@ -207,6 +207,10 @@ def _handle_create(typingctx, stream, default, assign_default):
     """``(status, reason, handle)``: a conditional handle in the graph
     *stream* records."""
     _check_integer("conditional_handle", "default", default)
+    if not isinstance(assign_default, (types.Boolean, types.Omitted)):
+        # a string or a number would be read by its truth value
+        raise NopythonUsageError("graphs.conditional_handle: assign_default must be a "
+                                 "boolean (True or False), got %s" % assign_default)
     ret = types.Tuple([types.int32, types.int32, conditional_handle_type])
 
     def codegen(context, builder, sig, args):
@@ -316,6 +320,8 @@ _BODY_MESSAGES = _BEGIN_MESSAGES[:3] + (
     "the stream is already capturing: a body is recorded on a stream of its own (not the "
     "one recording the node's graph); end its previous body first (graphs.end_body)",
     "64 bodies are being recorded in this process already (end one first)",
+    "the body was recorded already (a body is recorded once: a second recording's "
+    "launches would run alongside the first's, in no order)",
 )
 
 
@@ -342,9 +348,18 @@ def _begin_body(typingctx, stream, node, index, mode):
         guards.check(lambda: builder.icmp_unsigned(">=", index, builder.zext(made.size, _i64)),
                      _BODY_MESSAGES[3])  # unsigned: negatives are out of range too
         guards.check(lambda: cgutils.is_null(builder, made.bodies), _BODY_MESSAGES[4])
-        guards.check_status(lambda: BACKEND.runtime(context).emit_begin_body(
-            builder, args[0], made.bodies, index, builder.trunc(mode, _i32), made.graph), "")
+        why = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
+
+        def begin():
+            status, reason = BACKEND.runtime(context).emit_begin_body(
+                builder, args[0], made.bodies, index, builder.trunc(mode, _i32), made.graph)
+            builder.store(reason, why)
+            return status
+        guards.check_status(begin, "")
         status = builder.load(guards.status)
+        guards.explain(lambda: builder.icmp_signed(
+            "==", builder.load(why), ir.Constant(_i32, _rt.REASON_BODY_RECORDED)),
+            _BODY_MESSAGES[8])
         guards.explain(lambda: cgutils.is_null(builder, args[0]), _BODY_MESSAGES[5])
         guards.explain(lambda: builder.icmp_signed(
             "==", status, status.type(CUDA_ERROR_ILLEGAL_STATE)), _BODY_MESSAGES[6])
@@ -367,10 +382,14 @@ _fail_if_else = _fail("add_if_else", _IF_ELSE_MESSAGES)
 _fail_while = _fail("add_while", _WHILE_MESSAGES)
 _fail_switch = _fail("add_switch", _SWITCH_MESSAGES)
 _fail_begin_body = _fail("begin_body", _BODY_MESSAGES)
-_NO_BODY, _INNER_BODY_OPEN = 1, 2
 _fail_end_body = _raiser("end_body", (
-    (_NO_BODY, "no body is being recorded on this stream (graphs.begin_body)"),
-    (_INNER_BODY_OPEN, BODY_OPEN)))
+    (_graph_rt.END_NOT_CAPTURING, "no body is being recorded on this stream "
+                                  "(graphs.begin_body)"),
+    (_graph_rt.END_BODY_OPEN, BODY_OPEN),
+    (_graph_rt.END_RECORDS_GRAPH, "the stream is recording a graph (graphs.begin_capture), "
+                                  "not a body: end it with graphs.end_capture; the "
+                                  "recording goes on"),
+    (_graph_rt.END_WHILE_EMPTY, WHILE_EMPTY)))
 
 
 # -- module functions (nopython, and callable from Python) ----------------------------
@@ -503,14 +522,17 @@ def begin_body(stream: Stream, node: ConditionalNode, index: int = 0,
 @_module_function
 def end_body_status(stream: Stream) -> int:
     """End the recording of a body on *stream*; returns the ``CUresult``.
-    The body belongs to its node: it is released with the node's graph."""
-    return _end_capture(_stream_ptr(stream))[0]
+    The body belongs to its node: it is released with the node's graph.
+    Not ended (the recording goes on): a stream recording a graph, not a
+    body (``CUDA_ERROR_ILLEGAL_STATE``), a body with a body of its own
+    nodes still being recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``) or
+    a WHILE node whose body is empty (``CUDA_ERROR_INVALID_VALUE``)."""
+    return _end_body(_stream_ptr(stream))[0]
 
 
 @_module_function
 def end_body(stream: Stream) -> None:
     """:func:`end_body_status`, raising :class:`CudaGraphError`."""
-    status = _end_capture(_stream_ptr(stream))[0]
+    status, reason = _end_body(_stream_ptr(stream))
     if status != 0:
-        _fail_end_body(status, _NO_BODY if status == CUDA_ERROR_ILLEGAL_STATE else
-                       _INNER_BODY_OPEN if status == CUDA_ERROR_STREAM_CAPTURE_UNJOINED else 0)
+        _fail_end_body(status, reason)

@@ -7,11 +7,12 @@ runtime (the driver's, or the simulator's graphs). See docs/graphs.md.
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 from llvmlite import ir
-from numba import njit
 from numba.core import cgutils, types
 from numba.core.typing.templates import AttributeTemplate, bound_function, infer_getattr, signature
 from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_attribute_wrapper,
@@ -19,8 +20,7 @@ from numba.extending import (NativeValue, box, intrinsic, lower_builtin, make_at
                              unbox)
 
 from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_VALUE,
-                                      CUDA_ERROR_NOT_SUPPORTED,
-                                      CUDA_ERROR_STREAM_CAPTURE_UNJOINED, CudaGraphError,
+                                      CUDA_ERROR_NOT_SUPPORTED, CudaGraphError,
                                       KernelTypingError, NopythonUsageError)
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
@@ -290,7 +290,8 @@ def _driver_call(emit_name, *results):
 
 
 # A stream is passed as its CUstream (_stream_ptr).
-_end_capture = _driver_call("emit_end_capture", types.int32, graph_type)
+_end_capture = _driver_call("emit_end_capture", types.int32, types.int32, graph_type)
+_end_body = _driver_call("emit_end_body", types.int32, types.int32)
 _abort_capture = _driver_call("emit_abort_capture", types.int32)
 _last_node = _driver_call("emit_last_node", types.int32, types.int32, kernel_node_type)
 _instantiate = _driver_call("emit_instantiate", types.int32, graph_exec_type)
@@ -316,10 +317,14 @@ def _raiser(operation, details=(), kernel=""):
                   tuple((r, (operation, text, kernel)) for r, text in details))
 
 
-_NO_CAPTURE, _BODY_OPEN = 1, 2
 #: end_capture's refusal while a body of the graph is being recorded
 BODY_OPEN = ("a body of one of its conditional nodes is still being recorded on another "
              "stream: end that first (graphs.end_body)")
+#: the end of a recording holding a WHILE node whose body is empty
+WHILE_EMPTY = ("a WHILE node of this recording (graphs.add_while) has an empty body: no "
+               "launch was recorded into it (graphs.begin_body(body_stream, node) ... "
+               "graphs.end_body), and on a GPU the loop would never end. Record its body "
+               "first; the recording goes on (graphs.abort_capture drops it)")
 #: a replay refused on a stream of another device (cudadrv/graphdevices.py)
 OTHER_DEVICE = ("the graph has conditional nodes, which belong to the device it was "
                 "recorded on, and the stream is of another device (or, for a default "
@@ -327,9 +332,13 @@ OTHER_DEVICE = ("the graph has conditional nodes, which belong to the device it 
                 "or record the graph again on this one (a graph per device)")
 _fail_begin = _raiser("begin_capture", tuple(enumerate(_BEGIN_MESSAGES, 1)))
 _fail_end = _raiser("end_capture", (
-    (_NO_CAPTURE, "no capture is in progress on this stream (begin one with "
-                  "graphs.begin_capture)"),
-    (_BODY_OPEN, BODY_OPEN)))
+    (_rt.END_NOT_CAPTURING, "no capture is in progress on this stream (begin one with "
+                            "graphs.begin_capture)"),
+    (_rt.END_BODY_OPEN, BODY_OPEN),
+    (_rt.END_RECORDS_BODY, "the stream is recording a body of a conditional node "
+                           "(graphs.begin_body), not a graph: end it with graphs.end_body; "
+                           "the recording goes on"),
+    (_rt.END_WHILE_EMPTY, WHILE_EMPTY)))
 _fail_last = _raiser("last_launch", (
     (_rt.NODE_NOT_CAPTURING, "the stream is not capturing"),
     (_rt.NODE_NOT_ONE, "the stream's last captured operation is not one launch (call "
@@ -361,18 +370,33 @@ _fail_update = _raiser("update", tuple(
 
 def _module_function(fn: Function) -> Function:
     """*fn* as a module function: a nopython function (an overload of the
-    function returned, which has *fn*'s signature) that Python calls with
-    its stream read by :func:`..sync.python_stream` (a bad one is a
-    TypeError naming *fn*)."""
+    function returned, which has *fn*'s signature: keywords and defaults
+    included) that Python calls with its stream read by
+    :func:`..sync.python_stream` (a bad one is a TypeError naming *fn*)."""
+    parameters = inspect.signature(fn)
+    # read by their truth value in compiled code: anything but a boolean is refused
+    flags = [p.name for p in parameters.parameters.values() if p.annotation in ("bool", bool)]
+
     @functools.wraps(fn)
-    def python_form(stream: Stream, *args: Any) -> Any:
+    def python_form(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = parameters.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError("graphs.%s(): %s" % (fn.__name__, exc)) from None
+        bound.apply_defaults()
+        for name in flags:  # nopython code refuses them too, as typing errors
+            if not isinstance(bound.arguments[name], (bool, np.bool_)):
+                raise TypeError("graphs.%s(): %s must be True or False, not %r" % (
+                    fn.__name__, name, bound.arguments[name]))
+        stream, *rest = bound.args
         try:
             stream = python_stream(stream)
         except TypeError as exc:
             raise TypeError("graphs.%s(): %s" % (fn.__name__, exc)) from None
-        return jitted(stream, *args)
+        return jitted(stream, *rest)
 
-    overload(python_form, target="cpu", strict=False)(lambda stream, *args: fn)
+    # Numba folds keywords and defaults by fn's own signature
+    overload(python_form, target="cpu", strict=False)(lambda *args, **kwargs: fn)
     # Python runs the overload too: fn is compiled once per signature for both
     jitted = jitted_call(python_form)
     return cast(Function, python_form)
@@ -395,30 +419,28 @@ def begin_capture(stream: Stream, mode: int = CAPTURE_THREAD_LOCAL) -> None:
         _fail_begin(status, reason)
 
 
-@njit
-def _end_reason(status):
-    if status == CUDA_ERROR_ILLEGAL_STATE:
-        return _NO_CAPTURE
-    return _BODY_OPEN if status == CUDA_ERROR_STREAM_CAPTURE_UNJOINED else 0
-
-
 @_module_function
 def end_capture_status(stream: Stream) -> tuple[int, Graph]:
     """End the capture on *stream*: ``(status, graph)``, the recorded
     :class:`Graph` (a NULL one when the status is not 0; a capture that
-    was invalidated ends with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``; one
-    whose conditional node's body is still being recorded does not end:
-    ``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``)."""
-    return _end_capture(_stream_ptr(stream))
+    was invalidated ends with ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``).
+    These do not end (the recording goes on): one whose conditional node's
+    body is still being recorded (``CUDA_ERROR_STREAM_CAPTURE_UNJOINED``),
+    one holding a WHILE node with an empty body
+    (``CUDA_ERROR_INVALID_VALUE``), a body's (``CUDA_ERROR_ILLEGAL_STATE``:
+    :func:`end_body` ends it)."""
+    status, reason, graph = _end_capture(_stream_ptr(stream))
+    return status, graph
 
 
 @_module_function
 def end_capture(stream: Stream) -> Graph:
     """End the capture on *stream* and return the recorded :class:`Graph`;
-    raises :class:`CudaGraphError` (the capture is ended all the same)."""
-    status, graph = _end_capture(_stream_ptr(stream))
+    raises :class:`CudaGraphError` (saying whether the recording goes on,
+    as :func:`end_capture_status` lists)."""
+    status, reason, graph = _end_capture(_stream_ptr(stream))
     if status != 0:
-        _fail_end(status, _end_reason(status))
+        _fail_end(status, reason)
     return graph
 
 
@@ -443,9 +465,10 @@ def last_launch(stream: Stream) -> KernelNode:
 
 @_module_function
 def abort_capture(stream: Stream) -> int:
-    """End any capture in progress on *stream* and destroy what it recorded;
-    returns the ``CUresult`` (0 also when the stream was not capturing).
-    For recovery after a failure inside a capture."""
+    """End any recording in progress on *stream* and drop what it recorded
+    (a graph's recording is destroyed; a body's launches are removed, the
+    body is empty again); returns the ``CUresult`` (0 also when the stream
+    was not recording). For recovery after a failure inside a recording."""
     return _abort_capture(_stream_ptr(stream))
 
 

@@ -18,6 +18,7 @@ from numba import cuda, njit
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
 from numba_cuda_launch.launch.backends import simgraph
+from support import recording_states as states
 from support.conditional_kernels import halvings, record_nested
 from support.kernels import dependent_step as step, dependent_steps
 
@@ -305,3 +306,58 @@ def test_dependent_launches_run_in_order(graph):
     stream.synchronize()
     assert status == 0
     np.testing.assert_array_equal(a, want)
+
+
+# -- a recording ended, aborted or begun in the wrong state (support/recording_states.py)
+
+def _start():
+    x = rng.integers(-1000, 1000, 4).astype(np.int64)
+    return x, x.copy()
+
+
+def test_end_body_of_a_graph_is_refused_and_the_recording_goes_on():
+    x, before = _start()
+    stream = cuda.stream()
+    refused, graph = states.end_body_of_a_graph(x.ctypes.data, stream)
+    assert refused == states.ILLEGAL_STATE
+    exe = graph.instantiate()
+    exe.launch(stream)  # the launch was recorded, not dropped
+    assert x[0] == before[0] + 1
+    exe.destroy(), graph.destroy()
+
+
+def test_end_capture_of_a_body_is_refused_and_the_body_goes_on():
+    x, before = _start()
+    refused, exe = states.end_capture_of_a_body(x.ctypes.data, cuda.stream(), cuda.stream())
+    assert refused == states.ILLEGAL_STATE
+    assert x[0] == before[0]  # recorded, not run
+    exe.launch(cuda.stream())
+    assert x[0] == before[0] + 1
+    exe.destroy()
+
+
+def test_abort_of_a_body_drops_its_launches():
+    x, before = _start()
+    aborted, exe = states.abort_a_body(x.ctypes.data, cuda.stream(), cuda.stream())
+    assert aborted == 0
+    exe.launch(cuda.stream())
+    assert x[0] == before[0] + 10  # not 11: the aborted launch is gone
+    exe.destroy()
+
+
+def test_a_body_is_recorded_once():
+    x, before = _start()
+    assert states.record_a_body_twice(x.ctypes.data, cuda.stream(), cuda.stream()) == \
+        states.ILLEGAL_STATE
+    assert x[0] == before[0]
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_while_node_with_an_empty_body_does_not_end_its_recording(nested):
+    x, before = _start()
+    refused, exe = states.empty_while(x.ctypes.data, cuda.stream(), cuda.stream(),
+                                      cuda.stream(), nested)
+    assert refused == states.INVALID_VALUE
+    exe.launch(cuda.stream())
+    assert x[0] == before[0] + 1  # the body recorded after the refusal ran once
+    exe.destroy()

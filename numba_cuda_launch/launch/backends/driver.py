@@ -78,6 +78,7 @@ class DriverRuntime:
     emit_event_handle = staticmethod(_events.emit_event_handle)
     emit_begin_capture = staticmethod(_graph.emit_begin_capture)
     emit_end_capture = staticmethod(_graph.emit_end_capture)
+    emit_end_body = staticmethod(_graph.emit_end_body)
     emit_abort_capture = staticmethod(_graph.emit_abort_capture)
     emit_last_node = staticmethod(_graph.emit_last_node)
     emit_instantiate = staticmethod(_graph.emit_instantiate)

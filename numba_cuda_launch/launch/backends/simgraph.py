@@ -21,7 +21,7 @@ from numba_cuda_launch.errors import (CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVAL
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
 from numba_cuda_launch.launch.refusals import call_jitted
 from numba_cuda_launch.cudadrv.conditional import (
-    COND_WHILE, REASON_INVALIDATED, REASON_NOT_CAPTURING)
+    COND_WHILE, REASON_BODY_RECORDED, REASON_INVALIDATED, REASON_NOT_CAPTURING)
 from numba_cuda_launch.cudadrv.graph import (
     LAUNCH_WHILE_LIMIT, NODE_NOT_CAPTURING, NODE_NOT_KERNEL, NODE_NOT_ONE, NODE_OK)
 from numba_cuda_launch.cudadrv.graphstate import ExecConditional, GraphState
@@ -157,9 +157,8 @@ def _begin_capture(stream, mode, *_):
     return STATE.begin_capture(stream, mode), 0, 0
 
 
-def _end_capture(stream, *_):
-    status, graph = STATE.end_capture(stream)
-    return status, 0, graph
+def _end_capture(stream, body, *_):
+    return STATE.end_recording(stream, bool(body))
 
 
 def _abort_capture(stream, *_):
@@ -235,6 +234,9 @@ def _add_conditional(stream, handle, kind, size):
 
 
 def _begin_body(stream, body, mode, *_):
+    if STATE.capture_of(stream) is None and STATE.nodes_of(body):
+        # recorded already: a second recording would run unordered with it
+        return CUDA_ERROR_ILLEGAL_STATE, REASON_BODY_RECORDED, 0
     return STATE.begin_capture_to_graph(stream, body, mode), 0, 0
 
 
@@ -292,8 +294,10 @@ class Emitters:
         return self._call(builder, _begin_capture, stream, mode)[0]
 
     def emit_end_capture(self, builder, stream):
-        status, _, graph, _, _ = self._call(builder, _end_capture, stream)
-        return status, graph
+        return self._call(builder, _end_capture, stream, ir.Constant(_i64, 0))[:3]
+
+    def emit_end_body(self, builder, stream):
+        return self._call(builder, _end_capture, stream, ir.Constant(_i64, 1))[:2]
 
     def emit_abort_capture(self, builder, stream):
         return self._call(builder, _abort_capture, stream)[0]
@@ -334,4 +338,4 @@ class Emitters:
         # The bodies are a C array of handles, as the driver's.
         body = builder.load(builder.gep(builder.bitcast(bodies, _i64.as_pointer()), [index],
                                         inbounds=True))
-        return self._call(builder, _begin_body, stream, body, mode)[0]
+        return self._call(builder, _begin_body, stream, body, mode)[:2]
