@@ -12,33 +12,21 @@ import sys
 import numba
 import numpy as np
 import pytest
-from numba import cuda
 from numba.core import types as nt
 
 pytest.importorskip("tvm_ffi")
 
 from numba_cuda_launch import aot  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
+from support.kernels import axpy, axpy_blocks  # noqa: E402
 from support.childenv import child_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@cuda.jit
-def axpy(x, y, out, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        out[i] = a * x[i] + y[i]
-
-
-@numba.njit
-def by_size(xs, ys, outs, a):
-    return (xs[0] + 255) // 256, 256
-
-
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    k = ntf.tvm_ffi_kernel(axpy, by_size, arrays=[(np.float32, 1)] * 3,
+    k = ntf.tvm_ffi_kernel(axpy, axpy_blocks, arrays=[(np.float32, 1)] * 3,
                            scalars={"a": np.float32})
     d = tmp_path_factory.mktemp("tvmffi")
     return aot.build(str(d / "libtvmaxpy.so"), tvm_ffi_functions={"axpy": k})

@@ -14,19 +14,12 @@ from numba.core import types as nt
 
 tvm_ffi = pytest.importorskip("tvm_ffi")
 
-import numba_cuda_launch as ncl  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
+from support.kernels import axpy, axpy_blocks  # noqa: E402
 from support.tvm_tensors import cuda_tensor  # noqa: E402
 
 rng = np.random.default_rng()
 SIG = nt.int32(nt.voidptr, nt.voidptr, nt.int32, nt.voidptr)
-
-
-@cuda.jit
-def axpy(x, y, out, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        out[i] = a * x[i] + y[i]
 
 
 @cuda.jit
@@ -35,11 +28,6 @@ def scale_rows(m, out, k, flag, h):
     if i < m.shape[0] and flag:
         for j in range(m.shape[1]):
             out[i, j] = m[i, j] * k + h
-
-
-@numba.njit
-def by_size(xs, ys, outs, a):
-    return (xs[0] + 127) // 128, 128
 
 
 def f32(n):
@@ -64,7 +52,7 @@ def array_params(launch, index, ndim):
 
 @pytest.fixture(scope="module")
 def axpy_fn():
-    return ntf.tvm_ffi_kernel(axpy, by_size, arrays=[(np.float32, 1)] * 3,
+    return ntf.tvm_ffi_kernel(axpy, axpy_blocks, arrays=[(np.float32, 1)] * 3,
                               scalars={"a": np.float32})
 
 
@@ -75,7 +63,7 @@ def test_a_call_launches_the_kernel_on_the_tensors_with_the_rule_s_grid(fake_dri
     a = float(rng.standard_normal())
     axpy_fn(tx, ty, to, a)
     (launch,) = fake_driver.launches
-    assert launch.grid == ((n + 127) // 128, 1, 1) and launch.block == (128, 1, 1)
+    assert launch.grid == ((n + 255) // 256, 1, 1) and launch.block == (256, 1, 1)
     assert launch.sharedmem == 0 and launch.cluster is None and not launch.dependent
     for k, arr in enumerate((x, y, out)):
         assert array_params(launch, 7 * k, 1) == (n, 4, arr.ctypes.data, (n,), (4,))

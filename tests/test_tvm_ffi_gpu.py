@@ -6,7 +6,6 @@ outputs poisoned first."""
 
 import os
 
-import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -15,27 +14,16 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 
 from numba_cuda_launch import aot  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
+from support.kernels import axpy, axpy_blocks  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng()
 
 
-@cuda.jit
-def axpy(x, y, out, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        out[i] = a * x[i] + y[i]
-
-
-@numba.njit
-def by_size(xs, ys, outs, a):
-    return (xs[0] + 255) // 256, 256
-
-
 @pytest.fixture(scope="module")
 def fn():
-    return ntf.tvm_ffi_kernel(axpy, by_size, arrays=[(np.float32, 1)] * 3,
+    return ntf.tvm_ffi_kernel(axpy, axpy_blocks, arrays=[(np.float32, 1)] * 3,
                               scalars={"a": np.float32})
 
 

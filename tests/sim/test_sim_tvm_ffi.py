@@ -3,7 +3,6 @@ real kernels computing on host tensors (NumPy arrays through DLPack) called
 through ``tvm_ffi_kernel`` functions, and in ``jax.jit`` through jax-tvm-ffi
 on XLA:CPU, checked against NumPy. Started by tests/test_simulator.py."""
 
-import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -11,24 +10,11 @@ from numba import cuda
 tvm_ffi = pytest.importorskip("tvm_ffi")
 
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
+from support.kernels import axpy, axpy_blocks  # noqa: E402
 
 assert cuda.config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 rng = np.random.default_rng()
-
-
-@cuda.jit
-def saxpy(x, y, out, a):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i] + y[i]
-
-
-@numba.njit
-def blocks_of_32(xs, ys, outs, a):
-    return (xs[0] + 31) // 32, 32
-
-
-SAXPY = ntf.tvm_ffi_kernel(saxpy, blocks_of_32, arrays=[(np.float32, 1)] * 3,
+SAXPY = ntf.tvm_ffi_kernel(axpy, axpy_blocks, arrays=[(np.float32, 1)] * 3,
                            scalars={"a": np.float32})
 
 

@@ -98,3 +98,18 @@ def dependent_steps(x, times):
     for _ in range(times):
         x = x * np.float32(0.5) + np.float32(1)
     return x
+
+
+# -- a kernel as a TVM-FFI function (tests/test_tvm_ffi_*.py, tests/sim) -------
+
+@cuda.jit
+def axpy(x, y, out, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i]
+
+
+@njit
+def axpy_blocks(x_shape, y_shape, out_shape, a):
+    """axpy's launch rule: 256-thread blocks covering x."""
+    return (x_shape[0] + 255) // 256, 256
