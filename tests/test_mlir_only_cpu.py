@@ -215,6 +215,45 @@ def test_numba_cuda_is_never_imported():
     assert out.stdout.split() == ["[]"]
 
 
+@pytest.mark.slow
+def test_images_for_several_architectures():
+    out = _child('''
+        from numba_cuda_launch.cudadrv.fatbin import fatbin_entries
+        from numba_cuda_mlir import types as mt
+        ncl.set_compute_capability([(8, 0), (9, 0)])
+
+        @mcuda.jit
+        def fill(out, v):
+            i = mcuda.grid(1)
+            if i < out.shape[0]:
+                out[i] = v
+
+        @mcuda.jit(mt.void(mt.float32[::1]))
+        def eager(out):
+            out[0] = 1
+
+        @numba.njit
+        def go(p, n):
+            out = numba.carray(ncl.as_voidptr(p), (n,), np.float32)
+            fill[1, 32](out, np.float32(2))
+            eager[1, 1](out)
+
+        with RecordingDriver() as rec:
+            go(0x1000, 4)
+        assert len(rec.launches) == 2
+        f32 = numba.types.float32
+        for kernel, args in ((fill, (f32[::1], f32)), (eager, (f32[::1],))):
+            image = ncl.kernel_handle(kernel, args).image
+            for e in fatbin_entries(image):
+                target = [l for l in e.data.decode("latin-1").splitlines()
+                          if l.startswith(".target")] if e.kind == "ptx" else []
+                print(e.kind, "%d.%d" % e.cc, *target)
+    ''')
+    assert out.returncode == 0, out.stderr[-3000:]
+    # each kernel: a cubin for each architecture and the lowest one's PTX
+    assert out.stdout.splitlines() == ["cubin 8.0", "cubin 9.0", "ptx 8.0 .target sm_80"] * 2
+
+
 @pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler")
 def test_c_library_of_an_mlir_kernel_launcher(tmp_path):
     from numba_cuda_launch import aot

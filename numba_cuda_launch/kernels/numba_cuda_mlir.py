@@ -18,8 +18,9 @@ from numba.extending import typeof_impl
 
 from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
-from numba_cuda_launch.config import get_compute_capabilities
-from numba_cuda_launch.kernels import DispatcherKernels, KernelType, flat_param_names, register
+from numba_cuda_launch.compat.numba_cuda_mlir import compile_for_architecture
+from numba_cuda_launch.kernels import DispatcherKernels, KernelType, flat_param_names, \
+    image_for_architectures, register
 
 __all__ = ["MLIRKernel", "SOURCE", "UntranslatableType", "is_mlir_dispatcher_class",
            "to_mlir_type", "from_mlir_type", "kernel_param_sizes"]
@@ -113,6 +114,9 @@ def kernel_entry_name(kernel):
     return kernel.metadata["func_name"]
 
 
+#: overload -> its dispatcher (an image for several architectures compiles
+#: the function again, once per architecture)
+_DISPATCHERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _PARAM_SIZES: "weakref.WeakKeyDictionary[Any, Optional[List[int]]]" = \
     weakref.WeakKeyDictionary()
 
@@ -273,13 +277,16 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
             cpu = tuple(map(from_mlir_type, argtypes))
             if None not in cpu:
                 out[cpu] = cres
+                _DISPATCHERS[cres] = dispatcher
         return out
 
     def compile(self, dispatcher, argtypes):
         """The kernel for CPU *argtypes*, compiled or taken from the
         dispatcher's overloads as ``kernel.compile(sig)`` does."""
         mt = _module("types")
-        return dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
+        kernel = dispatcher.compile(mt.void(*[to_mlir_type(t) for t in argtypes]))
+        _DISPATCHERS[kernel] = dispatcher
+        return kernel
 
     def argument_problem(self, ty):
         try:
@@ -296,18 +303,26 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
         problem = None if reasons else _layout_problem(kernel)
         if problem:
             reasons.append(problem)
-        if get_compute_capabilities() is not None:
-            reasons.append(
-                "images for several architectures (set_compute_capability with a list) are "
-                "built for numba-cuda kernels only; numba-cuda-mlir builds one cubin for one "
-                "architecture: set a single compute capability")
         return reasons
 
     def entry_name(self, kernel):
         return kernel_entry_name(kernel)
 
     def image(self, kernel):
-        return kernel_image(kernel)
+        """Its cubin, or with a list of architectures configured a fatbin of
+        a cubin for each and the lowest one's PTX, each compiled by a
+        dispatcher for that architecture alone."""
+        dispatcher = _DISPATCHERS.get(kernel)
+
+        def overload(cc):
+            if cc is None:
+                return kernel
+            if dispatcher is None:
+                raise ValueError("its dispatcher is not known here (an overload compiled "
+                                 "before numba_cuda_launch saw the kernel)")
+            return compile_for_architecture(dispatcher, kernel.signature, cc)
+        return image_for_architectures(kernel, lambda cc: kernel_image(overload(cc)),
+                                       lambda cc: overload(cc).ptx)
 
     def cooperative(self, kernel):
         # what the dispatcher hands its launcher (descriptor.MLIRDispatcher._compile)
