@@ -271,7 +271,7 @@ def test_one_handle_runs_on_devices_of_two_architectures(architectures):
     assert len({launch.kernel for launch in rec.launches}) == 1
 
 
-def test_numba_cuda_mlir_kernels_are_refused_with_a_list(architectures):
+def test_numba_cuda_mlir_kernels_get_an_image_for_each_architecture(architectures):
     pytest.importorskip("numba_cuda_mlir")
     from numba_cuda_mlir import cuda as mcuda
 
@@ -280,12 +280,9 @@ def test_numba_cuda_mlir_kernels_are_refused_with_a_list(architectures):
         out[0] = 1
 
     architectures([(8, 0), (9, 0)])
-    with pytest.raises(TypingError) as info:
-        ncl.kernel_handle(mlir_fill, "void(float32[::1])")
-    assert "kernel 'mlir_fill' cannot be launched from compiled code" in str(info.value)
-    assert ("images for several architectures (set_compute_capability with a list) are built "
-            "for numba-cuda kernels only; numba-cuda-mlir builds one cubin for one "
-            "architecture: set a single compute capability") in str(info.value)
+    image = ncl.kernel_handle(mlir_fill, "void(float32[::1])").image
+    assert [(e.kind, e.cc) for e in fatbin.fatbin_entries(image)] == [
+        ("cubin", (8, 0)), ("cubin", (9, 0)), ("ptx", (8, 0))]
 
 
 def test_a_kernel_whose_ptx_needs_linked_code_is_refused(architectures, tmp_path):
