@@ -1,4 +1,5 @@
-"""Generate patches/: the package as a patch series against numba-cuda.
+"""Generate patches/: the package as a patch series against numba-cuda, and
+one against numba-cuda-mlir (patches/numba-cuda-mlir/).
 
     .venv/bin/python ci/make_patches.py            # all release lines in RELEASES
     .venv/bin/python ci/make_patches.py --check    # fail if patches/ is out of date
@@ -17,6 +18,12 @@ and two commits are made on top of it and written with `git format-patch`:
 2. import it at the end of ``numba/cuda/__init__.py``, so that
    ``kernel[...]`` works in @cfunc/@njit code with no extra import.
 
+The numba-cuda-mlir series does the same against its release wheel
+(``MLIR_RELEASE``): ``numba_cuda_mlir/cpu_launch/`` (imports rewritten to
+``numba_cuda_mlir.cpu_launch``), imported at the end of
+``numba_cuda_mlir/__init__.py`` where Numba is installed (numba-cuda-mlir
+itself does not need Numba; launching from @cfunc/@njit code does).
+
 The package is the single source of truth: rerun this after changing it.
 """
 
@@ -31,7 +38,9 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASES = {"0.26": "0.26.0", "0.28": "0.28.2", "0.30": "0.30.4"}
+MLIR_RELEASE = "0.6.0"
 TARGET = "numba_cuda/numba/cuda"
+MLIR_TARGET = "numba_cuda_mlir"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "numba-cuda-launch", "GIT_AUTHOR_EMAIL": "numba-cuda-launch@users.noreply",
     "GIT_COMMITTER_NAME": "numba-cuda-launch",
@@ -57,6 +66,30 @@ first launch (cuLibraryLoadData). Also: a status-returning form
 
 Generated from numba-cuda-launch %(version)s by ci/make_patches.py.
 """
+MLIR_HOOK = (
+    "\n# Launch @cuda.jit kernels from CPU nopython code (@cfunc, @njit) where\n"
+    "# Numba is installed: kernel[griddim, blockdim, stream, sharedmem](args...)\n"
+    "# lowers to a direct driver launch. See numba_cuda_mlir.cpu_launch.\n"
+    "import importlib.util as _importlib_util  # noqa: E402\n"
+    "if _importlib_util.find_spec(\"numba\") is not None:\n"
+    "    from numba_cuda_mlir import cpu_launch as _cpu_launch  # noqa: F401\n"
+)
+MESSAGE_MLIR_ADD = """cpu_launch: launch kernels from CPU nopython code
+
+Add numba_cuda_mlir.cpu_launch, which types and lowers
+kernel[griddim, blockdim, stream, sharedmem](args...) of numba-cuda-mlir
+kernels in Numba's CPU nopython functions (@cfunc, @njit) as a direct
+driver launch, with the kernel's cubin carried by the compiled function,
+and makes graphs.set_conditional and griddepcontrol_wait /
+griddepcontrol_launch_dependents callable in kernels (extension registries).
+
+Generated from numba-cuda-launch %(version)s by ci/make_patches.py.
+"""
+MESSAGE_MLIR_HOOK = """cpu_launch: enable on import where Numba is installed
+
+Import numba_cuda_mlir.cpu_launch at the end of numba_cuda_mlir's
+initialisation when Numba (the CPU target) is installed.
+"""
 MESSAGE_HOOK = """cuda: enable cpu_launch on import
 
 Import numba.cuda.cpu_launch at the end of numba.cuda's initialisation so
@@ -69,17 +102,18 @@ def git(tree, *args, env=None):
                           env=dict(os.environ, **GIT_ENV, **(env or {}))).stdout
 
 
-def download_wheel(version, dest):
+def download_wheel(version, dest, distribution="numba-cuda"):
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                     "--only-binary", ":all:", "--python-version", "3.11",
                     "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_27_x86_64",
-                    "--platform", "manylinux2014_x86_64", "numba-cuda==%s" % version, "-d", dest],
-                   check=True)
-    return glob.glob(os.path.join(dest, "numba_cuda-%s-*.whl" % version))[0]
+                    "--platform", "manylinux2014_x86_64", "%s==%s" % (distribution, version),
+                    "-d", dest], check=True)
+    return glob.glob(os.path.join(dest, "%s-%s-*.whl" % (distribution.replace("-", "_"),
+                                                          version)))[0]
 
 
-def package_sources():
-    """This package's modules with imports rewritten for numba.cuda."""
+def package_sources(module="numba.cuda.cpu_launch"):
+    """This package's modules with imports rewritten for *module*."""
     out = {}
     package = os.path.join(ROOT, "numba_cuda_launch")
     # modules and the C runtime of built libraries (package data)
@@ -91,32 +125,34 @@ def package_sources():
         # Module references only: LLVM symbol names (numba_cuda_launch_*) stay,
         # so code compiled by either form finds the same driver table.
         out[os.path.relpath(path, package)] = re.sub(r"\bnumba_cuda_launch\b(?!_)",
-                                             "numba.cuda.cpu_launch", text)
+                                                     module, text)
     return out
 
 
-def make_series(line, version, workdir):
-    """The series for *version*: ``{file name: text}``."""
+def make_series(line, version, workdir, distribution="numba-cuda", target=TARGET,
+                module="numba.cuda.cpu_launch", messages=(MESSAGE_ADD, MESSAGE_HOOK),
+                hook=HOOK):
+    """The series for *distribution* *version*: ``{file name: text}``."""
     from numba_cuda_launch import __version__
 
-    wheel = download_wheel(version, workdir)
+    wheel = download_wheel(version, workdir, distribution)
     tree = os.path.join(workdir, "tree-" + line)
     with zipfile.ZipFile(wheel) as z:
-        z.extract(TARGET + "/__init__.py", tree)
+        z.extract(target + "/__init__.py", tree)
     git(tree, "init", "-q")
     git(tree, "add", "-A")
-    git(tree, "commit", "-q", "-m", "numba-cuda %s (from the release wheel)" % version)
-    dest = os.path.join(tree, TARGET, "cpu_launch")
+    git(tree, "commit", "-q", "-m", "%s %s (from the release wheel)" % (distribution, version))
+    dest = os.path.join(tree, target, "cpu_launch")
     os.makedirs(dest)
-    for name, text in package_sources().items():
+    for name, text in package_sources(module).items():
         os.makedirs(os.path.dirname(os.path.join(dest, name)), exist_ok=True)
         with open(os.path.join(dest, name), "w") as f:
             f.write(text)
     git(tree, "add", "-A")
-    git(tree, "commit", "-q", "-m", MESSAGE_ADD % {"version": __version__})
-    with open(os.path.join(tree, TARGET, "__init__.py"), "a") as f:
-        f.write(HOOK)
-    git(tree, "commit", "-q", "-am", MESSAGE_HOOK)
+    git(tree, "commit", "-q", "-m", messages[0] % {"version": __version__})
+    with open(os.path.join(tree, target, "__init__.py"), "a") as f:
+        f.write(hook)
+    git(tree, "commit", "-q", "-am", messages[1])
     out = os.path.join(workdir, "series-" + line)
     git(tree, "format-patch", "-q", "--no-signature", "--zero-commit", "HEAD~2", "-o", out)
     series = {}
@@ -168,9 +204,14 @@ def main():
     workdir = tempfile.mkdtemp(prefix="ncl-patches-")
     try:
         series = {line: make_series(line, version, workdir) for line, version in RELEASES.items()}
+        mlir = make_series("mlir", MLIR_RELEASE, workdir, "numba-cuda-mlir", MLIR_TARGET,
+                           "numba_cuda_mlir.cpu_launch", (MESSAGE_MLIR_ADD, MESSAGE_MLIR_HOOK),
+                           MLIR_HOOK)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     fresh = layout(series)
+    fresh.update({"numba-cuda-mlir/" + name: text for name, text in mlir.items()})
+    fresh["SERIES"] += "numba-cuda-mlir/: numba-cuda-mlir %s\n" % MLIR_RELEASE
     print(fresh["SERIES"], end="")
     target = os.path.join(ROOT, "patches")
     if check:

@@ -17,9 +17,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import sys  # noqa: E402
 
-# NCL_TEST_PATCHED=1: test numba-cuda built from patches/ (numba.cuda.cpu_launch)
+# NCL_TEST_PATCHED=1: test numba-cuda built from patches/ (numba.cuda.cpu_launch),
+# =mlir numba-cuda-mlir built from patches/numba-cuda-mlir/ (numba_cuda_mlir.cpu_launch),
 # instead of this package, through a test-only alias (tests/_patched).
-PATCHED = os.environ.get("NCL_TEST_PATCHED") == "1"
+PATCHED = os.environ.get("NCL_TEST_PATCHED") in ("1", "mlir")
 if PATCHED:
     alias = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_patched")
     sys.path.insert(0, alias)

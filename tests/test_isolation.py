@@ -281,7 +281,7 @@ def test_cache_true_across_processes(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("NCL_TEST_PATCHED") == "1",
+@pytest.mark.skipif(os.environ.get("NCL_TEST_PATCHED") in ("1", "mlir"),
                     reason="the package is part of the patched numba-cuda there; a copy of it "
                            "alone does not import")
 def test_cached_launch_code_of_another_build_of_the_package_is_not_used(tmp_path):

@@ -196,7 +196,7 @@ print("imported:", "numba_cuda_launch" in sys.modules)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("NCL_TEST_PATCHED") == "1",
+@pytest.mark.skipif(os.environ.get("NCL_TEST_PATCHED") in ("1", "mlir"),
                     reason="a numba-cuda built from patches/ launches from CPU code without "
                     "an import: there is no import to forget")
 @pytest.mark.parametrize("simulator, said, quoted", [

@@ -179,11 +179,15 @@ def _cpu_types(mlir_types):
 
 
 def _register_numba_cuda_mlir():
-    set_value = _mlir.declare_device("cudaGraphSetConditional", "void(uint64, uint32)")
+    declared = []  # cudaGraphSetConditional, declared when a kernel first calls it
 
     @_mlir.overload(set_conditional)
     def _set_conditional(handle, value):
         _type_set_conditional(*_cpu_types((handle, value)))
+        if not declared:
+            declared.append(_mlir.declare_device("cudaGraphSetConditional",
+                                                 "void(uint64, uint32)"))
+        set_value = declared[0]
         vty = _cpu_types((value,))[0]
         if isinstance(vty, types.Boolean) or (not vty.signed and vty.bitwidth <= 32):
             def impl(handle, value):

@@ -13,7 +13,7 @@ PREAMBLE = ("import numpy as np\n"
 def child_env(**extra):
     """``os.environ`` with PYTHONPATH leading to the package under test."""
     first = os.path.join(ROOT, "tests", "_patched") \
-        if os.environ.get("NCL_TEST_PATCHED") == "1" else ROOT
+        if os.environ.get("NCL_TEST_PATCHED") in ("1", "mlir") else ROOT
     path = os.environ.get("PYTHONPATH", "")
     return dict(os.environ, PYTHONPATH=first + (os.pathsep + path if path else ""), **extra)
 

@@ -1,6 +1,8 @@
-"""Test-only alias, used when NCL_TEST_PATCHED=1: the suite then tests the
-feature built into a patched numba-cuda (numba.cuda.cpu_launch, see
-patches/) instead of this package, which must not be installed.
+"""Test-only alias, used when NCL_TEST_PATCHED=1 (or =mlir): the suite then
+tests the feature built into a patched numba-cuda (numba.cuda.cpu_launch,
+see patches/) or numba-cuda-mlir (numba_cuda_mlir.cpu_launch,
+patches/numba-cuda-mlir/) instead of this package, which must not be
+installed.
 
 Every ``numba_cuda_launch.<name>`` import (subpackages included) resolves to
 the module object of ``numba.cuda.cpu_launch.<name>``, imported on demand
@@ -9,9 +11,12 @@ the module object of ``numba.cuda.cpu_launch.<name>``, imported on demand
 import importlib
 import importlib.abc
 import importlib.util
+import os
 import sys
 
-import numba.cuda.cpu_launch as _target
+_target = importlib.import_module("numba_cuda_mlir.cpu_launch"
+                                  if os.environ.get("NCL_TEST_PATCHED") == "mlir"
+                                  else "numba.cuda.cpu_launch")
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
