@@ -34,44 +34,20 @@ from numba_cuda_mlir import cuda as mcuda  # noqa: E402
 if not HAVE_GPU:
     ncl.set_compute_capability(ncl.get_compute_capability() or (9, 0))
 
-
-@mcuda.jit
-def sweep(dst, src, done, first):
-    i = mcuda.grid(1)
-    if first and i == 0:
-        graphs.set_conditional(done, 0)        # stop, unless the check says otherwise
-    if 0 < i < dst.shape[0] - 1:
-        dst[i] = np.float32(0.5) * (src[i - 1] + src[i + 1])
-
-
-@mcuda.jit
-def check(u, v, tol, done):
-    i = mcuda.grid(1)
-    if i < u.shape[0] and abs(u[i] - v[i]) > tol:
-        graphs.set_conditional(done, 1)        # a point moved: go round again
+from support.mlir_kernels import (chain, consumer, producer,  # noqa: E402
+                                  record_solver, sweep)
 
 
 @numba.njit
-def record_solver(u_address, v_address, n, tol, stream, body):
+def record_at(u_address, v_address, n, tol, stream, body):
     u = numba.carray(ncl.as_voidptr(u_address), (n,), np.float32)
     v = numba.carray(ncl.as_voidptr(v_address), (n,), np.float32)
-    graphs.begin_capture(stream)
-    done = graphs.conditional_handle(stream, 1)
-    loop = graphs.add_while(stream, done)
-    graphs.begin_body(body, loop)
-    sweep[(n + 127) // 128, 128, body](u, v, done, True)
-    sweep[(n + 127) // 128, 128, body](v, u, done, False)
-    check[(n + 127) // 128, 128, body](u, v, tol, done)
-    graphs.end_body(body)
-    graph = graphs.end_capture(stream)
-    exe = graph.instantiate()
-    graph.destroy()
-    return exe
+    return record_solver(u, v, tol, stream, body)
 
 
 def test_while_loop_of_mlir_kernels_setting_its_condition():
     with RecordingDriver() as rec:
-        exe = record_solver(0x10000, 0x20000, 1000, np.float32(1e-4), 0x11, 0x22)
+        exe = record_at(0x10000, 0x20000, 1000, np.float32(1e-4), 0x11, 0x22)
         assert rec.launches == []  # recorded, not launched
         (graph,) = [g for g in rec.graphs.values() if not g.body_of]
         (node,) = graph.launches
@@ -88,32 +64,15 @@ def test_while_loop_of_mlir_kernels_setting_its_condition():
     assert "cudaGraphSetConditional" in ptx
 
 
-@mcuda.jit
-def producer(out):
-    i = mcuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = i
-    ncl.griddepcontrol_launch_dependents()
-
-
-@mcuda.jit
-def consumer(out):
-    ncl.griddepcontrol_wait()
-    i = mcuda.grid(1)
-    if i < out.shape[0]:
-        out[i] += 1
-
-
 @numba.njit
-def chain(address, n, stream):
+def chain_at(address, n, stream):
     out = numba.carray(ncl.as_voidptr(address), (n,), np.float32)
-    producer[(n + 127) // 128, 128, stream](out)
-    consumer[(n + 127) // 128, 128, stream].dependent()(out)
+    chain(out, out, out, stream, 1)
 
 
 def test_dependent_launch_of_mlir_kernels_calling_griddepcontrol():
     with RecordingDriver() as rec:
-        chain(0x10000, 1000, 0x11)
+        chain_at(0x10000, 1000, 0x11)
     assert [launch.dependent for launch in rec.launches] == [False, True]
     ptx = next(iter(consumer.overloads.values())).ptx
     assert "griddepcontrol.wait;" in ptx

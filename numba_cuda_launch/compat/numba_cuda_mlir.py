@@ -10,7 +10,6 @@ numba_cuda_mlir: it is used once the user imported it
 import importlib.abc
 import importlib.util
 import sys
-import threading
 import warnings
 from typing import Callable, List
 
@@ -18,8 +17,7 @@ from numba_cuda_launch.compat.cuda_target import gpu_available
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
 __all__ = ["deviceless_cc_wanted", "configured_cc", "when_imported", "overload",
-           "declare_device", "register_asm_function", "kernel_compute_capability",
-           "compile_for_architecture"]
+           "declare_device", "register_asm_function", "kernel_compute_capability"]
 
 
 def deviceless_cc_wanted():
@@ -148,25 +146,3 @@ def kernel_compute_capability():
     ccs = get_compute_capabilities()
     return cc if ccs is None else min(cc, ccs[0])
 
-
-# -- images for several architectures -------------------------------------------------
-
-_ARCH_LOCK = threading.Lock()
-
-
-def compile_for_architecture(dispatcher, signature, cc):
-    """The overload of *dispatcher* for numba-cuda-mlir *signature*,
-    compiled for compute capability *cc* alone: a dispatcher of the same
-    function and options for chip ``sm_XY``, compiled while numba-cuda-mlir
-    takes *cc* for the device's (it links for the device's architecture when
-    that is newer than the chip's). numba-cuda-mlir 0.6 builds one cubin per
-    dispatcher and has no option for several (docs/numba-cuda-mlir.md)."""
-    tools = sys.modules["numba_cuda_mlir.tools"]
-    options = dict(dispatcher.targetoptions, chip="sm_%d%d" % tuple(cc))
-    with _ARCH_LOCK:
-        saved = tools._cached_cc
-        tools._cached_cc = tuple(cc)
-        try:
-            return type(dispatcher)(dispatcher.py_func, options).compile(signature)
-        finally:
-            tools._cached_cc = saved

@@ -4,10 +4,11 @@ and installed by :func:`install` (docs/overrides.md, generated from these
 declarations by :func:`markdown_table`; tests/test_overrides.py checks both).
 """
 
+import contextlib
 import importlib
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 from numba.core import types
 
@@ -19,7 +20,7 @@ from numba_cuda_launch.compat import simulator as _sim
 from numba_cuda_launch.compat.versions import has_numba_cuda
 
 __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", "install",
-           "installed", "set_instance_attribute", "markdown_table"]
+           "installed", "replaced", "set_instance_attribute", "markdown_table"]
 
 _NUMBA = "numba 0.62.1, 0.65.1, 0.68.1"
 _NUMBA_CUDA = "numba-cuda 0.26.0, 0.28.2, 0.30.4"
@@ -144,7 +145,8 @@ OVERRIDES = (
              when=_numba_cuda_simulator),
     Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
              "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
-             "(it asks the device on every compilation)", when=_mlir.deviceless_cc_wanted),
+             "(it asks the device on every compilation); while a kernel is compiled for one "
+             "of several architectures, that one (`replaced`)", when=_mlir.deviceless_cc_wanted),
 )
 
 INSTANCE_ATTRIBUTES = (
@@ -200,6 +202,23 @@ def install() -> None:
     for o in OVERRIDES:
         if (o.owner, o.attribute) not in _INSTALLED and o.when():
             _install_one(o)
+
+
+@contextlib.contextmanager
+def replaced(owner: str, attribute: str, value: Any) -> Iterator[None]:
+    """For the duration of the block, *value* replaces *attribute* of
+    *owner*, a declared :class:`Override`'s (KeyError otherwise), and the
+    value before is put back after it."""
+    if not any(o.owner == owner and o.attribute == attribute for o in OVERRIDES):
+        raise KeyError("%s:%s is not a declared override (compat/overrides.py)"
+                       % (owner, attribute))
+    container = _resolve(owner)
+    saved = getattr(container, attribute)
+    setattr(container, attribute, value)
+    try:
+        yield
+    finally:
+        setattr(container, attribute, saved)
 
 
 def installed() -> Dict[Tuple[str, str], Tuple[Any, Any]]:

@@ -9,6 +9,7 @@ user imported it. docs/numba-cuda-mlir.md.
 import abc
 import functools
 import sys
+import threading
 import weakref
 from typing import Any, List, Optional
 
@@ -18,7 +19,7 @@ from numba.extending import typeof_impl
 
 from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
-from numba_cuda_launch.compat.numba_cuda_mlir import compile_for_architecture
+from numba_cuda_launch.compat.overrides import replaced
 from numba_cuda_launch.kernels import DispatcherKernels, KernelType, flat_param_names, \
     image_for_architectures, register
 
@@ -172,6 +173,21 @@ def unsupported_kernel_features(dispatcher, kernel):
             "it uses numba-cuda-mlir's device runtime (NRT), which its launcher "
             "sets up")
     return reasons
+
+
+_ARCH_LOCK = threading.Lock()
+
+
+def compile_for_architecture(dispatcher, signature, cc):
+    """The overload of *dispatcher* for numba-cuda-mlir *signature*,
+    compiled for compute capability *cc* alone: a dispatcher of the same
+    function and options for chip ``sm_XY``, compiled while numba-cuda-mlir
+    takes *cc* for the device's (it links for the device's architecture when
+    that is newer than the chip's). numba-cuda-mlir 0.6 builds one cubin per
+    dispatcher and has no option for several (docs/numba-cuda-mlir.md)."""
+    options = dict(dispatcher.targetoptions, chip="sm_%d%d" % tuple(cc))
+    with _ARCH_LOCK, replaced("numba_cuda_mlir.tools", "_cached_cc", tuple(cc)):
+        return type(dispatcher)(dispatcher.py_func, options).compile(signature)
 
 
 # -- parameters --------------------------------------------------------------
