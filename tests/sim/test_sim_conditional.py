@@ -437,3 +437,17 @@ def test_switch_bodies_are_made_as_they_are_recorded(value, added):
     exe.launch(cuda.stream())
     np.testing.assert_array_equal(work, x + np.float32(added))
     exe.destroy()
+
+
+def test_a_handle_made_in_a_body_takes_its_default_at_each_graph_launch():
+    # CU_GRAPH_COND_ASSIGN_DEFAULT: "the default value is applied at the start
+    # of each graph launch" (not at each run of the body it was made in)
+    outer = int(rng.integers(2, 6))
+    x = np.array([outer, 0, 0, 0], np.int64)
+    exe = states.default_in_body(x.ctypes.data, cuda.stream(), cuda.stream(), cuda.stream())
+    exe.launch(cuda.stream())
+    assert list(x[:2]) == [0, 1]
+    x[0] = outer
+    exe.launch(cuda.stream())  # the next launch assigns it again
+    assert list(x[:2]) == [0, 2]
+    exe.destroy()

@@ -129,3 +129,45 @@ def empty_while(xp, stream, body, inner, nested):
     exe = graph.instantiate()
     graph.destroy()
     return refused, exe
+
+
+@cuda.jit
+def count_and_stop(x, handle):
+    """x[1] += 1 and the loop of *handle* stops."""
+    if cuda.grid(1) == 0:
+        x[1] += 1
+        graphs.set_conditional(handle, 0)
+
+
+@cuda.jit
+def count_down_outer(x, handle):
+    """x[0] -= 1; the loop of *handle* stops when it reaches 0."""
+    if cuda.grid(1) == 0:
+        x[0] -= 1
+        if x[0] <= 0:
+            graphs.set_conditional(handle, 0)
+
+
+@njit
+def default_in_body(xp, stream, b1, b2):
+    """A WHILE loop of x[0] iterations whose body makes a handle of default
+    1 (assign_default) for an inner WHILE loop that runs once and stops:
+    after one launch x[1] is 1 if the default is applied at the start of
+    each graph launch (CUDA's documentation of CU_GRAPH_COND_ASSIGN_DEFAULT),
+    x[0] at the start of each run of the body."""
+    x = view(xp)
+    graphs.begin_capture(stream)
+    outer = graphs.conditional_handle(stream, 1)
+    loop = graphs.add_while(stream, outer)
+    graphs.begin_body(b1, loop)
+    inner = graphs.conditional_handle(b1, 1)
+    inner_loop = graphs.add_while(b1, inner)
+    graphs.begin_body(b2, inner_loop)
+    count_and_stop[1, 1, b2](x, inner)
+    graphs.end_body(b2)
+    count_down_outer[1, 1, b1](x, outer)
+    graphs.end_body(b1)
+    graph = graphs.end_capture(stream)
+    exe = graph.instantiate()
+    graph.destroy()
+    return exe
