@@ -40,6 +40,7 @@ MAX_BLOCK = 1024  # threads per block in the occupancy model
 _lock = threading.RLock()
 FakeCUDAKernel = _simulator.simulated_kernel_class()
 FakeCUDAArray = _simulator.array_class()
+_ORIGINAL = _simulator.ORIGINAL_METHODS
 
 
 class SimulatedKernels(KernelSource):
@@ -134,16 +135,18 @@ def _as_kernel_arg(value, pointer_type):
     return value
 
 
-_running = threading.local()  # .on: a launch being run now (not to be recorded again)
-
-
 def _run(launch, catch):
     """Run a :class:`~.simgraph.KernelLaunch` in the simulator (GIL held);
-    the ``CUresult``. With *catch* false the kernel's exception propagates."""
-    with _lock, _simulator.numba_spelling(launch.kernel):
-        outer, _running.on = getattr(_running, "on", False), True
+    the ``CUresult``. With *catch* false the kernel's exception propagates.
+    The simulator's own methods run it (not the ones recording launches
+    from Python: this one runs now)."""
+    kernel = launch.kernel
+    configure = _ORIGINAL.get("__getitem__", FakeCUDAKernel.__getitem__)
+    call = _ORIGINAL.get("__call__", FakeCUDAKernel.__call__)
+    with _lock, _simulator.numba_spelling(kernel):
         try:
-            launch.kernel[launch.grid, launch.block, 0, launch.sharedmem](*launch.args)
+            call(configure(kernel, (launch.grid, launch.block, 0, launch.sharedmem)),
+                 *launch.args)
         except Exception:
             if not catch:
                 raise
@@ -151,8 +154,6 @@ def _run(launch, catch):
 
             traceback.print_exc()
             return CUDA_ERROR_LAUNCH_FAILED
-        finally:
-            _running.on = outer
     return 0
 
 
@@ -161,11 +162,13 @@ def _python_launch(kernel, args):
     its stream records a graph (True), refused as compiled code refuses it
     (a ``ConditionalHandle`` on a stream recording none; the legacy stream
     while a stream records), else run now by the simulator (False)."""
-    if getattr(_running, "on", False):
-        return False  # a replay or a launch from compiled code, running now
+    for arg in args:  # a loop, not a comprehension: no call on this path
+        if isinstance(arg, ConditionalHandle):
+            break
+    else:
+        if not simgraph.STATE.captures:
+            return False
     handles = [i for i, a in enumerate(args) if isinstance(a, ConditionalHandle)]
-    if not handles and not simgraph.STATE.captures:
-        return False
     stream = kernel.stream
     handle = 0 if stream is None or isinstance(stream, int) and stream == 0 else \
         stream if isinstance(stream, int) else id(stream)
