@@ -37,12 +37,7 @@ from support import recording_states as states  # noqa: E402
 
 @njit
 def open_body(xp, stream, body):
-    x = states.view(xp)
-    graphs.begin_capture(stream)
-    node = graphs.add_if(stream, graphs.conditional_handle(stream, 1))
-    graphs.begin_body(body, node)
-    states.add[1, 1, body](x, 1)
-    return node
+    return states.if_body_begun(states.view(xp), stream, body)
 
 
 def end_capture_of_a_body(d):

@@ -498,12 +498,12 @@ class GraphState:
                 body = self._handle(0x60000000)
                 self.graphs[body] = RecordedGraph(body, {}, 0, body_of=node, device=device)
                 return body
-            bodies = LazyBodies(size, make)
+            lazy = LazyBodies(size, make)
             self._containing[node] = graph
-            if array:
-                bodies = tuple(bodies[i] for i in range(size))
-                self._body_arrays[node] = (ctypes.c_void_p * size)(*bodies)
-            nodes[node] = ConditionalNode(kind, handle, bodies)
+            if array:  # the driver's array of them, made at once
+                made = tuple(lazy[i] for i in range(size))
+                self._body_arrays[node] = (ctypes.c_void_p * size)(*made)
+            nodes[node] = ConditionalNode(kind, handle, made if array else lazy)
         return 0, node, ctypes.addressof(self._body_arrays[node]) if array else node
 
     def body(self, node, index):
