@@ -390,7 +390,7 @@ def test_nested_bodies_end_innermost_first(fake_driver):
 
 def test_instantiate_refusals(fake_driver):
     graph = unused_handle(0x51)
-    with pytest.raises(ncl.CudaGraphError, match="conditional handle made in it used"):
+    with pytest.raises(ncl.CudaGraphError, match="it has a conditional handle .* that no conditional node uses"):
         graph.instantiate()
     graph.destroy()
     graph, *_ = record_while(0x1000, 0x51, 0x52, 1, True, 10)
@@ -725,3 +725,46 @@ def test_a_while_node_with_an_empty_body_does_not_end_its_recording(fake_driver,
                        r"an empty body"):
         graphs.end_capture(0x51)
     assert graphs.abort_capture(0x51) == 0 and pending_whiles() == []
+
+
+def test_a_switch_of_more_bodies_than_the_fake_holds_is_out_of_memory(fake_driver):
+    # the recording driver hands out the driver's array of body graphs,
+    # made at once: 2**16 bodies at most (the simulator makes them lazily)
+    node_on(0x51, 3, 2**16)
+    graphs.abort_capture(0x51)
+    with pytest.raises(ncl.CudaGraphError) as info:
+        node_on(0x51, 3, 2**32 - 1)
+    assert info.value.name == "CUDA_ERROR_OUT_OF_MEMORY"
+    graphs.abort_capture(0x51)
+
+
+def test_set_conditional_takes_its_keywords_in_kernels():
+    def stop(h, v):
+        graphs.set_conditional(handle=h, value=v)
+    ptx = ptx_of(stop, (graphs.conditional_handle_type, nt.int32))
+    assert "call.uni" in ptx and "cudaGraphSetConditional" in ptx
+
+
+def test_a_refusal_in_a_kernel_leads_the_compile_error(fake_driver):
+    @cuda.jit
+    def half(h):
+        graphs.set_conditional(h, 1.5)
+
+    with pytest.raises(TypingError) as info:
+        njit(lambda s, h: half[1, 1, s](h))(0x51, graphs.ConditionalHandle(1))
+    assert str(info.value).splitlines()[0] == (
+        "compiling kernel 'half' for (h: ConditionalHandle) failed: set_conditional(handle, "
+        "value): value must be an integer or a boolean (the condition's unsigned int); got "
+        "float64")
+
+
+def test_instantiate_of_a_destroyed_graph_says_so(fake_driver):
+    graphs.begin_capture(0x51)
+    graph = graphs.end_capture(0x51)
+    handle = graph.handle
+    graph.destroy()
+    with pytest.raises(ncl.CudaGraphError, match=r"the graph is NULL: destroyed from Python"):
+        graph.instantiate()
+    with pytest.raises(ncl.CudaGraphError, match=r"the driver refused the graph: it was "
+                                                 r"destroyed \(graph.destroy\(\)\)"):
+        graphs.Graph(handle).instantiate()

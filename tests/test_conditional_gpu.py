@@ -15,6 +15,7 @@ from numba import cuda, njit
 import numba_cuda_launch as ncl
 from numba_cuda_launch import graphs
 from support import recordings
+from support import recording_states as states
 from support.conditional_kernels import TPB, clear, count_down, halve, halvings, \
     record_halving, record_nested
 
@@ -324,3 +325,72 @@ def test_a_recording_with_a_body_open_does_not_end():
     assert refused == 904  # CUDA_ERROR_STREAM_CAPTURE_UNJOINED
     exe = instantiate(graph)
     exe.destroy(), graph.destroy()
+
+
+# -- round 5: recordings in the wrong state, an empty WHILE body, a handle's
+# default inside a body (support/recording_states.py; the same on the CPU)
+
+def _int64s():
+    x = rng.integers(-1000, 1000, 4).astype(np.int64)
+    return x, cuda.to_device(x)
+
+
+def test_end_body_of_a_graph_and_end_capture_of_a_body_are_refused():
+    x, d = _int64s()
+    stream, body = cuda.stream(), cuda.stream()
+    refused, graph = states.end_body_of_a_graph(d.device_ctypes_pointer.value, stream)
+    assert refused == states.ILLEGAL_STATE
+    exe = graph.instantiate()
+    graph.destroy()
+    exe.launch(stream)
+    stream.synchronize()
+    assert d.copy_to_host()[0] == x[0] + 1  # the recording went on
+    exe.destroy()
+    refused, exe = states.end_capture_of_a_body(d.device_ctypes_pointer.value, stream, body)
+    assert refused == states.ILLEGAL_STATE
+    exe.launch(stream)
+    stream.synchronize()
+    assert d.copy_to_host()[0] == x[0] + 2
+    exe.destroy()
+
+
+def test_abort_of_a_body_empties_it_on_the_driver():
+    # cuGraphGetNodes and cuGraphDestroyNode on a body graph of the driver's
+    x, d = _int64s()
+    stream = cuda.stream()
+    aborted, exe = states.abort_a_body(d.device_ctypes_pointer.value, stream, cuda.stream())
+    assert aborted == 0
+    exe.launch(stream)
+    stream.synchronize()
+    assert d.copy_to_host()[0] == x[0] + 10  # not 11
+    exe.destroy()
+    assert states.record_a_body_twice(d.device_ctypes_pointer.value, stream,
+                                      cuda.stream()) == states.ILLEGAL_STATE
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_while_node_with_an_empty_body_is_refused_on_the_driver(nested):
+    x, d = _int64s()
+    stream = cuda.stream()
+    refused, exe = states.empty_while(d.device_ctypes_pointer.value, stream, cuda.stream(),
+                                      cuda.stream(), nested)
+    assert refused == states.INVALID_VALUE
+    exe.launch(stream)
+    stream.synchronize()
+    assert d.copy_to_host()[0] == x[0] + 1
+    exe.destroy()
+
+
+def test_a_handle_made_in_a_body_takes_its_default_at_each_graph_launch():
+    outer = int(rng.integers(2, 6))
+    d = cuda.to_device(np.array([outer, 0, 0, 0], np.int64))
+    stream = cuda.stream()
+    exe = states.default_in_body(d.device_ctypes_pointer.value, stream, cuda.stream(),
+                                 cuda.stream())
+    exe.launch(stream)
+    stream.synchronize()
+    got = d.copy_to_host()
+    print("DEFAULT-IN-BODY: outer iterations %d, inner body runs %d (1: at each graph "
+          "launch, %d: at each body run)" % (outer, got[1], outer))
+    assert list(got[:2]) == [0, 1], "the driver applied the default at each body run"
+    exe.destroy()

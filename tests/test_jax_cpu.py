@@ -1036,3 +1036,21 @@ def test_a_failed_launch_is_named_without_a_driver_name():
     # the package's own name for the status (it was "failed:  (719)")
     assert xla.errors == [("numba_cuda_launch: CUDA kernel 'axpb' failed: "
                            "CUDA_ERROR_LAUNCH_FAILED (719)", 13)]
+
+
+@pytest.mark.parametrize("grid", [1.5, (1.5, 2), (1, np.float32(2))])
+def test_a_launch_rule_returning_a_float_grid_is_refused_saying_so(grid):
+    import numba
+
+    @numba.njit
+    def rule(x_shape, a, b):
+        return grid, 32
+
+    k = jax_kernel(axpb, lambda x, **kw: x, rule, scalars={"a": np.float32, "b": np.int32})
+    spec = jax.ShapeDtypeStruct((10,), np.float32)
+    with pytest.raises(Exception) as info:
+        k.handler([spec], [spec])
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("the launch rule (jax_kernel's launch=) must return (griddim, "
+                            "blockdim), each an integer or a tuple of 1 to 3 integers; it "
+                            "returned "), first

@@ -219,3 +219,40 @@ def test_kernel_handle_bad_input():
     with pytest.raises(ncl.KernelTypingError) as info:
         ncl.kernel_handle(eager, (nt.float64[::1], nt.int32))
     assert "parameter 'x'" in str(info.value)
+
+
+@cuda.jit
+def _first():
+    pass
+
+
+@cuda.jit
+def _second():
+    pass
+
+
+_KERNELS = (_first, _second)
+
+
+def test_a_kernel_picked_by_a_run_time_index_says_what_works(fake_driver):
+    @njit
+    def pick(s, i):
+        _KERNELS[i][1, 1, s]()
+
+    with pytest.raises(TypingError) as info:
+        pick(0x51, 1)
+    assert str(info.value).splitlines()[0].startswith(
+        "a kernel cannot be picked from a tuple of kernels by a run-time index")
+
+
+def test_cuda_jit_in_compiled_code_says_what_works(fake_driver):
+    @njit
+    def make(s):
+        k = cuda.jit(lambda: None)
+        k[1, 1, s]()
+
+    with pytest.raises(TypingError) as info:
+        make(0x51)
+    assert str(info.value).splitlines()[0].startswith(
+        "numba.cuda.jit cannot be called in @njit/@cfunc code: make kernels with @cuda.jit "
+        "in Python")

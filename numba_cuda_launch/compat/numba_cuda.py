@@ -11,6 +11,7 @@ compiler's kernels share (the target, signatures, hints) is
 """
 
 import functools
+import inspect
 
 from numba.core import types
 from numba.core.errors import TypingError
@@ -156,11 +157,17 @@ def register_kernel_function(fn, typer, lower):
         key = fn
 
         def generic(self, args, kws):
-            if kws:
-                raise TypingError("%s() takes no keyword arguments (got %s)"
-                                  % (fn.__name__, ", ".join(kws)))
-            return typer(*args)
+            if not kws:
+                return typer(*args)
+            # keywords as fn's signature names them, folded at the call
+            try:
+                bound = pysig.bind(*args, **kws)
+            except TypeError as exc:
+                raise TypingError("%s(): %s" % (fn.__name__, exc)) from None
+            sig = typer(*bound.args)
+            return sig if sig is None else sig.replace(pysig=pysig)
 
+    pysig = inspect.signature(fn)
     cudadecl.registry.register_global(fn, types.Function(KernelFunction))
     cudaimpl.registry.lower(fn, types.VarArg(types.Any))(lower)
 

@@ -143,6 +143,16 @@ OVERRIDES = (
              "under the simulator, kernels keep the signatures they were declared with "
              "(overload choice and `voidptr` typing as on a GPU)",
              when=_numba_cuda_simulator),
+    Override("numba.cuda.simulator.kernel:FakeCUDAKernel", "__getitem__",
+             _sim.configuring_getitem, _NUMBA_CUDA,
+             "under the simulator, `kernel[g, b, stream]` keeps its stream (the simulator "
+             "drops it), so that a launch from Python on a stream recording a graph is "
+             "recorded", when=_numba_cuda_simulator),
+    Override("numba.cuda.simulator.kernel:FakeCUDAKernel", "__call__", _sim.recording_call,
+             _NUMBA_CUDA, "under the simulator, a launch from Python on a stream recording "
+             "a graph is recorded, not run, and one given a `ConditionalHandle` on a stream "
+             "recording none is refused, as launches from compiled code are",
+             when=_numba_cuda_simulator),
     Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
              "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
              "(it asks the device on every compilation); while a kernel is compiled for one "

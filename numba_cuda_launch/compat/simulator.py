@@ -18,7 +18,8 @@ from numba_cuda_launch.compat.versions import has_numba_cuda
 __all__ = ["enabled", "disabled", "refuse_builtin_cuda", "simulated_kernel_class",
            "array_class", "stream_class", "signature_recording_jit", "declared_signatures",
            "signature_refusal", "declared_through_package", "numba_spelling",
-           "separating_index_key"]
+           "separating_index_key", "configuring_getitem", "recording_call",
+           "set_python_launch_hook", "ORIGINAL_METHODS"]
 
 
 def enabled() -> bool:
@@ -181,3 +182,49 @@ def separating_index_key(original):
         key = original(self, sig, codegen)
         return key + (_INDEX_ENTRY,) if enabled() else key
     return _index_key
+
+
+# -- numba-cuda's own launches from Python -------------------------------------------
+
+# hook(kernel, args) -> True when it took the launch (recorded into a graph;
+# it raises what it refuses), False to run it now: set by the launch backend
+_python_launch_hook = None
+#: FakeCUDAKernel's own __getitem__ and __call__ (once replaced): what a
+#: launch that runs now (a replay, a launch from compiled code) calls
+ORIGINAL_METHODS = {}
+
+
+def set_python_launch_hook(hook):
+    """Route launches from Python (``kernel[g, b, stream](...)``) through
+    *hook* first (see :func:`recording_call`)."""
+    global _python_launch_hook
+    _python_launch_hook = hook
+
+
+def configuring_getitem(original):
+    """``FakeCUDAKernel.__getitem__``: the simulator ignores the stream of
+    ``kernel[g, b, stream]``; it is kept (in the kernel's own ``stream``)
+    so that a launch on a stream recording a graph is recorded."""
+    ORIGINAL_METHODS["__getitem__"] = original
+
+    def __getitem__(self, configuration):
+        kernel = original(self, configuration)
+        kernel.stream = configuration[2] if len(configuration) > 2 else 0
+        return kernel
+    return __getitem__
+
+
+def recording_call(original):
+    """``FakeCUDAKernel.__call__``: a launch from Python goes to the launch
+    hook first, which records it when its stream records a graph (or
+    refuses it as a GPU launch would be), as launches from compiled code."""
+    from numba.cuda.simulator import kernel as simkernel
+
+    ORIGINAL_METHODS["__call__"] = original
+
+    def __call__(self, *args):
+        hook = _python_launch_hook
+        if self._device or simkernel._kernel_context is not None or hook is None or \
+                not hook(self, args):
+            return original(self, *args)
+    return __call__

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from numba_cuda_launch.errors import (
     CUDA_ERROR_ILLEGAL_STATE,
     CUDA_ERROR_INVALID_VALUE,
     CUDA_ERROR_NOT_SUPPORTED,
+    CUDA_ERROR_OUT_OF_MEMORY,
     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
     CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
@@ -31,7 +33,7 @@ from numba_cuda_launch.cudadrv.graph import (CAPTURE_RELAXED, END_BODY_OPEN,
                                              END_RECORDS_GRAPH, END_WHILE_EMPTY)
 
 __all__ = ["Capture", "RecordedGraph", "RecordedExec", "ConditionalHandleRecord",
-           "ConditionalNode", "ExecConditional", "GraphState"]
+           "ConditionalNode", "ExecConditional", "GraphState", "LazyBodies", "ARRAY_BODIES"]
 
 # CUgraphExecUpdateResult values
 _TOPOLOGY_CHANGED, _NODE_TYPE_CHANGED, _FUNCTION_CHANGED = 2, 3, 4
@@ -85,14 +87,37 @@ class ConditionalHandleRecord:
     context: int
 
 
+class LazyBodies(Sequence):
+    """The body graphs of a conditional node, made when first asked for
+    (``bodies[i]``): a SWITCH node may have 2**32-1 of them."""
+
+    def __init__(self, size: int, make: Any) -> None:
+        self._size, self._make = size, make
+        self.made: dict[int, int] = {}  # index -> body graph, in the order made
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, int) or not 0 <= index < self._size:
+            raise IndexError(index)
+        if index not in self.made:
+            self.made[index] = self._make()
+        return self.made[index]
+
+    def __iter__(self) -> Any:
+        raise TypeError("iterate LazyBodies.made, the bodies made so far")
+
+
 @dataclass(eq=False)
 class ConditionalNode:
     """A conditional node of a graph: its ``kind`` (``COND_IF``, ...), its
-    conditional ``handle`` and the handles of its body graphs."""
+    conditional ``handle`` and the handles of its body graphs (a tuple, or
+    :class:`LazyBodies`)."""
 
     kind: int
     handle: int
-    bodies: tuple[int, ...]
+    bodies: Any
     kernel = None  # what an executable graph update compares: none here
 
     @property
@@ -100,31 +125,32 @@ class ConditionalNode:
         """The number of bodies."""
         return len(self.bodies)
 
+    def existing(self) -> list[tuple[int, int]]:
+        """``(index, body graph)`` of the bodies made so far, by index."""
+        if isinstance(self.bodies, LazyBodies):
+            return sorted(self.bodies.made.items())
+        return list(enumerate(self.bodies))
+
 
 @dataclass(eq=False)
 class ExecConditional:
     """A conditional node of an executable graph: what each body runs
-    (``bodies``, dicts of node -> launch as :attr:`RecordedExec.launches`)."""
+    (``bodies``: body index -> dict of node -> launch, as
+    :attr:`RecordedExec.launches`; a body never recorded runs nothing) and
+    its number of bodies (``size``)."""
 
     kind: int
     handle: int
-    bodies: tuple[dict[int, Any], ...]
+    bodies: dict[int, dict[int, Any]]
+    size: int
     kernel = None
-
-    @property
-    def size(self) -> int:
-        """The number of bodies."""
-        return len(self.bodies)
 
     def chosen(self, value: int) -> dict[int, Any] | None:
         """The body (its launches) a node run with condition *value* runs
         once: IF its body (or ELSE body), SWITCH case *value*; None for none.
         A WHILE node runs its body while the value is not 0."""
-        if self.kind == COND_SWITCH:
-            return self.bodies[value] if value < len(self.bodies) else None
-        if value:
-            return self.bodies[0]
-        return self.bodies[1] if len(self.bodies) > 1 else None
+        index = value if self.kind == COND_SWITCH else 0 if value else 1
+        return self.bodies.get(index, {}) if index < self.size else None
 
 
 @dataclass
@@ -174,9 +200,11 @@ def _update_result(new, old, body_launches):
         if isinstance(n, ConditionalNode):
             if n.kind != o.kind or n.size != o.size:
                 return _NODE_TYPE_CHANGED
-            for body, exec_body in zip(n.bodies, o.bodies):
-                result = _update_result(body_launches(body), list(exec_body.values()),
-                                        body_launches)
+            graphs = dict(n.existing())
+            for index in set(graphs) | set(o.bodies):
+                result = _update_result(
+                    body_launches(graphs[index]) if index in graphs else [],
+                    list(o.bodies.get(index, {}).values()), body_launches)
                 if result:
                     return result
         elif n.kernel != o.kernel:
@@ -197,7 +225,10 @@ _numbers = itertools.count(1)
 
 #: Bodies a conditional node of each kind may have (WHILE one, IF one or
 #: two, SWITCH any number from one).
-_BODY_COUNTS = {COND_IF: (1, 2), COND_WHILE: (1, 1), COND_SWITCH: (1, 1 << 32)}
+_BODY_COUNTS = {COND_IF: (1, 2), COND_WHILE: (1, 1), COND_SWITCH: (1, (1 << 32) - 1)}
+#: The most bodies a node given the driver's array of them (recording
+#: driver) may have: the array is made at once.
+ARRAY_BODIES = 1 << 16
 
 
 class GraphState:
@@ -393,7 +424,8 @@ class GraphState:
             capture = self.captures.get(stream)
             return capture is not None and any(
                 isinstance(n, ConditionalNode) and n.kind == COND_WHILE and
-                not self.graphs[n.bodies[0]].by_node for n in capture.by_node.values())
+                not any(self.graphs[b].by_node for _, b in n.existing())
+                for n in capture.by_node.values())
 
     def nodes_of(self, graph):
         """The node handles of *graph* (live or being recorded), or None."""
@@ -443,11 +475,14 @@ class GraphState:
                 graph, default & 0xFFFFFFFF, bool(flags & ASSIGN_DEFAULT), context)
         return 0, handle
 
-    def add_conditional(self, graph, context, handle, kind, size, device=0):
+    def add_conditional(self, graph, context, handle, kind, size, device=0, array=True):
         """``cuGraphAddNode`` of a conditional node in *graph* (after its
         last node): ``(status, node, address of its bodies' C array)``. The
         handle must be of *graph* or of a graph around it, and of
-        *context* (of *device*, which its bodies are recorded for)."""
+        *context* (of *device*, which its bodies are recorded for). Without
+        *array* the bodies are made when first asked for (:meth:`body`) and
+        the address is the node's handle; with it, a node of more than
+        :data:`ARRAY_BODIES` is ``CUDA_ERROR_OUT_OF_MEMORY``."""
         with self.lock:
             nodes = self._nodes_of(graph)
             record = self.handles.get(handle)
@@ -455,14 +490,32 @@ class GraphState:
             if nodes is None or record is None or not low <= size <= high or \
                     record.graph not in self._outer_graphs(graph) or record.context != context:
                 return CUDA_ERROR_INVALID_VALUE, 0, 0
+            if array and size > ARRAY_BODIES:
+                return CUDA_ERROR_OUT_OF_MEMORY, 0, 0
             node = self._handle(0x70000000)
-            bodies = tuple(self._handle(0x60000000) for _ in range(size))
-            for body in bodies:
+
+            def make():
+                body = self._handle(0x60000000)
                 self.graphs[body] = RecordedGraph(body, {}, 0, body_of=node, device=device)
+                return body
+            lazy = LazyBodies(size, make)
             self._containing[node] = graph
-            self._body_arrays[node] = (ctypes.c_void_p * size)(*bodies)
-            nodes[node] = ConditionalNode(kind, handle, bodies)
-        return 0, node, ctypes.addressof(self._body_arrays[node])
+            if array:  # the driver's array of them, made at once
+                made = tuple(lazy[i] for i in range(size))
+                self._body_arrays[node] = (ctypes.c_void_p * size)(*made)
+            nodes[node] = ConditionalNode(kind, handle, made if array else lazy)
+        return 0, node, ctypes.addressof(self._body_arrays[node]) if array else node
+
+    def body(self, node, index):
+        """Body graph *index* of conditional node *node* (made now if it was
+        not yet), or 0 for none."""
+        with self.lock:
+            graph = self._containing.get(node)
+            nodes = None if graph is None else self._nodes_of(graph)
+            found = None if nodes is None else nodes.get(node)
+            if not isinstance(found, ConditionalNode) or not 0 <= index < found.size:
+                return 0
+            return found.bodies[index]
 
     def _conditionals(self, graph):
         nodes = self._nodes_of(graph) or {}
@@ -472,7 +525,7 @@ class GraphState:
         """*graph* and every body inside it."""
         out = [graph]
         for node in self._conditionals(graph):
-            for body in node.bodies:
+            for _, body in node.existing():
                 out.extend(self._graphs_inside(body))
         return out
 
@@ -481,7 +534,7 @@ class GraphState:
         gone with it)."""
         for node, value in nodes.items():
             if isinstance(value, ConditionalNode):
-                for body in value.bodies:
+                for _, body in value.existing():
                     self._drop_made_in(body, self.graphs[body].by_node)
                     if self._keep_destroyed:
                         self.graphs[body].destroyed = True
@@ -496,8 +549,8 @@ class GraphState:
     # -- executable graphs -------------------------------------------------------------
 
     def _own_nodes(self, nodes):
-        return {node: ExecConditional(v.kind, v.handle, tuple(
-                    self._own_nodes(self.graphs[b].by_node) for b in v.bodies))
+        return {node: ExecConditional(v.kind, v.handle, {
+                    i: self._own_nodes(self.graphs[b].by_node) for i, b in v.existing()}, v.size)
                 if isinstance(v, ConditionalNode) else self._own(v)
                 for node, v in nodes.items()}
 
@@ -543,7 +596,7 @@ class GraphState:
             return launches
         for launch in launches.values():
             if isinstance(launch, ExecConditional):
-                for body in launch.bodies:
+                for body in launch.bodies.values():
                     found = GraphState._find(body, node)
                     if found is not None:
                         return found
@@ -589,8 +642,9 @@ class GraphState:
         for (node, old), new in zip(list(launches.items()), nodes.values()):
             if isinstance(old, ExecConditional):
                 old.handle = new.handle
-                for body, graph in zip(old.bodies, new.bodies):
-                    self._apply_update(body, self.graphs[graph].by_node)
+                for index, graph in new.existing():
+                    if index in old.bodies:  # else it has no nodes: nothing to update
+                        self._apply_update(old.bodies[index], self.graphs[graph].by_node)
             else:
                 launches[node] = self._update(new, old)
 

@@ -16,6 +16,7 @@ from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload, register_jitable
 
+from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -233,6 +234,9 @@ def _dim3(dims):
 
 @overload(_dim3)
 def _dim3_ol(dims):
+    dims_type = dims
+    if isinstance(dims, nt.BaseTuple) and not all(isinstance(t, nt.Integer) for t in dims):
+        dims = None  # a float item would be truncated: refused below
     if isinstance(dims, nt.Integer):
         return lambda dims: (np.int64(dims), np.int64(1), np.int64(1))
     if isinstance(dims, nt.BaseTuple) and len(dims) == 1:
@@ -241,7 +245,9 @@ def _dim3_ol(dims):
         return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(1))
     if isinstance(dims, nt.BaseTuple) and len(dims) == 3:
         return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2]))
-    return None  # the launch's own typing error names what is wrong
+    raise NopythonUsageError(
+        "the launch rule (jax_kernel's launch=) must return (griddim, blockdim), each an "
+        "integer or a tuple of 1 to 3 integers; it returned %s for one of them" % (dims_type,))
 
 
 @numba.njit(inline="always")

@@ -19,7 +19,7 @@ from numba_cuda_launch.launch.caching import BuildCheck, LaunchTargetCheck, Para
 from numba_cuda_launch.compat.numba_caching import add_reload_checks
 from numba_cuda_launch.cudadrv.driver import link_runtime
 from numba_cuda_launch.cudadrv.image import remember_param_sizes
-from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType
+from numba_cuda_launch.launch.conditionalhandle import HANDLE_OUTSIDE_GRAPH, ConditionalHandleType
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.refusals import Guards, emit_raise_if_failed, raiser
 from numba_cuda_launch.launch.launchconfig import CONFIG_PROBLEMS, LaunchConfig, config_values
@@ -29,17 +29,7 @@ from numba_cuda_launch.cudadrv.launch import emit_checked_mode
 from numba_cuda_launch.launch.plan import integer_range, launch_signature, plan_launch, \
     range_words
 
-__all__ = ["emit_launch", "launch_error_raiser", "start_launch", "in_current_context", "planned",
-           "HANDLE_OUTSIDE_GRAPH"]
-
-#: Why a launch given a conditional handle on a stream recording no graph is
-#: refused (the kernel would set a handle outside its graph's launch, which
-#: faults the context: CUDA_ERROR_ILLEGAL_ADDRESS on driver 580).
-HANDLE_OUTSIDE_GRAPH = ("%s is a ConditionalHandle, and the launch's stream records no "
-                        "graph: a kernel may set a conditional handle only in a launch of "
-                        "its graph (record this launch between graphs.begin_capture and "
-                        "end_capture, or begin_body and end_body)")
-
+__all__ = ["emit_launch", "launch_error_raiser", "start_launch", "in_current_context", "planned"]
 
 def _to_formal(context, builder, val, actual, formal):
     """Convert an argument to the kernel parameter's type."""

@@ -17,7 +17,15 @@ from numba.extending import (NativeValue, box, intrinsic, make_attribute_wrapper
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 
 __all__ = ["ConditionalHandle", "ConditionalHandleType", "conditional_handle_type",
-           "handle_value", "make_handle"]
+           "handle_value", "make_handle", "HANDLE_OUTSIDE_GRAPH"]
+
+#: Why a launch given a conditional handle on a stream recording no graph is
+#: refused (the kernel would set a handle outside its graph's launch, which
+#: faults the context: CUDA_ERROR_ILLEGAL_ADDRESS on driver 580).
+HANDLE_OUTSIDE_GRAPH = ("%s is a ConditionalHandle, and the launch's stream records no "
+                        "graph: a kernel may set a conditional handle only in a launch of "
+                        "its graph (record this launch between graphs.begin_capture and "
+                        "end_capture, or begin_body and end_body)")
 
 
 class ConditionalHandle:

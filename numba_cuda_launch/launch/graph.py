@@ -345,11 +345,14 @@ _fail_last = _raiser("last_launch", (
                        "last_launch right after the launch, on the stream it used)"),
     (_rt.NODE_NOT_KERNEL, "the stream's last captured operation is not a kernel launch"),
 ))
-_UNINSTANTIABLE, _INSTANTIATED = 1, 2
+_UNINSTANTIABLE, _INSTANTIATED, _NULL_GRAPH = 1, 2, 3
 _fail_instantiate = _raiser("instantiate", (
     (_UNINSTANTIABLE,
-     "the graph cannot be instantiated as recorded; with conditional nodes: is every "
-     "conditional handle made in it used by a node?"),
+     "the driver refused the graph: it was destroyed (graph.destroy()), or it has a "
+     "conditional handle (graphs.conditional_handle) that no conditional node uses"),
+    (_NULL_GRAPH,
+     "the graph is NULL: destroyed from Python (graph.destroy() sets its handle to 0), or "
+     "from a failed end_capture_status"),
     (_INSTANTIATED,
      "a graph with conditional nodes has one executable graph at a time: destroy the "
      "first (exe.destroy()) or record the graph again"),))
@@ -474,6 +477,14 @@ def abort_capture(stream: Stream) -> int:
 
 # -- methods ------------------------------------------------------------------------
 
+@intrinsic
+def _is_null(typingctx, value):
+    """True if Graph, GraphExec or KernelNode *value* holds no handle."""
+    def codegen(context, builder, sig, args):
+        return cgutils.is_null(builder, _handle(context, builder, sig.args[0], args[0]))
+    return types.boolean(value), codegen
+
+
 @overload_method(GraphType, "instantiate_status", target="cpu")
 def _ol_instantiate_status(graph):
     return lambda graph: _instantiate(graph)
@@ -484,7 +495,8 @@ def _ol_instantiate(graph):
     def impl(graph):
         status, exe = _instantiate(graph)
         if status != 0:
-            _fail_instantiate(status, _UNINSTANTIABLE if status == CUDA_ERROR_INVALID_VALUE
+            _fail_instantiate(status, _NULL_GRAPH if _is_null(graph) else
+                              _UNINSTANTIABLE if status == CUDA_ERROR_INVALID_VALUE
                               else _INSTANTIATED if status == CUDA_ERROR_NOT_SUPPORTED else 0)
         return exe
     return impl

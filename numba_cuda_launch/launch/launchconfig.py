@@ -202,6 +202,38 @@ _KERNEL_ATTRIBUTE = re.compile(
     r"Unknown attribute '([^']+)' of type type\(CUDADispatcher\(<function ([\w.<>]+) at ")
 
 
+@explain_lines
+def _cuda_module_attribute(line):
+    """``cuda.jit`` (or any ``numba.cuda`` function) called in CPU compiled
+    code: what is supported instead."""
+    m = _CUDA_MODULE_ATTRIBUTE.match(line)
+    if m is None:
+        return None
+    return ("numba.cuda.%s cannot be called in @njit/@cfunc code: make kernels with "
+            "@cuda.jit in Python (a global of the compiled function, or an argument) and "
+            "launch them there with kernel[griddim, blockdim, stream](args...)" % m.group(1))
+
+
+_CUDA_MODULE_ATTRIBUTE = re.compile(r"Unknown attribute '([^']+)' of type Module\(<module "
+                                    r"'numba\.cuda' ")
+
+
+@explain_lines
+def _kernel_by_index(line):
+    """A kernel picked from a tuple of kernels by a run-time index."""
+    m = _KERNEL_TUPLE_INDEX.match(line)
+    if m is None:
+        return None
+    return ("a kernel cannot be picked from a tuple of kernels by a run-time index (each "
+            "kernel is a type of its own, so the item's type is unknown): branch on the "
+            "index (if i == 0: k0[...](...) elif ...), loop with numba.literal_unroll, or "
+            "pass the kernel to launch as an argument")
+
+
+_KERNEL_TUPLE_INDEX = re.compile(r">>> (?:static_)?getitem\((?:Uni)?Tuple\(.*CUDADispatcher"
+                                 r".*, (?:u?int\d+|Literal\[int\]\(\d+\))\)$")
+
+
 def _items(item):
     """The items of a configuration entry (a type, or a constant's value):
     a tuple's, else the entry alone."""

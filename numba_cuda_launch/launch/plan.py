@@ -27,6 +27,7 @@ from numba_cuda_launch.kernels import ImageError, KernelSource, source_of
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.conditionalhandle import ConditionalHandleType
 from numba_cuda_launch.launch.devicearray import DeviceArray, as_array_type
+from numba_cuda_launch.launch.refusals import leading_line
 
 __all__ = ["LaunchPlan", "KernelParam", "plan_launch", "launch_signature", "lossy_conversion",
            "integer_range", "range_words", "param_layout", "LAUNCHABLE_SCALARS"]
@@ -309,6 +310,9 @@ def _compile_failure(name, names, argtypes, exc):
     with *exc*: what to do first (a missing compiler library, no GPU), then
     the compiler's text."""
     cause, text = cuda_target.compile_failure_cause(exc)
+    if not cause:  # a refusal of the package's, in the kernel, leads (set_conditional's)
+        lead = leading_line(text.splitlines())
+        cause = lead[1] if lead else ""
     hint = ""
     size = _parameter_bytes(argtypes)
     if size is not None and size > _PARAMETER_LIMIT:

@@ -209,12 +209,30 @@ def test_while_limit_raises(monkeypatch):
 
 @njit
 def direct_set(stream):
-    return set_value[1, 1, stream].launch_status(graphs.ConditionalHandle(0x5000001), 1)
+    # the handle as a plain 64-bit integer: no launch check knows it is one
+    return set_value[1, 1, stream].launch_status(np.uint64(0x5000001), 1)
 
 
 def test_set_conditional_outside_its_graph_fails_the_kernel(capfd):
     assert direct_set(cuda.stream()) == 719  # CUDA_ERROR_LAUNCH_FAILED
     assert "is not being replayed" in capfd.readouterr().err
+
+
+@njit
+def handle_outside(stream):
+    set_value[1, 1, stream](graphs.ConditionalHandle(0x5000001), 1)
+
+
+def test_a_handle_outside_a_recording_is_refused_before_the_kernel_runs():
+    # as the recording driver (and a GPU launch) refuses it: the kernel
+    # would fault the context on a GPU
+    message = (r"launch of CUDA kernel 'set_value' failed: CUDA_ERROR_INVALID_VALUE \(1\): "
+               r"parameter 'handle' \(argument 1\) is a ConditionalHandle, and the "
+               r"launch's stream records no graph")
+    with pytest.raises(ncl.CudaLaunchError, match=message):
+        handle_outside(cuda.stream())
+    with pytest.raises(ncl.CudaLaunchError, match=message):  # from Python too
+        set_value[1, 1, cuda.stream()](graphs.ConditionalHandle(0x5000001), 1)
 
 
 @njit
@@ -360,4 +378,80 @@ def test_a_while_node_with_an_empty_body_does_not_end_its_recording(nested):
     assert refused == states.INVALID_VALUE
     exe.launch(cuda.stream())
     assert x[0] == before[0] + 1  # the body recorded after the refusal ran once
+    exe.destroy()
+
+
+def test_python_launches_on_recording_streams_are_recorded():
+    # numba-cuda's own kernel[g, b, stream](...) from Python, as a GPU records it
+    x = (rng.standard_normal(N) * 100).astype(np.float32)
+    work, count = x.copy(), np.zeros(1, np.int64)
+    tol = np.float32(rng.uniform(0.01, 1))
+    stream, body = cuda.stream(), cuda.stream()
+    graphs.begin_capture(stream)
+    h = graphs.conditional_handle(stream, 1)
+    loop = graphs.add_while(stream, h)
+    graphs.begin_body(body, loop)
+    halve[1, N, body](work, count, tol, h)
+    graphs.end_body(body)
+    add[1, N, stream](work, np.float32(1))
+    graph = graphs.end_capture(stream)
+    np.testing.assert_array_equal(work, x)  # recorded, not run
+    assert count[0] == 0
+    exe = graph.instantiate()
+    graph.destroy()
+    exe.launch(stream)
+    want, iterations = halvings(x, tol)
+    assert count[0] == iterations
+    np.testing.assert_array_equal(work, want + np.float32(1))
+    exe.destroy()
+
+
+def test_a_python_launch_on_the_legacy_stream_while_recording_is_refused():
+    x = np.zeros(N, np.float32)
+    stream = cuda.stream()
+    graphs.begin_capture(stream)
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        add[1, N](x, np.float32(1))  # stream 0, the legacy default stream
+    assert info.value.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"
+    assert (x == 0).all()
+    graphs.abort_capture(stream)
+
+
+@njit
+def far_switch_case(xp, stream, body, value):
+    x = f32(xp, N)
+    graphs.begin_capture(stream)
+    h = graphs.conditional_handle(stream, value)
+    node = graphs.add_switch(stream, h, 2**32 - 1)  # a valid size: the largest
+    graphs.begin_body(body, node, 2**32 - 2)
+    add[1, N, body](x, np.float32(5))
+    graphs.end_body(body)
+    graph = graphs.end_capture(stream)
+    exe = graph.instantiate()
+    graph.destroy()
+    return exe
+
+
+@pytest.mark.parametrize("value, added", [(2**32 - 2, 5), (7, 0)])
+def test_switch_bodies_are_made_as_they_are_recorded(value, added):
+    # 2**32-1 bodies made at once took gigabytes in seconds
+    x = rng.standard_normal(N).astype(np.float32)
+    work = x.copy()
+    exe = far_switch_case(work.ctypes.data, cuda.stream(), cuda.stream(), value)
+    exe.launch(cuda.stream())
+    np.testing.assert_array_equal(work, x + np.float32(added))
+    exe.destroy()
+
+
+def test_a_handle_made_in_a_body_takes_its_default_at_each_graph_launch():
+    # CU_GRAPH_COND_ASSIGN_DEFAULT: "the default value is applied at the start
+    # of each graph launch" (not at each run of the body it was made in)
+    outer = int(rng.integers(2, 6))
+    x = np.array([outer, 0, 0, 0], np.int64)
+    exe = states.default_in_body(x.ctypes.data, cuda.stream(), cuda.stream(), cuda.stream())
+    exe.launch(cuda.stream())
+    assert list(x[:2]) == [0, 1]
+    x[0] = outer
+    exe.launch(cuda.stream())  # the next launch assigns it again
+    assert list(x[:2]) == [0, 2]
     exe.destroy()

@@ -134,7 +134,7 @@ def _run_conditional(node, record):
     while record.values[node.handle]:
         if count == limit:
             return CUDA_ERROR_LAUNCH_TIMEOUT, LAUNCH_WHILE_LIMIT
-        result = _run_nodes(node.bodies[0].values(), record)
+        result = _run_nodes(node.bodies.get(0, {}).values(), record)
         if result[0]:
             return result
         count += 1
@@ -229,11 +229,18 @@ def _add_conditional(stream, handle, kind, size):
     status, reason, graph = _capture_graph(stream)
     if status:
         return status, reason, 0, 0, 0
-    status, node, bodies = STATE.add_conditional(graph, SIMULATED_CONTEXT, handle, kind, size)
+    # the bodies are made as begin_body asks for them (a SWITCH may have 2**32-1)
+    status, node, bodies = STATE.add_conditional(graph, SIMULATED_CONTEXT, handle, kind, size,
+                                                 array=False)
     return status, 0, node, bodies, 0 if status else graph
 
 
-def _begin_body(stream, body, mode, *_):
+def _is_capturing(stream, *_):
+    return int(STATE.capture_of(stream) is not None), 0, 0
+
+
+def _begin_body(stream, node, index, mode):
+    body = STATE.body(node, index)
     if STATE.capture_of(stream) is None and STATE.nodes_of(body):
         # recorded already: a second recording would run unordered with it
         return CUDA_ERROR_ILLEGAL_STATE, REASON_BODY_RECORDED, 0
@@ -246,7 +253,7 @@ STATE = GraphState()
 # What compiled code asks for by number: (status, reason or result, handle[, handle]).
 _OPERATIONS = (_begin_capture, _end_capture, _abort_capture, _last_node, _instantiate,
                _graph_launch, _exec_update, _graph_destroy, _exec_destroy, _handle_create,
-               _add_conditional, _begin_body)
+               _add_conditional, _begin_body, _is_capturing)
 
 
 _RESULT = types.UniTuple(types.int64, 5)
@@ -322,9 +329,10 @@ class Emitters:
         return self._call(builder, _exec_destroy, exe)[0]
 
     def emit_is_capturing(self, builder, stream):
-        # A simulated kernel's set_conditional refuses a handle no running
-        # launch has, with its own message: a launch is not refused here.
-        return ir.Constant(ir.IntType(1), 1)
+        # a launch given a conditional handle is refused on a stream
+        # recording no graph, as the driver backend refuses it
+        status = self._call(builder, _is_capturing, stream)[0]
+        return builder.icmp_signed("!=", status, ir.Constant(_i32, 0))
 
     def emit_handle_create(self, builder, stream, default, flags):
         status, reason, handle, _, _ = self._call(builder, _handle_create, stream, default,
@@ -335,7 +343,5 @@ class Emitters:
         return self._call(builder, _add_conditional, stream, handle, kind, size)
 
     def emit_begin_body(self, builder, stream, bodies, index, mode, parent):
-        # The bodies are a C array of handles, as the driver's.
-        body = builder.load(builder.gep(builder.bitcast(bodies, _i64.as_pointer()), [index],
-                                        inbounds=True))
-        return self._call(builder, _begin_body, stream, body, mode)[:2]
+        # *bodies* is the node's handle (no array: bodies are made as asked for)
+        return self._call(builder, _begin_body, stream, bodies, index, mode)[:2]

@@ -22,11 +22,14 @@ from numba_cuda_launch.compat import simulator as _simulator
 from numba_cuda_launch.cudadrv import driver as _driver
 from numba_cuda_launch.cudadrv import events as _events
 from numba_cuda_launch.cudadrv.launch import DEFAULT_PER_BLOCK
-from numba_cuda_launch.errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED
+from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
+                                      CUDA_ERROR_LAUNCH_FAILED,
+                                      CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CudaLaunchError)
 from numba_cuda_launch.kernels import KernelSource, KernelType, register
 from numba_cuda_launch.launch.backends import simgraph
 from numba_cuda_launch.launch.backends.backend import LaunchBackend
 from numba_cuda_launch.launch.backends.driver import SHARED_TOO_LARGE
+from numba_cuda_launch.launch.conditionalhandle import HANDLE_OUTSIDE_GRAPH, ConditionalHandle
 from numba_cuda_launch.launch.refusals import call_jitted
 
 __all__ = ["SimulatedKernel", "SimulatedKernels", "SimulatedRuntime", "SimulatorBackend",
@@ -37,6 +40,7 @@ MAX_BLOCK = 1024  # threads per block in the occupancy model
 _lock = threading.RLock()
 FakeCUDAKernel = _simulator.simulated_kernel_class()
 FakeCUDAArray = _simulator.array_class()
+_ORIGINAL = _simulator.ORIGINAL_METHODS
 
 
 class SimulatedKernels(KernelSource):
@@ -133,10 +137,16 @@ def _as_kernel_arg(value, pointer_type):
 
 def _run(launch, catch):
     """Run a :class:`~.simgraph.KernelLaunch` in the simulator (GIL held);
-    the ``CUresult``. With *catch* false the kernel's exception propagates."""
-    with _lock, _simulator.numba_spelling(launch.kernel):
+    the ``CUresult``. With *catch* false the kernel's exception propagates.
+    The simulator's own methods run it (not the ones recording launches
+    from Python: this one runs now)."""
+    kernel = launch.kernel
+    configure = _ORIGINAL.get("__getitem__", FakeCUDAKernel.__getitem__)
+    call = _ORIGINAL.get("__call__", FakeCUDAKernel.__call__)
+    with _lock, _simulator.numba_spelling(kernel):
         try:
-            launch.kernel[launch.grid, launch.block, 0, launch.sharedmem](*launch.args)
+            call(configure(kernel, (launch.grid, launch.block, 0, launch.sharedmem)),
+                 *launch.args)
         except Exception:
             if not catch:
                 raise
@@ -145,6 +155,43 @@ def _run(launch, catch):
             traceback.print_exc()
             return CUDA_ERROR_LAUNCH_FAILED
     return 0
+
+
+def _python_launch(kernel, args):
+    """A launch from Python (``kernel[g, b, stream](...)``): recorded when
+    its stream records a graph (True), refused as compiled code refuses it
+    (a ``ConditionalHandle`` on a stream recording none; the legacy stream
+    while a stream records), else run now by the simulator (False)."""
+    for arg in args:  # a loop, not a comprehension: no call on this path
+        if isinstance(arg, ConditionalHandle):
+            break
+    else:
+        if not simgraph.STATE.captures:
+            return False
+    handles = [i for i, a in enumerate(args) if isinstance(a, ConditionalHandle)]
+    stream = kernel.stream
+    handle = 0 if stream is None or isinstance(stream, int) and stream == 0 else \
+        stream if isinstance(stream, int) else id(stream)
+    name = getattr(kernel, "__name__", "kernel")
+    if handles and simgraph.STATE.capture_of(handle) is None:
+        names = list(inspect.signature(kernel.fn).parameters)
+        i = handles[0]
+        raise CudaLaunchError(CUDA_ERROR_INVALID_VALUE, name, HANDLE_OUTSIDE_GRAPH % (
+            "parameter %r (argument %d)" % (names[i] if i < len(names) else i, i + 1)))
+    recorded = tuple(a.handle if isinstance(a, ConditionalHandle) else
+                     FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim else a
+                     for a in args)
+    launch = simgraph.KernelLaunch(kernel, tuple(kernel.grid_dim), tuple(kernel.block_dim),
+                                   kernel.dynshared_size, recorded, _run)
+    status = simgraph.STATE.record(handle, launch)
+    if status:
+        raise CudaLaunchError(status, name, "" if status != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+                              else "the legacy default stream (0) cannot be used while a "
+                              "stream records a graph: launch on a stream of your own")
+    return status is not None
+
+
+_simulator.set_python_launch_hook(_python_launch)
 
 
 def _as_launch(kernel, grid, block, sharedmem, args, pointer_types):
