@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
-# GPU-machine run for numba-cuda-mlir as a first-class base (issue 38): the
-# numba-cuda-mlir tree from .whl-mlir/ (ci/repack_mlir_wheel.sh); first the
-# whole suite with both compilers, then numba-cuda uninstalled (the machine is
-# fresh each lease) and the suite again: numba-cuda's tests skip, the
-# numba-cuda-mlir GPU tests and examples run. Results under $OUT.
+# GPU-machine run of round 5 (about 9 minutes on an H200): carry .whl-mlir
+# (ci/repack_mlir_wheel.sh: the numba-cuda-mlir tree) and .whl-tvm
+# (apache-tvm-ffi, jax-tvm-ffi wheels). Steps (STEPS, default all):
+#   probe  what the driver does with recording states (ci/gpu_round5_probe.py)
+#   both   the whole suite with numba-cuda and numba-cuda-mlir, and examples
+#   mlir   numba-cuda uninstalled (the machine is fresh each lease): the
+#          suite again (numba-cuda's modules skip), the numba-cuda-mlir GPU
+#          tests and example, and `import numba_cuda_launch` not importing
+#          numba.cuda
+# Logs under $OUT.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
-nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
-if [ -z "${ONLY_MLIR:-}" ]; then
-  echo "== suite, numba-cuda and numba-cuda-mlir"
-  timeout 330 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 -m "not slow" tests 2>&1 \
-    | tee "$OUT/tests_both.log" | tail -15
+if ls .whl-tvm/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl-tvm/*.whl
 fi
-echo "== without numba-cuda"
-python3 -m pip uninstall -y -q numba-cuda 2>&1 | tail -1
-python3 -c "import numba_cuda_launch, sys; print('numba.cuda imported:', 'numba.cuda' in sys.modules)"
-timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 tests 2>&1 \
-  | tee "$OUT/tests_mlir_only.log" | tail -12
-timeout 60 python3 examples/mlir_converging_loop.py 2>&1 | tail -2
+STEPS=${STEPS:-probe both mlir}
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+if has probe; then
+  echo "== probe"
+  timeout 60 python3 ci/gpu_round5_probe.py 2>&1 | tee "$OUT/round5_probe.log" | grep -E "^PROBE|Error"
+fi
+if has both; then
+  echo "== suite, numba-cuda and numba-cuda-mlir"
+  timeout 320 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 tests 2>&1 \
+    | tee "$OUT/tests_both.log" | grep -E "DEFAULT-IN-BODY|passed|failed|FAILED|ERROR" | tail -40
+  for e in mlir_converging_loop tvm_ffi_axpy converging_solver; do
+    echo "-- examples/$e.py"; timeout 60 python3 examples/$e.py 2>&1 | tail -2
+  done
+fi
+if has mlir; then
+  echo "== without numba-cuda"
+  python3 -m pip uninstall -y -q numba-cuda 2>&1 | tail -1
+  python3 -c "import sys, numba_cuda_launch; print('numba.cuda imported:', 'numba.cuda' in sys.modules)"
+  timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 tests/test_mlir_only_gpu.py \
+    tests/test_mlir_only_cpu.py tests/test_mlir_cpu.py tests/test_versions.py 2>&1 \
+    | tee "$OUT/tests_mlir_only.log" | grep -E "passed|failed|FAILED|ERROR" | tail -20
+  echo "-- examples/mlir_converging_loop.py"
+  timeout 60 python3 examples/mlir_converging_loop.py 2>&1 | tail -2
+fi
