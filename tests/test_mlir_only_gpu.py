@@ -41,5 +41,11 @@ def test_converging_loop_of_mlir_kernels_matches_numpy():
         stream.synchronize()
     finally:
         exe.destroy()
-    expected = numpy_solve(start.copy(), tol)
-    assert np.allclose(u.cpu().numpy(), expected, rtol=0, atol=1e-5)
+    result = u.cpu().numpy()
+    # converged: one more iteration moves no point by more than tol ...
+    again = result.copy()
+    again[1:-1] = np.float32(0.5) * (result[:-2] + result[2:])
+    assert np.abs(again - result).max() <= 2 * tol
+    # ... at NumPy's solution, within what an iteration more or less moves
+    # (the stopping iteration depends on rounding at the tolerance)
+    np.testing.assert_allclose(result, numpy_solve(start.copy(), tol), rtol=0, atol=2 * tol)

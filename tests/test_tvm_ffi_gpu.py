@@ -27,6 +27,13 @@ def fn():
                               scalars={"a": np.float32})
 
 
+
+def fma(a, x, y):
+    """``a * x + y`` rounded once to float32, as the kernel's fused
+    multiply-add computes it (NumPy's float32 ``a * x + y`` rounds twice,
+    which differs where the sum cancels)."""
+    return (np.float64(a) * x.astype(np.float64) + y.astype(np.float64)).astype(np.float32)
+
 def inputs(n=None):
     n = n or int(rng.integers(1000, 100000))
     x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
@@ -42,7 +49,7 @@ def test_torch_tensors_on_torch_s_current_stream(fn):
     with torch.cuda.stream(s):
         fn(tx, ty, out, float(a))
     s.synchronize()
-    np.testing.assert_allclose(out.cpu().numpy(), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(out.cpu().numpy(), fma(a, x, y), rtol=1e-6)
 
 
 def test_cupy_and_numba_cuda_arrays(fn):
@@ -51,11 +58,11 @@ def test_cupy_and_numba_cuda_arrays(fn):
     out = cp.full(x.size, cp.nan, cp.float32)
     fn(cp.asarray(x), cp.asarray(y), out, float(a))
     cp.cuda.Device().synchronize()
-    np.testing.assert_allclose(cp.asnumpy(out), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(cp.asnumpy(out), fma(a, x, y), rtol=1e-6)
     dout = cuda.to_device(np.full(x.size, np.nan, np.float32))
     fn(cuda.to_device(x), cuda.to_device(y), dout, float(a))
     cuda.synchronize()
-    np.testing.assert_allclose(dout.copy_to_host(), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(dout.copy_to_host(), fma(a, x, y), rtol=1e-6)
 
 
 def test_jax_arrays_and_jax_jit_through_jax_tvm_ffi(fn):
@@ -64,18 +71,20 @@ def test_jax_arrays_and_jax_jit_through_jax_tvm_ffi(fn):
     x, y, a = inputs()
     f = ntf.jax_function(fn, lambda x, y, a: jax.ShapeDtypeStruct(x.shape, x.dtype))
     out = jax.jit(lambda x, y: f(x, y, a=a))(x, y)
-    np.testing.assert_allclose(np.asarray(out), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(out), fma(a, x, y), rtol=1e-6)
     # a JAX array passed straight to the function (DLPack)
     jout = jax.numpy.full(x.size, jax.numpy.nan, jax.numpy.float32)
     jx, jy = jax.numpy.asarray(x), jax.numpy.asarray(y)
     jout.block_until_ready()
     fn(jx, jy, jout, float(a))
     cuda.synchronize()
-    np.testing.assert_allclose(np.asarray(jout), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jout), fma(a, x, y), rtol=1e-6)
 
 
 def test_torch_compile_through_a_custom_op(fn):
     torch = pytest.importorskip("torch")
+
+    x, y, a = inputs()
 
     @torch.library.custom_op("ncl_test::axpy", mutates_args=())
     def axpy_op(x: torch.Tensor, y: torch.Tensor, a: float) -> torch.Tensor:
@@ -87,9 +96,12 @@ def test_torch_compile_through_a_custom_op(fn):
     def _(x, y, a):
         return torch.empty_like(x)
 
-    x, y, a = inputs()
     tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
-    compiled = torch.compile(lambda x, y: axpy_op(x, y, float(a)) + 1, fullgraph=True)
+    # a Python float (float() of a NumPy scalar inside the compiled function
+    # is traced as a data-dependent symbolic float, which a custom op's float
+    # argument cannot take)
+    scale = float(a)
+    compiled = torch.compile(lambda x, y: axpy_op(x, y, scale) + 1, fullgraph=True)
     out = compiled(tx, ty)
     expected = torch.empty_like(tx)
     axpy[(x.size + 255) // 256, 256](tx, ty, expected, a)  # the kernel's own launch
@@ -178,7 +190,7 @@ def test_a_c_library_through_tvm_ffi_load_module(fn, tmp_path):
     out = torch.full_like(tx, float("nan"))
     f(tx, ty, out, float(a))
     torch.cuda.synchronize()
-    np.testing.assert_allclose(out.cpu().numpy(), a * x + y, rtol=1e-6)
+    np.testing.assert_allclose(out.cpu().numpy(), fma(a, x, y), rtol=1e-6)
     with pytest.raises(TypeError, match="parameter 'y' \\(argument 1\\)"):
         f(tx, ty.double(), out, 1.0)
 

@@ -6,6 +6,7 @@
 // with a float64 tensor and prints the error. Prints "ok <max error>" and
 // "refused: <message>".
 #include <cuda_runtime.h>
+#include <tvm/ffi/container/tensor.h>  // DLTensor* arguments (TypeTraits<DLTensor*>)
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/extra/module.h>

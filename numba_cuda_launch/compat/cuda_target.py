@@ -16,6 +16,9 @@ from numba.core import types
 from numba_cuda_launch.compat.versions import has_numba_cuda
 from numba_cuda_launch.config import get_compute_capability, setting
 
+# Asked once: whether numba-cuda answers (its context, its errors) or the driver.
+_NUMBA_CUDA = has_numba_cuda()
+
 __all__ = [
     "gpu_available", "deviceless", "current_compute_capability", "image_target",
     "target_compute_capability", "supported_architectures", "cai_sync_enabled", "unsupported_architectures",
@@ -55,7 +58,7 @@ def gpu_available() -> bool:
     ``cuda.is_available()`` when installed: it loads NVVM too, and its
     failure names the extra that installs it)."""
     if not _available:
-        if has_numba_cuda():
+        if _NUMBA_CUDA:
             from numba import cuda
 
             with hinted(with_toolkit_hint):
@@ -76,7 +79,7 @@ def current_compute_capability():
     """The compute capability of the current device (the current context's,
     else device 0); None when there is no driver or device."""
     try:
-        if has_numba_cuda():
+        if _NUMBA_CUDA:
             from numba import cuda
 
             return tuple(cuda.get_current_device().compute_capability)
@@ -116,7 +119,7 @@ def supported_architectures():
     """The compute capabilities the installed CUDA toolkit (NVRTC) builds
     for, sorted; None when NVRTC cannot be asked."""
     try:
-        if has_numba_cuda():
+        if _NUMBA_CUDA:
             from numba.cuda.cudadrv import nvrtc
 
             return tuple(sorted(tuple(cc) for cc in nvrtc.get_supported_ccs()))
@@ -147,7 +150,7 @@ def cai_sync_enabled() -> bool:
     """Whether a kernel's launch waits for a CUDA Array Interface argument's
     stream (``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``, on by default): numba-cuda's
     setting as it is now where it is installed, else the variable."""
-    if has_numba_cuda():
+    if _NUMBA_CUDA:
         from numba.cuda import config
 
         return getattr(config, "CUDA_ARRAY_INTERFACE_SYNC", True)
@@ -159,7 +162,7 @@ def cai_sync_enabled() -> bool:
 def _sigutils():
     # numba-cuda's parser knows its own types (bfloat16, dim3, ...); Numba's
     # parses the rest the same way.
-    if has_numba_cuda():
+    if _NUMBA_CUDA:
         from numba.cuda.core import sigutils
     else:
         from numba.core import sigutils
@@ -239,7 +242,7 @@ def no_gpu_cause(exc):
     text = str(exc)
     if get_compute_capability() is not None or "driver" not in text.lower():
         return None, text
-    simulator = " or run under NUMBA_ENABLE_CUDASIM=1" if has_numba_cuda() else ""
+    simulator = " or run under NUMBA_ENABLE_CUDASIM=1" if _NUMBA_CUDA else ""
     return ("no usable GPU and no architecture configured: %s to compile without one%s"
             % (_SET_CC, simulator), text.replace(_NO_GPU_HINT, ""))
 
@@ -250,7 +253,7 @@ def no_gpu_cause(exc):
 TOOLKIT_MISSING = (
     "the CUDA compiler libraries (NVVM, NVRTC, nvJitLink) were not found: install them with "
     "the package's extra, pip install \"numba-cuda-launch[cu13]\", or [cu12] for a CUDA 12 "
-    "driver") if has_numba_cuda() else (
+    "driver") if _NUMBA_CUDA else (
     "the CUDA compiler libraries (NVRTC, nvJitLink) were not found: install them with the "
     "package's extra, pip install \"numba-cuda-launch[mlir]\", or [mlir-cu12] for a CUDA 12 "
     "driver")
