@@ -16,8 +16,9 @@ from typing import Callable, List
 from numba_cuda_launch.compat.cuda_target import gpu_available
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
-__all__ = ["deviceless_cc_wanted", "configured_cc", "when_imported", "overload",
-           "declare_device", "register_asm_function", "kernel_compute_capability"]
+__all__ = ["deviceless_cc_wanted", "configured_cc", "when_imported", "extend",
+           "registering_load_additional_registries", "overload", "declare_device",
+           "register_asm_function", "kernel_compute_capability"]
 
 
 def deviceless_cc_wanted():
@@ -90,6 +91,45 @@ def when_imported(callback: Callable[[], None]) -> None:
         sys.meta_path.insert(0, _AfterImportFinder())
 
 
+# -- when its typing context is made ----------------------------------------------------
+
+_EXTENSIONS: List[Callable[[], None]] = []  # registrations, run once each
+_REGISTERED: List[Callable[[], None]] = []
+
+
+def _register_extensions():
+    for register in _EXTENSIONS:
+        if register not in _REGISTERED:
+            _REGISTERED.append(register)
+            register()
+
+
+def registering_load_additional_registries(original):
+    """``MLIRTypingContext.load_additional_registries`` (run when
+    numba-cuda-mlir makes its typing context, before its first compilation):
+    the package's extensions are registered first, so that they are in the
+    registries installed then. Making the contexts costs ~0.6 s: done by
+    numba-cuda-mlir when it first needs them, not at import."""
+    def load_additional_registries(self):
+        _register_extensions()
+        return original(self)
+    return load_additional_registries
+
+
+def extend(register: Callable[[], None]) -> None:
+    """Run *register* (it adds to numba-cuda-mlir's extension registries)
+    when numba-cuda-mlir makes its typing context, or now (then refreshing
+    the contexts) if it has made it already."""
+    _EXTENSIONS.append(register)
+    descriptor = sys.modules.get("numba_cuda_mlir.descriptor")
+    target = getattr(descriptor, "mlir_target", None)
+    if target is not None and getattr(target, "_typingctx_initialized", True):
+        from numba_cuda_mlir import extending
+
+        _register_extensions()
+        extending.refresh_registries(typing=True, target=True, include_uninitialized_cuda=False)
+
+
 # -- functions kernels call ---------------------------------------------------------
 
 def overload(fn):
@@ -99,6 +139,8 @@ def overload(fn):
     from numba_cuda_mlir import extending
 
     return extending.overload(fn, typing_registry=extending.typing_registry)
+    # (its refresh of the typing context returns at once while the context
+    # is being made, when extend() runs these registrations)
 
 
 def declare_device(name, sig):
@@ -130,12 +172,6 @@ def register_asm_function(fn, typer, asm):
     def _lower(builder, target, args, kwargs):
         llvm.inline_asm(None, [], asm, "~{memory}", has_side_effects=True)
         builder.store_var(target, None)
-
-    # A target context made already reads the lowering only once refreshed;
-    # one made later installs the registry itself (making it costs ~0.3 s).
-    target = sys.modules["numba_cuda_mlir.descriptor"].mlir_target
-    if getattr(target, "_targetctx_initialized", True):
-        extending.refresh_registries(typing=False, target=True, include_uninitialized_cuda=False)
 
 
 def kernel_compute_capability():

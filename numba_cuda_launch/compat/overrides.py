@@ -41,6 +41,10 @@ def _numba_cuda_simulator():
     return has_numba_cuda() and _sim.enabled()
 
 
+def _mlir_imported():
+    return "numba_cuda_mlir" in sys.modules
+
+
 # numba-cuda's replacements, named rather than imported: compat/numba_cuda.py
 # imports numba.cuda, which only an installation with numba-cuda may do.
 _NC = "numba_cuda_launch.compat.numba_cuda:"
@@ -153,6 +157,11 @@ OVERRIDES = (
              "a graph is recorded, not run, and one given a `ConditionalHandle` on a stream "
              "recording none is refused, as launches from compiled code are",
              when=_numba_cuda_simulator),
+    Override("numba_cuda_mlir.descriptor:MLIRTypingContext", "load_additional_registries",
+             _mlir.registering_load_additional_registries, _MLIR,
+             "the kernel functions (`set_conditional`, `griddepcontrol_*`) are registered in its "
+             "extension registries when it makes its typing context, not at import",
+             when=_mlir_imported),
     Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
              "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
              "(it asks the device on every compilation); while a kernel is compiled for one "

@@ -215,7 +215,7 @@ if BACKEND.compiles_kernels:
     if has_numba_cuda():
         _register_numba_cuda()
     if has_numba_cuda_mlir():
-        _mlir.when_imported(_register_numba_cuda_mlir)
+        _mlir.extend(_register_numba_cuda_mlir)
 
 
 # -- CPU code: a typing error saying where these belong -------------------------------
