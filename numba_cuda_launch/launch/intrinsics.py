@@ -179,7 +179,7 @@ def _cpu_types(mlir_types):
 
 
 def _register_numba_cuda_mlir():
-    declared = []  # cudaGraphSetConditional, declared when a kernel first calls it
+    declared: list = []  # cudaGraphSetConditional, declared when a kernel first calls it
 
     @_mlir.overload(set_conditional)
     def _set_conditional(handle, value):
