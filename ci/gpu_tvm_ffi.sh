@@ -3,7 +3,7 @@
 # H200): apache-tvm-ffi and jax-tvm-ffi from the carried wheels (.whl-tvm/,
 # installed to /tmp/site), the GPU tests (a C++ program calling a TVM-FFI
 # function of a library built by aot.build among them), and
-# benchmarks/tvm_ffi.py (tvm_ffi_bench.json/.md in $OUT; the row ratio
+# benchmarks/tvm_ffi_calls.py (tvm_ffi_bench.json/.md in $OUT; the row ratio
 # "tvm_ffi_kernel / CUDA C++" is the target, <= 1.1).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
@@ -26,7 +26,7 @@ timeout 200 python3 -m pytest -q -rfEs -p no:cacheprovider tests/test_tvm_ffi_cp
 
 
 echo "== benchmark"
-timeout 300 python3 benchmarks/tvm_ffi.py --json "$OUT/tvm_ffi_bench.json" \
+timeout 300 python3 benchmarks/tvm_ffi_calls.py --json "$OUT/tvm_ffi_bench.json" \
   --markdown "$OUT/tvm_ffi_bench.md" 2>&1 | tee "$OUT/tvm_ffi_bench.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "gpu_tvm_ffi.sh: $([ $status = 0 ] && echo all steps passed || echo a step FAILED)"
