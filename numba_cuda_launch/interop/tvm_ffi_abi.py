@@ -32,7 +32,7 @@ from numba.extending import intrinsic, overload
 from numba_cuda_launch.compat.numba_extending import register_jitable
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.interop.xla_ffi import c_string
+from numba_cuda_launch.interop.xla_ffi import c_string, emit_formatted
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.pointer import is_null as _is_null
 
@@ -332,18 +332,9 @@ def _format(typingctx, fmt, values):
         raise NopythonUsageError("report() takes its values as a tuple, got %s" % values)
 
     def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
         items = cgutils.unpack_tuple(builder, args[1], len(sig.args[1]))
-        values = [context.cast(builder, v, t, types.int64)
-                  if isinstance(t, (types.Integer, types.Boolean)) else v
-                  for v, t in zip(items, sig.args[1])]
-        buf = builder.bitcast(cgutils.alloca_once(
-            builder, ir.ArrayType(ir.IntType(8), _MESSAGE_BYTES)), i8p)
-        fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
-        snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
-        builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), _MESSAGE_BYTES), args[0]]
-                     + values)
-        return buf
+        return emit_formatted(context, builder, args[0], items, list(sig.args[1]),
+                              _MESSAGE_BYTES)
     return types.voidptr(fmt, values), codegen
 
 

@@ -738,23 +738,30 @@ def _kind_text(kind):
     return c_string("of an unknown kind") if _is_null(name) else name
 
 
+
+def emit_formatted(context, builder, fmt, values, value_types, size=_MESSAGE_BYTES):
+    """A message formatted by ``snprintf`` from C string *fmt* and *values*
+    (integers and booleans widened to ``int64``, for ``%lld``), in a stack
+    buffer of *size* bytes of the function it is lowered in; its ``i8*``."""
+    i8p = ir.IntType(8).as_pointer()
+    values = [context.cast(builder, v, t, types.int64)
+              if isinstance(t, (types.Integer, types.Boolean)) else v
+              for v, t in zip(values, value_types)]
+    buf = builder.bitcast(cgutils.alloca_once(
+        builder, ir.ArrayType(ir.IntType(8), size)), i8p)
+    fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
+    snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+    builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), size), fmt] + values)
+    return buf
+
+
 @intrinsic
 def _format(typingctx, fmt, a, b, c, d, e, f, g):
     """printf format *fmt* (a C string) applied to the values (integers as
     ``long long``, ``%lld``; voidptr as C strings, ``%s``) in a stack buffer
     of the function it is lowered in."""
     def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
-        values = [context.cast(builder, v, t, types.int64)
-                  if isinstance(t, (types.Integer, types.Boolean)) else v
-                  for v, t in zip(args[1:], sig.args[1:])]
-        buf = builder.bitcast(cgutils.alloca_once(
-            builder, ir.ArrayType(ir.IntType(8), _MESSAGE_BYTES)), i8p)
-        fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
-        snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
-        builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), _MESSAGE_BYTES), args[0]]
-                     + values)
-        return buf
+        return emit_formatted(context, builder, args[0], args[1:], sig.args[1:])
     return types.voidptr(fmt, a, b, c, d, e, f, g), codegen
 
 
