@@ -16,7 +16,9 @@ from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload, register_jitable
 
+from numba_cuda_launch.compat.numba_cfunc import cached_cfunc
 from numba_cuda_launch.interop import xla_ffi
+from numba_cuda_launch.interop.handler_cache import refusal_cache
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 
@@ -342,7 +344,8 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, 0, major, minor)
         return xla_ffi.error(frame, xla_ffi.c_string(message), _UNIMPLEMENTED)
-    return numba.cfunc(nt.voidptr(nt.voidptr))(refuse)
+    return cached_cfunc(nt.voidptr(nt.voidptr), refuse,
+                        refusal_cache(kernel_name, simulated, source))
 
 
 @numba.njit(inline="always")
@@ -384,7 +387,7 @@ def _run(frame, kernel, variant, rule, dependent):
 
 
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule,
-                 dependent=False):
+                 dependent=False, cache=None):
     """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
     argument types per rank variant (a batch-aware kernel's second has a leading batch
     dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
@@ -392,7 +395,8 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     handler checks the call frame against the signature before reading it (counts,
     buffer types and ranks, attributes) and the launch configuration against CUDA's
     limits, returning an error that says what differs. *dependent*: launch as a
-    programmatic dependent launch."""
+    programmatic dependent launch. *cache*: the handler's on-disk cache
+    (:func:`.handler_cache.handler_cache`), or None."""
     major, minor = xla_ffi.api_version()
     # None (not False) for a plain launch: Numba prunes `is None` branches
     # before typing, so .dependent() is typed only where it is asked for
@@ -438,4 +442,4 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         if status != 0:
             return xla_ffi.launch_error(frame, status, context)
         return xla_ffi.ok()
-    return numba.cfunc(nt.voidptr(nt.voidptr))(handler)
+    return cached_cfunc(nt.voidptr(nt.voidptr), handler, cache)

@@ -19,6 +19,7 @@ from numba_cuda_launch.compat.numba_caching import (
     add_reload_checks,
 )
 from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.backends.backend import BOUND_TARGET
 
 __all__ = [
     "package_build",
@@ -55,6 +56,10 @@ class LaunchTargetCheck:
 
     def __call__(self):
         now = current_target()
+        # Simulated launches of bound kernels: their BoundKernelCheck says
+        # whether this process has the kernels.
+        if self.target == BOUND_TARGET and now[0] == BOUND_TARGET[0]:
+            return
         # No GPU and no configured architecture (None): launches fail with
         # CUDA_ERROR_NO_DEVICE whatever the image, so the code may be used.
         if now[0] == self.target[0] == "driver" and (
