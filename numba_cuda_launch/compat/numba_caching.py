@@ -14,6 +14,7 @@ error (the overrides below, installed by :mod:`.overrides`).
 handlers, docs/jax.md, "The handler cache") under a key its caller makes.
 """
 
+import functools
 import hashlib
 import os
 import pickle
@@ -28,7 +29,7 @@ from numba.misc.appdirs import AppDirs
 __all__ = ["LaunchTargetChanged", "target_checking_load_overload", "checks_carrying_reduce",
            "add_reload_checks", "has_reload_checks", "CHECKS", "tolerant_load_index",
            "tolerant_load", "tolerant_save", "tolerant_save_overload", "cache_root",
-           "KeyedCache"]
+           "KeyedCache", "sources_digest", "package_build", "build_keyed_index_key"]
 
 
 class LaunchTargetChanged(Exception):
@@ -118,6 +119,45 @@ def has_reload_checks(cres):
     if _library_checks(cres.library, set()):
         return True
     return any(_is_ours(c) for c in (getattr(cres, "reload_init", None) or ()))
+
+
+# -- this build of the package -------------------------------------------------
+
+def sources_digest(root):
+    """A digest of the ``.py`` and ``.c`` files under *root* (names and bytes)."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith((".py", ".c")):
+                path = os.path.join(dirpath, name)
+                digest.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+    return digest.hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=None)
+def package_build():
+    """This build of the package: the digest of its sources, read once."""
+    return sources_digest(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+_PACKAGE = __name__.split(".")[0]
+
+
+def build_keyed_index_key(original):
+    """``Cache._index_key``: the package's own cached functions (the XLA
+    frame readers, ``cache=True``) are keyed by the package's build too:
+    their code holds constants and calls of other modules, which Numba's
+    key (the function's source file and bytecode) does not see."""
+    def _index_key(self, sig, codegen):
+        key = original(self, sig, codegen)
+        module = getattr(self._py_func, "__module__", None) or ""
+        if module.split(".")[0] == _PACKAGE:
+            return key + (package_build(),)
+        return key
+    return _index_key
 
 
 # -- files that cannot be read or written -----------------------------------

@@ -61,6 +61,10 @@ class InstanceAttribute:
     why: str
 
 
+def _index_key(original):
+    return _caching.build_keyed_index_key(_sim.separating_index_key(original))
+
+
 def _qualified(cls):
     return "%s:%s" % (cls.__module__, cls.__qualname__)
 
@@ -104,9 +108,10 @@ OVERRIDES = (
     Override("numba.core.caching:IndexDataCacheFile", "save", _caching.tolerant_save, _NUMBA_68,
              "each entry's data file is named after its key: two processes saving different "
              "entries at once never write one file each takes for its own"),
-    Override("numba.core.caching:Cache", "_index_key", _sim.separating_index_key,
-             _NUMBA, "under the simulator, cached code is an entry of its own: it never "
-             "replaces the entry of code built for a GPU"),
+    Override("numba.core.caching:Cache", "_index_key", _index_key, _NUMBA,
+             "under the simulator, cached code is an entry of its own: it never replaces the "
+             "entry of code built for a GPU; the package's own cached functions are keyed by "
+             "its build (checked on numba 0.68.1)"),
     Override("numba.core.compiler:CompileResult", "_reduce", _caching.checks_carrying_reduce,
              _NUMBA, "the launch-target checks of linked libraries are pickled with the code"),
     Override("numba.core.datamodel:default_manager._handlers", "[types.Float]",

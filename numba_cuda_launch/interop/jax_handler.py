@@ -14,9 +14,10 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import intrinsic, overload
 
 from numba_cuda_launch.compat.numba_cfunc import cached_cfunc
+from numba_cuda_launch.compat.numba_extending import cached_jitable
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import refusal_cache
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -29,7 +30,7 @@ __all__ = ["make_handler", "refusal", "kind"]
 _half_from_bits = xla_ffi._make_bitcast(nt.uint16, nt.float16)
 
 
-@register_jitable
+@cached_jitable
 def _as_half(x):
     return _half_from_bits(float_to_half_bits(x))
 
@@ -258,7 +259,7 @@ def _block_ok(block):
             and x * y * z <= BLOCK_THREADS_MAX)
 
 
-@register_jitable
+@cached_jitable
 def _config_error(frame, grid, block, sharedmem, source, context):
     """The error saying which of *grid*, *block* and *sharedmem* is outside
     CUDA's limits and why (*source*: where grid and block came from)."""
@@ -274,13 +275,13 @@ def _config_error(frame, grid, block, sharedmem, source, context):
 # Compiled once per process and shared by every handler (inlined into one
 # by LLVM: a few compares).
 
-@register_jitable
+@cached_jitable
 def _int_attribute(frame, i, default):
     """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
     return default if i < 0 else xla_ffi.attr_int_at(frame, i)
 
 
-@register_jitable
+@cached_jitable
 def _config_ok(grid, block, sharedmem):
     """*grid* and *block* (three int64 each) and *sharedmem* are within
     CUDA's limits."""
