@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from numba import types as nt
 
-from support.childenv import PREAMBLE, child_env
+from support.childenv import PREAMBLE, SAXPY_VARIANTS, child_env
 
 jax = pytest.importorskip("jax")
 
@@ -251,34 +251,18 @@ _CHILD = PREAMBLE + textwrap.dedent('''
     from support.ffi_frames import FakeXla, Frame
 
     variant = sys.argv[1]
-
-    @cuda.jit
-    def saxpy(x, y, out, a):  # batch-aware: 1-D, or 2-D with a leading batch
-        if x.ndim == 1:
-            i = cuda.grid(1)
-            if i < out.size:
-                out[i] = a * x[i] + y[i] if variant != "changed" else a * x[i] - y[i]
-        else:
-            b, i = cuda.grid(2)
-            if b < x.shape[0] and i < x.shape[1]:
-                out[b, i] = a * x[b, i] + y[b, i]
-
+    SIGN = -1 if variant == "changed" else 1
+''') + SAXPY_VARIANTS + textwrap.dedent('''
     @numba.njit
     def rule(xs, ys, a):
         return (xs[-1] + 127) // 128, 128
 
-    options = dict(scalars={"a": np.float32})
-    if variant == "batched":
-        options.update(vmap_method="expand_dims")
-    if variant == "dependent":
-        options.update(dependent=True)
-    k = jax_kernel(saxpy, lambda x, y, a: x,
-                   rule if variant == "batched" else (lambda x, y, a: (8, 128)), **options)
+    k = saxpy_variant(variant, rule, lambda x, y, a: (8, 128))
     spec = jax.ShapeDtypeStruct((1000,), np.float32)
     handler = k.handler([spec, spec], [spec])
     a = np.float32(float(sys.argv[3]))
     attrs = {"ncl_sharedmem": np.int64(0), "ncl_s_a": a}
-    if variant != "batched":
+    if variant != "batch-aware":
         attrs.update({"ncl_grid_x": np.int64(8), "ncl_block_x": np.int64(128)})
     xla = FakeXla(stream=0xABCD)
     frame = Frame(xla, args=[(0x1000, (1000,), np.float32), (0x2000, (1000,), np.float32)],
@@ -319,7 +303,7 @@ def _expect_launch(lines, stream=0xABCD):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["plain", "batched", "dependent"])
+@pytest.mark.parametrize("variant", ["plain", "batch-aware", "dependent"])
 def test_handler_loaded_in_a_new_process_launches_the_same(tmp_path, variant):
     first, lines = _result(_child(tmp_path, variant))
     assert first == 0

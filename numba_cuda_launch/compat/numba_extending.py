@@ -57,5 +57,5 @@ def cached_jitable(fn: Function) -> Function:
     from numba.extending import register_jitable as _register
 
     if not _cacheable(fn):
-        return _register(fn)  # type: ignore[no-any-return]
-    return _register(cache=True)(fn)  # type: ignore[no-any-return]
+        return _register(fn)
+    return _register(cache=True)(fn)

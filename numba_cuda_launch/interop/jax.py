@@ -3,7 +3,8 @@
 :func:`jax_kernel` makes a kernel of any compiler adapter a function on ``jax.Array``
 values; each call is an XLA custom call whose handler (:mod:`.jax_handler`) launches it.
 Target names derive from the kernel's definition, never a counter, so a ``jax.export``
-finds them again in another process (docs/jax.md, "Exporting").
+finds them again in another process (docs/jax.md, "Exporting"); handlers are kept in an
+on-disk cache across processes (:mod:`.handler_cache`; docs/jax.md, "The handler cache").
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from numba.core import types as nt
 
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import handler_cache, jax_handler, xla_ffi
+from numba_cuda_launch.interop.handler_cache import cache_dir, clear_cache
 from numba_cuda_launch.kernels import SOURCES, source_of
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.launchconfig import config_problem, launch_dims_of
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
-           "registered_targets", "missing_targets"]
+           "registered_targets", "missing_targets", "cache_dir", "clear_cache"]
 
 # The contract between call sites (attribute names and meaning) and the
 # handlers: part of every target name, bumped whenever that contract changes,

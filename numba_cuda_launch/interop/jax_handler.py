@@ -101,10 +101,7 @@ def _view(context, builder, frame, index, n_in, ty):
     get, i = (xla_ffi.arg_buffer, index) if index < n_in else (xla_ffi.ret_buffer, index - n_in)
     buf, _ = _lower_call(context, builder, get, (nt.voidptr, nt.intp),
                          (frame, context.get_constant(nt.intp, i)))
-    ndim, dtype = nt.IntegerLiteral(ty.ndim), nt.NumberClass(ty.dtype)
-    view, _ = _lower_call(context, builder, xla_ffi.buffer_as_array, (nt.voidptr, ndim, dtype),
-                          (buf, _placeholder(context, ndim), _placeholder(context, dtype)))
-    return view
+    return xla_ffi.emit_buffer_view(context, builder, buf, ty)
 
 
 @intrinsic
