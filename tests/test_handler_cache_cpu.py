@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import numba
 import numpy as np
@@ -125,6 +126,13 @@ def _calls_rule(n):
 
 
 _HELD = [1, 2]
+_SETTINGS = types.ModuleType("ncl_test_settings")
+_SETTINGS.BLOCK = 64
+
+
+@numba.njit
+def _reads_a_module(n):
+    return (n + _SETTINGS.BLOCK - 1) // _SETTINGS.BLOCK, _SETTINGS.BLOCK
 
 
 @numba.njit
@@ -140,6 +148,9 @@ def test_rule_digest_follows_code_and_globals(monkeypatch):
     assert handler_cache.rule_digest(_rule) != first
     assert handler_cache.rule_digest(_calls_rule) != calls  # a called rule's globals too
     assert handler_cache.rule_digest(_reads_a_list) is None  # not keyable: not cached
+    through_module = handler_cache.rule_digest(_reads_a_module)
+    monkeypatch.setattr(_SETTINGS, "BLOCK", 128)
+    assert handler_cache.rule_digest(_reads_a_module) not in (None, through_module)
 
 
 def test_cache_dir_honours_numba_cache_dir(monkeypatch, tmp_path):

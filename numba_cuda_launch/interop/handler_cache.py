@@ -79,20 +79,27 @@ def _code_digest(code, h):
             h.update(repr(c).encode())
 
 
-def _global_text(value, seen):
+def _global_text(value, seen, names=()):
     """How a launch rule's global *value* enters the key; None when it
-    cannot be said (the rule is then not cached)."""
+    cannot be said (the rule is then not cached). A module enters with its
+    attributes among *names* (those the rule's code names)."""
     if isinstance(value, _PLAIN) or (isinstance(value, tuple)
                                      and all(isinstance(v, _PLAIN) for v in value)):
         return "%s:%r" % (type(value).__name__, value)
     if isinstance(value, pytypes.ModuleType):
-        return "module:" + value.__name__
+        parts = ["module:" + value.__name__]
+        for name in names:
+            if name in vars(value):
+                text = _global_text(vars(value)[name], seen)
+                if text is None:
+                    return None
+                parts.append("%s=%s" % (name, text))
+        return ";".join(parts)
     if isinstance(value, Dispatcher):
         return rule_digest(value, seen)
-    if isinstance(value, type) and value.__module__ in ("numpy", "builtins"):
-        return "type:%s.%s" % (value.__module__, value.__qualname__)
     module = getattr(value, "__module__", None) or ""
-    if callable(value) and module.split(".")[0] in ("numpy", "math", "cmath", "numba"):
+    if callable(value) and module.split(".")[0] in ("numpy", "math", "cmath", "numba",
+                                                    "builtins"):
         return "function:%s.%s" % (module, getattr(value, "__qualname__", value))
     return None
 
@@ -118,9 +125,10 @@ def rule_digest(rule: Any, seen: frozenset = frozenset()) -> str | None:
         code = stack.pop()
         names.update(code.co_names)
         stack.extend(c for c in code.co_consts if isinstance(c, pytypes.CodeType))
-    for name in sorted(names):
+    names = sorted(names)
+    for name in names:
         if name in fn.__globals__:
-            text = _global_text(fn.__globals__[name], seen)
+            text = _global_text(fn.__globals__[name], seen, names)
             if text is None:
                 return None
             h.update(("%s=%s;" % (name, text)).encode())
