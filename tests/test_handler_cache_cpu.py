@@ -372,15 +372,9 @@ _SIM_CHILD = PREAMBLE + textwrap.dedent('''
     from numba import cuda
     from numba_cuda_launch.jax import jax_kernel
     jax.config.update("jax_default_device", jax.devices("cpu")[0])
-
-    @cuda.jit
-    def saxpy(x, y, out, a):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = a * x[i] + y[i]
-
-    k = jax_kernel(saxpy, lambda x, y, a: x, lambda x, y, a: ((x.shape[0] + 31) // 32, 32),
-                   scalars={"a": np.float32})
+    SIGN = 1
+''') + SAXPY_VARIANTS + textwrap.dedent('''
+    k = saxpy_variant("plain", None, lambda x, y, a: ((x.shape[0] + 31) // 32, 32))
     rng = np.random.default_rng()
     x, y = (rng.standard_normal(100).astype(np.float32) for _ in range(2))
     a = np.float32(rng.standard_normal())
@@ -404,3 +398,62 @@ def test_simulated_handler_loaded_in_a_new_process(tmp_path):
         assert done.stdout.split()[-2:] == ["hits", str(expected)], done.stdout
 
 
+
+
+_SITE_CHILD = PREAMBLE + textwrap.dedent('''
+    import os, shutil, sys
+    import numpy as np
+    import numba
+    import numba_cuda_launch as ncl
+    ncl.set_compute_capability((9, 0))
+    from numba_cuda_launch.testing import RecordingDriver
+    import cachemod
+    a = np.zeros(8, np.float32)
+    with RecordingDriver() as rec:
+        status = cachemod.run(a.ctypes.data, 8)
+        if sys.argv[1] == "remove":  # the directory removed while the process runs
+            shutil.rmtree(os.environ["NUMBA_CACHE_DIR"])
+
+            @numba.njit(cache=True)
+            def other(p, n):
+                return cachemod.run(p, n)
+            status += other(a.ctypes.data, 8)
+    (launch,) = rec.launches[:1]
+    print(status, len(rec.launches), launch.grid, launch.block,
+          sum(cachemod.run.stats.cache_hits.values()))
+''')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["garbage index", "truncated data", "remove"])
+def test_cached_launch_site_falls_back_to_compiling(tmp_path, damage):
+    from support.childenv import CACHED_LAUNCHER
+
+    (tmp_path / "cachemod.py").write_text(CACHED_LAUNCHER)
+    script = tmp_path / "site_child.py"
+    script.write_text(_SITE_CHILD)
+    cache = tmp_path / "cache"
+
+    def run(mode="plain"):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True,
+                              text=True, timeout=600, cwd=str(tmp_path),
+                              env=child_env(NUMBA_CACHE_DIR=str(cache)))
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.split()
+
+    assert run()[-1] == "0"
+    if damage == "remove":
+        out = run("remove")
+        assert out[:2] == ["0", "2"] and out[-1] == "1", out
+        assert run()[-1] == "0"  # the cache went with the directory: compiled again
+        return
+    files = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs
+             if f.startswith("cachemod.run")]
+    (path,) = [f for f in files if f.endswith(".nbi" if "index" in damage else ".nbc")]
+    blob = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(os.urandom(len(blob)) if damage.startswith("garbage") else blob[:len(blob) // 2])
+    out = run()
+    assert out[:2] == ["0", "1"] and out[-1] == "0", out  # compiled, launched once
+    assert " ".join(out[2:8]) == "(1, 1, 1) (32, 1, 1)", out
+    assert run()[-1] == "1"  # written again
