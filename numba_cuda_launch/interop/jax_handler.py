@@ -119,15 +119,17 @@ def _buffer_views(typingctx, frame, variant):
 
 
 def _scalar(context, builder, frame, index, dtype):
-    """Scalar attribute *index* (checked: of *dtype*'s attribute type)
-    converted to *dtype* as nopython code converts (float16 arrives as F32
-    and is made half bits without LLVM's helpers)."""
-    getter = xla_ffi.attr_float_at if dtype.kind == "f" else xla_ffi.attr_int_at
-    value, ty = _lower_call(context, builder, getter, (nt.voidptr, nt.int64), (frame, index))
+    """Scalar attribute *index*, checked by the frame checks to be of
+    *dtype*'s attribute type, loaded as that type (float16 arrives as F32
+    and is made half bits without LLVM's helpers; a bool as one byte)."""
     if dtype == np.float16:
-        value, _ = _lower_call(context, builder, _as_half, (ty,), (value,))
+        value = xla_ffi.emit_scalar_at(context, builder, frame, index, nt.float32)
+        value, _ = _lower_call(context, builder, _as_half, (nt.float32,), (value,))
         return value
-    return context.cast(builder, value, ty, numba.from_dtype(dtype))
+    if dtype.kind == "b":  # PRED: one byte
+        value = xla_ffi.emit_scalar_at(context, builder, frame, index, nt.uint8)
+        return context.cast(builder, value, nt.uint8, nt.boolean)
+    return xla_ffi.emit_scalar_at(context, builder, frame, index, numba.from_dtype(dtype))
 
 
 @intrinsic
@@ -275,7 +277,7 @@ def _config_error(frame, grid, block, sharedmem, source, context):
 @cached_jitable
 def _int_attribute(frame, i, default):
     """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
-    return default if i < 0 else xla_ffi.attr_int_at(frame, i)
+    return default if i < 0 else xla_ffi.attr_i64_at(frame, i)
 
 
 @cached_jitable

@@ -983,6 +983,23 @@ def _attr_value(frame, i):
 
 
 @cached_jitable
+def attr_i64_at(frame, i):
+    """Scalar attribute *i*, checked to be an S64 (:func:`match_attrs`)."""
+    return _load_i64(_load_ptr(_attr_value(frame, i), 8), 0)
+
+
+def emit_scalar_at(context, builder, frame, i, fe_type):
+    """Lowering code: scalar attribute *i* (``int64``) of *frame*, checked to
+    be of XLA's type for Numba type *fe_type* (:func:`match_attrs`), loaded
+    as such: no conversion from the other scalar types compiled."""
+    value_of = context.typing_context.resolve_value_type(_attr_value)
+    sig = value_of.get_call_type(context.typing_context, (types.voidptr, types.int64), {})
+    scalar = context.get_function(value_of, sig)(builder, (frame, i))
+    value = builder.load(_field(context, builder, scalar, ir.IntType(64)(8), types.voidptr))
+    return builder.load(_field(context, builder, value, ir.IntType(64)(0), fe_type))
+
+
+@cached_jitable
 def attr_int_at(frame, i):
     """Scalar attribute *i* (checked to be one) as int64."""
     return _scalar_as_int(_attr_value(frame, i))
