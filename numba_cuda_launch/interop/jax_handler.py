@@ -403,6 +403,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     dependent = True if dependent else None
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
+    failed = context + " failed: "
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
@@ -440,6 +441,6 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         if xla_ffi.is_error(err):
             return err
         if status != 0:
-            return xla_ffi.launch_error(frame, status, context)
+            return xla_ffi._launch_failed(frame, status, xla_ffi.c_string(failed))
         return xla_ffi.ok()
     return cached_cfunc(nt.voidptr(nt.voidptr), handler, cache)

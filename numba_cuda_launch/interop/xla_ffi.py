@@ -665,47 +665,57 @@ def launch_error(frame: int, status: int, context: str) -> int:
 
 @overload(launch_error, prefer_literal=True)
 def _launch_error(frame, status, context):
-    prefix = _name_key(context, "launch_error") + tuple(b" failed: ")
+    prefix = bytes(_name_key(context, "launch_error")).decode() + " failed: "
 
     def impl(frame, status, context):
-        buf = _stack_bytes(256, 0)
-        limit = 240
-        pos = 0
-        for c in prefix:
-            if pos < limit:
-                _store_u8(buf, pos, c)
-                pos += 1
-        name = _driver_error_name(np.int32(status))
-        if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
-            name = _cuda_error_name(status)
-        if not _is_null(name):
-            for j in range(64):
-                c = _load_u8(name, j)
-                if c == 0 or pos >= limit:
-                    break
-                _store_u8(buf, pos, c)
-                pos += 1
-        # " (code)"
-        _store_u8(buf, pos, 32)
-        _store_u8(buf, pos + 1, 40)
-        pos += 2
-        v = np.int64(status)
-        if v < 0:
-            _store_u8(buf, pos, 45)
-            pos += 1
-            v = -v
-        digits = 1
-        t = v
-        while t >= 10:
-            t //= 10
-            digits += 1
-        for k in range(digits):
-            _store_u8(buf, pos + digits - 1 - k, 48 + v % 10)
-            v //= 10
-        pos += digits
-        _store_u8(buf, pos, 41)
-        return error(frame, buf)
+        return _launch_failed(frame, status, c_string(prefix))
     return impl
+
+
+@cached_jitable
+def _launch_failed(frame, status, prefix):
+    """:func:`launch_error` with the message's start given as a C string
+    (*prefix*, e.g. ``"... kernel 'k' failed: "``): compiled once, for every
+    kernel, where :func:`launch_error` is compiled per context."""
+    buf = _stack_bytes(256, 0)
+    limit = 240
+    pos = 0
+    for j in range(limit):
+        c = _load_u8(prefix, j)
+        if c == 0:
+            break
+        _store_u8(buf, pos, c)
+        pos += 1
+    name = _driver_error_name(np.int32(status))
+    if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
+        name = _cuda_error_name(status)
+    if not _is_null(name):
+        for j in range(64):
+            c = _load_u8(name, j)
+            if c == 0 or pos >= limit:
+                break
+            _store_u8(buf, pos, c)
+            pos += 1
+    # " (code)"
+    _store_u8(buf, pos, 32)
+    _store_u8(buf, pos + 1, 40)
+    pos += 2
+    v = np.int64(status)
+    if v < 0:
+        _store_u8(buf, pos, 45)
+        pos += 1
+        v = -v
+    digits = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        digits += 1
+    for k in range(digits):
+        _store_u8(buf, pos + digits - 1 - k, 48 + v % 10)
+        v //= 10
+    pos += digits
+    _store_u8(buf, pos, 41)
+    return error(frame, buf)
 
 
 # -- checking a call frame against a signature ----------------------------------
