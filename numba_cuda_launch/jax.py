@@ -3,7 +3,8 @@
 
 :func:`jax_kernel` turns a ``@cuda.jit`` kernel into a function on
 ``jax.Array`` values; :func:`export` and :func:`deserialize` are
-``jax.export``'s, registering the FFI targets an exported function needs.
+``jax.export``'s, registering the FFI targets an exported function needs;
+:func:`cache_dir` and :func:`clear_cache` are the handler cache's.
 JAX is an optional dependency (``pip install numba-cuda-launch[jax]``),
 imported when this module is (``import numba_cuda_launch`` does not import
 it). The implementation is :mod:`numba_cuda_launch.interop.jax`.
@@ -17,6 +18,8 @@ from numba_cuda_launch.interop.jax import (
     disabled_checks,
     registered_targets,
     missing_targets,
+    cache_dir,
+    clear_cache,
 )
 
 __all__ = [
@@ -27,4 +30,6 @@ __all__ = [
     "disabled_checks",
     "registered_targets",
     "missing_targets",
+    "cache_dir",
+    "clear_cache",
 ]

@@ -12,6 +12,15 @@ if not hasattr(np, "row_stack"):
     np.row_stack = np.vstack
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+# Numba's on-disk caches (cache=True, jax_kernel handlers): one new directory
+# per run, never the user's, so that each run compiles what it tests.
+if "NUMBA_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="ncl-tests-cache-")
+    atexit.register(shutil.rmtree, os.environ["NUMBA_CACHE_DIR"], True)
 # JAX shares the GPU with numba-cuda in the tests: allocate on demand.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 

@@ -1,14 +1,51 @@
 """Numba's ``@cfunc`` objects and toolchain versions, read for building C
 libraries (:mod:`numba_cuda_launch.interop.aot`, docs/aot.md): a ``CFunc``'s
 code library (``_library``), signature (``_sig``), final LLVM module
-(``inspect_llvm()``) and the triple, CPU and features its JIT compiled for.
+(``inspect_llvm()``) and the triple, CPU and features its JIT compiled for;
+and ``@cfunc`` objects whose code an on-disk cache of the caller's keeps
+(:func:`cached_cfunc`).
 """
 
 from dataclasses import dataclass
 
+from numba.core import sigutils
+from numba.core.ccallback import CFunc
+
 from numba_cuda_launch.compat.versions import installed_version
 
-__all__ = ["CFuncCode", "is_cfunc", "cfunc_code", "toolchain_versions"]
+__all__ = ["CFuncCode", "is_cfunc", "cfunc_code", "toolchain_versions", "cached_cfunc"]
+
+
+class _CachedCFunc(CFunc):
+    """A ``CFunc`` consulting *cache* (a :class:`.numba_caching.KeyedCache`),
+    keeping its compile result: Numba's keeps only the code library, while
+    the code reads the result's Environments (constants, Python objects) by
+    address."""
+
+    def __init__(self, pyfunc, sig, cache):
+        super().__init__(pyfunc, sig, locals={}, options={})
+        if cache is not None:
+            self._cache = cache
+        self._cres = None
+
+    def _compile_uncached(self):
+        self._cres = super()._compile_uncached()
+        return self._cres
+
+    def compile(self):
+        super().compile()
+        if self._cres is not None:
+            # Numba sets no Environment for a cfunc it compiles (it does for
+            # one it loads): code calling Python from it reads it
+            self._library.codegen.set_env(self._cres.fndesc.env_name, self._cres.environment)
+
+
+def cached_cfunc(sig, pyfunc, cache):
+    """``numba.cfunc(sig)(pyfunc)``, its code loaded from *cache* when it
+    holds it, else compiled and saved there; *cache* None: not cached."""
+    cf = _CachedCFunc(pyfunc, sigutils.normalize_signature(sig), cache)
+    cf.compile()
+    return cf
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,14 @@
 without type hints (before 0.68) a checker would see every public function
 it decorates as ``Any``, so its typed signature is declared here for
 checkers only (runtime: Numba's own). docs/architecture.md, "Type hints".
+:func:`cached_jitable` is ``register_jitable`` with Numba's on-disk cache.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-__all__ = ["Function", "register_jitable"]
+__all__ = ["Function", "register_jitable", "cached_jitable"]
 
 #: A function whose signature a decorator keeps.
 Function = TypeVar("Function", bound=Callable[..., Any])
@@ -20,3 +21,41 @@ if TYPE_CHECKING:
         """Numba's ``register_jitable``: *fn*, callable from nopython code."""
 else:
     from numba.extending import register_jitable
+
+
+_CACHEABLE: dict[str, bool] = {}  # source file -> whether Numba finds a cache directory
+
+
+def _cacheable(fn: Callable[..., Any]) -> bool:
+    """Whether Numba finds a cache directory for *fn*'s source file
+    (without one, ``cache=True`` fails its first compilation)."""
+    import inspect
+
+    from numba.core.caching import CompileResultCacheImpl
+
+    try:
+        path = inspect.getfile(fn)
+    except TypeError:
+        return False
+    if path not in _CACHEABLE:
+        try:
+            CompileResultCacheImpl(fn)
+            _CACHEABLE[path] = True
+        except (RuntimeError, OSError):
+            _CACHEABLE[path] = False
+    return _CACHEABLE[path]
+
+
+def cached_jitable(fn: Function) -> Function:
+    """``register_jitable`` whose compiled code Numba keeps in its on-disk
+    cache (``cache=True``), so that a later process loads it instead of
+    compiling it: for the package's functions every ``jax_kernel`` handler
+    calls (the XLA frame's readers and checks), whose compilation is most
+    of a first handler's. Keyed by the package's build besides Numba's key
+    (:func:`.numba_caching.build_keyed_index_key`); not cached where no
+    cache directory can be found."""
+    from numba.extending import register_jitable as _register
+
+    if not _cacheable(fn):
+        return _register(fn)
+    return _register(cache=True)(fn)

@@ -25,6 +25,7 @@ __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", 
 _NUMBA = "numba 0.62.1, 0.65.1, 0.68.1"
 _NUMBA_CUDA = "numba-cuda 0.26.0, 0.28.2, 0.30.4"
 _MLIR = "numba-cuda-mlir 0.6.0"
+_NUMBA_68 = "numba 0.68.1"
 _LLVMLITE = "the llvmlite of numba 0.62.1, 0.65.1, 0.68.1 (0.50 with 0.68.1)"
 
 
@@ -81,6 +82,10 @@ class InstanceAttribute:
     why: str
 
 
+def _index_key(original):
+    return _caching.build_keyed_index_key(_sim.separating_index_key(original))
+
+
 OVERRIDES = (
     Override("numba.core.dispatcher:Dispatcher", "typeof_pyval", _nd._fast_typeof_pyval, _NUMBA,
              "registered classes (device arrays, streams) are typed by exact class at every "
@@ -109,9 +114,21 @@ OVERRIDES = (
              "Numba's `Int value is too large`"),
     Override("numba.core.caching:Cache", "load_overload", _caching.target_checking_load_overload,
              _NUMBA, "cached launch code built for another launch target is a cache miss"),
-    Override("numba.core.caching:Cache", "_index_key", _sim.separating_index_key,
-             _NUMBA, "under the simulator, cached code is an entry of its own: it never "
-             "replaces the entry of code built for a GPU"),
+    Override("numba.core.caching:Cache", "save_overload", _caching.tolerant_save_overload,
+             _NUMBA_68, "a cache directory that cannot be written (read-only, removed) leaves the "
+             "code uncached instead of failing the compilation"),
+    Override("numba.core.caching:IndexDataCacheFile", "_load_index",
+             _caching.tolerant_load_index, _NUMBA_68, "an index that cannot be read (truncated, "
+             "garbage, its directory removed) is empty: a miss, not `UnpicklingError`/`EOFError`"),
+    Override("numba.core.caching:IndexDataCacheFile", "load", _caching.tolerant_load, _NUMBA_68,
+             "a data file that cannot be read or unpickled is a miss"),
+    Override("numba.core.caching:IndexDataCacheFile", "save", _caching.tolerant_save, _NUMBA_68,
+             "each entry's data file is named after its key: two processes saving different "
+             "entries at once never write one file each takes for its own"),
+    Override("numba.core.caching:Cache", "_index_key", _index_key, _NUMBA,
+             "under the simulator, cached code is an entry of its own: it never replaces the "
+             "entry of code built for a GPU; the package's own cached functions are keyed by "
+             "its build (checked on numba 0.68.1)"),
     Override("numba.core.compiler:CompileResult", "_reduce", _caching.checks_carrying_reduce,
              _NUMBA, "the launch-target checks of linked libraries are pickled with the code"),
     Override("numba.core.datamodel:default_manager._handlers", "[types.Float]",

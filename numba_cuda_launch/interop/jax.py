@@ -3,7 +3,8 @@
 :func:`jax_kernel` makes a kernel of any compiler adapter a function on ``jax.Array``
 values; each call is an XLA custom call whose handler (:mod:`.jax_handler`) launches it.
 Target names derive from the kernel's definition, never a counter, so a ``jax.export``
-finds them again in another process (docs/jax.md, "Exporting").
+finds them again in another process (docs/jax.md, "Exporting"); handlers are kept in an
+on-disk cache across processes (:mod:`.handler_cache`; docs/jax.md, "The handler cache").
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import re
 import threading
 from collections import namedtuple
+from contextlib import nullcontext
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,8 @@ import numpy as np
 from numba.core import types as nt
 
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.interop import jax_handler, xla_ffi
+from numba_cuda_launch.interop import handler_cache, jax_handler, xla_ffi
+from numba_cuda_launch.interop.handler_cache import cache_dir, clear_cache
 from numba_cuda_launch.interop.kernel_call import (
     bind_scalars, describe as _describe, is_int as _is_int, kernel_compiler,
     launch_dims as _launch_dims, refuse_unlaunchable)
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
 __all__ = ["jax_kernel", "JaxKernel", "export", "deserialize", "disabled_checks",
-           "registered_targets", "missing_targets"]
+           "registered_targets", "missing_targets", "cache_dir", "clear_cache"]
 
 # The contract between call sites (attribute names and meaning) and the
 # handlers: part of every target name, bumped whenever that contract changes,
@@ -162,13 +165,14 @@ class JaxKernel:
     name: str | None
     batch_aware: bool
     dependent: bool
+    cache: bool
 
     def __init__(self, kernel: Any, out_shapes: Any, launch: Any,
                  scalars: Mapping[str, DTypeLike] | None, sharedmem: int,
                  input_output_aliases: Mapping[int, int] | None, vmap_method: str,
                  command_buffer: bool, name: str | None,
                  signatures: Sequence[Sequence[Any]] | None = None,
-                 dependent: bool = False) -> None:
+                 dependent: bool = False, cache: bool = True) -> None:
         self._compiler = compiler = kernel_compiler(kernel, "jax_kernel")
         self.kernel = kernel
         self.kernel_name = kname = compiler.kernel_name(kernel)
@@ -204,6 +208,10 @@ class JaxKernel:
             raise TypeError("kernel %r: dependent must be True or False, got %s"
                             % (kname, _describe(dependent)))
         self.dependent = bool(dependent)
+        if not isinstance(cache, (bool, np.bool_)):
+            raise TypeError("kernel %r: cache must be True or False, got %s"
+                            % (kname, _describe(cache)))
+        self.cache = bool(cache)
         if name is not None and not isinstance(name, str):
             raise TypeError("kernel %r: name must be a string, got %s" % (kname, _describe(name)))
         self.name = name
@@ -399,18 +407,28 @@ class JaxKernel:
             self._check_arity(self._rule, "launch=", len(in_specs))
         variants = [self._argtypes(in_specs, out_specs, extra)
                     for extra in ((0, 1) if self.batch_aware else (0,))]
+        plans = []
         for argtypes in variants:
             try:
-                plan_launch(self.kernel, argtypes, self._compiler)
+                plans.append(plan_launch(self.kernel, argtypes, self._compiler))
             except KernelTypingError as exc:
                 raise TypeError(
                     "%s\n(the kernel is called with the inputs, then the outputs, "
                     "then the scalars%s)" % (exc, ", with a leading batch dimension"
                                              if argtypes is not variants[0] else "")
                 ) from None
-        handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs),
-                                           variants, list(self.scalars.items()),
-                                           self.command_buffer, self._rule, self.dependent)
+        cache = None
+        if self.cache:
+            cache = handler_cache.handler_cache(name, plans, self._rule, (
+                self.kernel_name, len(in_specs), str(variants),
+                str(list(self.scalars.items())), self._config))
+        # Cached code holds no Python object of this process: where launches
+        # would (the simulator's), they find the kernel by the target's name.
+        with BACKEND.launches_by_name({name: self.kernel}) if cache else nullcontext():
+            handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs),
+                                               variants, list(self.scalars.items()),
+                                               self.command_buffer, self._rule,
+                                               self.dependent, cache)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
@@ -447,7 +465,7 @@ def jax_kernel(kernel: Any, out_shapes: Any, launch: Any, *,
                vmap_method: str = "sequential", command_buffer: bool = True,
                name: str | None = None,
                signatures: Sequence[Sequence[Any]] | None = None,
-               dependent: bool = False) -> JaxKernel:
+               dependent: bool = False, cache: bool = True) -> JaxKernel:
     """Wrap a kernel as a function on ``jax.Array`` values (docs/jax.md).
 
     Parameters
@@ -486,10 +504,15 @@ def jax_kernel(kernel: Any, out_shapes: Any, launch: Any, *,
         compute capability 9.0 or newer): the kernel may start while the work
         before it on XLA's stream drains, and waits for it with
         ``griddepcontrol_wait()`` (docs/graphs.md, "Dependent launches").
+    cache:
+        load each signature's handler from the on-disk cache when a process
+        compiled it before, and save it there when compiled (docs/jax.md,
+        "The handler cache"; ``NUMBA_CUDA_LAUNCH_JAX_CACHE=0`` turns it off
+        for every kernel).
     """
     return JaxKernel(kernel, out_shapes, launch, scalars, sharedmem,
                      input_output_aliases, vmap_method, command_buffer, name, signatures,
-                     dependent)
+                     dependent, cache)
 
 
 # -- jax.export ---------------------------------------------------------------

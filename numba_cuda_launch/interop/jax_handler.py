@@ -14,10 +14,13 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import intrinsic, overload
 
+from numba_cuda_launch.compat.numba_cfunc import cached_cfunc
+from numba_cuda_launch.compat.numba_extending import cached_jitable
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
+from numba_cuda_launch.interop.handler_cache import refusal_cache
 from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
@@ -29,7 +32,7 @@ __all__ = ["make_handler", "refusal"]
 _half_from_bits = xla_ffi._make_bitcast(nt.uint16, nt.float16)
 
 
-@register_jitable
+@cached_jitable
 def _as_half(x):
     return _half_from_bits(float_to_half_bits(x))
 
@@ -100,10 +103,7 @@ def _view(context, builder, frame, index, n_in, ty):
     get, i = (xla_ffi.arg_buffer, index) if index < n_in else (xla_ffi.ret_buffer, index - n_in)
     buf, _ = _lower_call(context, builder, get, (nt.voidptr, nt.intp),
                          (frame, context.get_constant(nt.intp, i)))
-    ndim, dtype = nt.IntegerLiteral(ty.ndim), nt.NumberClass(ty.dtype)
-    view, _ = _lower_call(context, builder, xla_ffi.buffer_as_array, (nt.voidptr, ndim, dtype),
-                          (buf, _placeholder(context, ndim), _placeholder(context, dtype)))
-    return view
+    return xla_ffi.emit_buffer_view(context, builder, buf, ty)
 
 
 @intrinsic
@@ -121,15 +121,17 @@ def _buffer_views(typingctx, frame, variant):
 
 
 def _scalar(context, builder, frame, index, dtype):
-    """Scalar attribute *index* (checked: of *dtype*'s attribute type)
-    converted to *dtype* as nopython code converts (float16 arrives as F32
-    and is made half bits without LLVM's helpers)."""
-    getter = xla_ffi.attr_float_at if dtype.kind == "f" else xla_ffi.attr_int_at
-    value, ty = _lower_call(context, builder, getter, (nt.voidptr, nt.int64), (frame, index))
+    """Scalar attribute *index*, checked by the frame checks to be of
+    *dtype*'s attribute type, loaded as that type (float16 arrives as F32
+    and is made half bits without LLVM's helpers; a bool as one byte)."""
     if dtype == np.float16:
-        value, _ = _lower_call(context, builder, _as_half, (ty,), (value,))
+        value = xla_ffi.emit_scalar_at(context, builder, frame, index, nt.float32)
+        value, _ = _lower_call(context, builder, _as_half, (nt.float32,), (value,))
         return value
-    return context.cast(builder, value, ty, numba.from_dtype(dtype))
+    if dtype.kind == "b":  # PRED: one byte
+        value = xla_ffi.emit_scalar_at(context, builder, frame, index, nt.uint8)
+        return context.cast(builder, value, nt.uint8, nt.boolean)
+    return xla_ffi.emit_scalar_at(context, builder, frame, index, numba.from_dtype(dtype))
 
 
 @intrinsic
@@ -263,7 +265,7 @@ def _block_ok(block):
             and x * y * z <= BLOCK_THREADS_MAX)
 
 
-@register_jitable
+@cached_jitable
 def _config_error(frame, grid, block, sharedmem, source, context):
     """The error saying which of *grid*, *block* and *sharedmem* is outside
     CUDA's limits and why (*source*: where grid and block came from)."""
@@ -279,13 +281,13 @@ def _config_error(frame, grid, block, sharedmem, source, context):
 # Compiled once per process and shared by every handler (inlined into one
 # by LLVM: a few compares).
 
-@register_jitable
+@cached_jitable
 def _int_attribute(frame, i, default):
     """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
-    return default if i < 0 else xla_ffi.attr_int_at(frame, i)
+    return default if i < 0 else xla_ffi.attr_i64_at(frame, i)
 
 
-@register_jitable
+@cached_jitable
 def _config_ok(grid, block, sharedmem):
     """*grid* and *block* (three int64 each) and *sharedmem* are within
     CUDA's limits."""
@@ -344,7 +346,8 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, 0, major, minor)
         return xla_ffi.error(frame, xla_ffi.c_string(message), _UNIMPLEMENTED)
-    return numba.cfunc(nt.voidptr(nt.voidptr))(refuse)
+    return cached_cfunc(nt.voidptr(nt.voidptr), refuse,
+                        refusal_cache(kernel_name, simulated, source))
 
 
 @numba.njit(inline="always")
@@ -386,7 +389,7 @@ def _run(frame, kernel, variant, rule, dependent):
 
 
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule,
-                 dependent=False):
+                 dependent=False, cache=None):
     """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
     argument types per rank variant (a batch-aware kernel's second has a leading batch
     dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
@@ -394,13 +397,15 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     handler checks the call frame against the signature before reading it (counts,
     buffer types and ranks, attributes) and the launch configuration against CUDA's
     limits, returning an error that says what differs. *dependent*: launch as a
-    programmatic dependent launch."""
+    programmatic dependent launch. *cache*: the handler's on-disk cache
+    (:func:`.handler_cache.handler_cache`), or None."""
     major, minor = xla_ffi.api_version()
     # None (not False) for a plain launch: Numba prunes `is None` branches
     # before typing, so .dependent() is typed only where it is asked for
     dependent = True if dependent else None
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
+    failed = context + " failed: "
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
@@ -438,6 +443,6 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         if xla_ffi.is_error(err):
             return err
         if status != 0:
-            return xla_ffi.launch_error(frame, status, context)
+            return xla_ffi._launch_failed(frame, status, xla_ffi.c_string(failed))
         return xla_ffi.ok()
-    return numba.cfunc(nt.voidptr(nt.voidptr))(handler)
+    return cached_cfunc(nt.voidptr(nt.voidptr), handler, cache)

@@ -27,9 +27,11 @@ from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba.extending import intrinsic, overload
 
-from numba_cuda_launch.compat.numba_extending import register_jitable
+from numba_cuda_launch.compat.numba_caching import add_reload_checks
+from numba_cuda_launch.compat.numba_extending import cached_jitable, register_jitable
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
 from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.launch.caching import BuildCheck, package_build
 from numba_cuda_launch.launch.pointer import is_null as _is_null
 
 if TYPE_CHECKING:
@@ -129,7 +131,10 @@ def api_version() -> tuple[int, int]:
 # -- raw memory access ----------------------------------------------------------
 
 def _field(context, builder, base, offset, fe_type):
-    """Pointer to the *fe_type* at byte *offset* of *base* (an address or a pointer)."""
+    """Pointer to the *fe_type* at byte *offset* of *base* (an address or a pointer).
+    Code reading XLA's structs is cached only for this build of the package
+    (:class:`...launch.caching.BuildCheck`), which knows their layout."""
+    add_reload_checks(context, [BuildCheck(package_build())])
     if isinstance(base.type, ir.IntType):
         base = builder.inttoptr(base, ir.IntType(8).as_pointer())
     ptr = builder.gep(base, [offset])
@@ -182,7 +187,7 @@ def _make_bitcast(from_type, to_type):
 _f32_from_bits = _make_bitcast(types.int32, types.float32)
 
 
-@register_jitable
+@cached_jitable
 def bfloat16_bits_to_float(bits: int) -> float:
     """The float64 value of bfloat16 *bits* (the top half of a float32)."""
     return np.float64(_f32_from_bits(np.int32((np.int64(bits) & 0xFFFF) << 16)))
@@ -285,7 +290,7 @@ def _offset(typingctx, ptr, n):
 
 # -- the call frame ---------------------------------------------------------------
 
-@register_jitable
+@cached_jitable
 def is_metadata_query(frame: int) -> bool:
     """True when XLA asks for the handler's metadata: the handler must then
     only return :func:`answer_metadata_query`."""
@@ -295,7 +300,7 @@ def is_metadata_query(frame: int) -> bool:
     return _load_i32(ext, _EXT_TYPE) == _EXTENSION_METADATA
 
 
-@register_jitable
+@cached_jitable
 def answer_metadata_query(frame: int, traits: int, major: int, minor: int) -> int:
     """Answer the metadata query with the handler's API version (the running
     XLA's when the frame carries its API table, else *major*, *minor*) and
@@ -311,55 +316,55 @@ def answer_metadata_query(frame: int, traits: int, major: int, minor: int) -> in
     return _null()
 
 
-@register_jitable
+@cached_jitable
 def execution_stage(frame: int) -> int:
     """The stage XLA calls the handler for (``STAGE_EXECUTE`` etc.)."""
     return _load_i32(frame, _FRAME_STAGE)
 
 
-@register_jitable
+@cached_jitable
 def num_args(frame: int) -> int:
     """The number of arguments (buffers) of the call."""
     return _load_i64(frame, _FRAME_ARGS + _SIZE)
 
 
-@register_jitable
+@cached_jitable
 def num_rets(frame: int) -> int:
     """The number of results (buffers) of the call."""
     return _load_i64(frame, _FRAME_RETS + _SIZE)
 
 
-@register_jitable
+@cached_jitable
 def arg_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of argument *i*."""
     return _load_ptr(_load_ptr(frame, _FRAME_ARGS + _ITEMS), 8 * i)
 
 
-@register_jitable
+@cached_jitable
 def ret_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of result *i*."""
     return _load_ptr(_load_ptr(frame, _FRAME_RETS + _ITEMS), 8 * i)
 
 
-@register_jitable
+@cached_jitable
 def buffer_dtype(buf: int) -> int:
     """The ``XLA_FFI_DataType`` of buffer *buf* (see :data:`DTYPES`)."""
     return _load_i32(buf, _BUF_DTYPE)
 
 
-@register_jitable
+@cached_jitable
 def buffer_data(buf: int) -> int:
     """The device address of buffer *buf*'s data."""
     return _load_ptr(buf, _BUF_DATA)
 
 
-@register_jitable
+@cached_jitable
 def buffer_rank(buf: int) -> int:
     """The number of dimensions of buffer *buf*."""
     return _load_i64(buf, _BUF_RANK)
 
 
-@register_jitable
+@cached_jitable
 def buffer_dim(buf: int, d: int) -> int:
     """The extent of dimension *d* of buffer *buf*."""
     return _load_i64(_load_ptr(buf, _BUF_DIMS), 8 * d)
@@ -382,6 +387,29 @@ def _buffer_as_array(buf, ndim, dtype):
     def impl(buf, ndim, dtype):
         return numba.carray(buffer_data(buf), load_shape(_load_ptr(buf, _BUF_DIMS), 0), dtype)
     return impl
+
+
+def emit_buffer_view(context, builder, buf, ty):
+    """Lowering code: the C-ordered array of Numba type *ty* viewing XLA
+    buffer *buf* (an ``i8*``), built in place: what :func:`buffer_as_array`
+    gives, with no function compiled for the dtype and rank."""
+    from numba.np.arrayobj import populate_array
+
+    i64 = ir.IntType(64)
+    data = builder.load(_field(context, builder, buf, i64(_BUF_DATA), types.voidptr))
+    dims = builder.load(_field(context, builder, buf, i64(_BUF_DIMS), types.voidptr))
+    shape = [builder.load(_field(context, builder, dims, i64(8 * d), types.int64))
+             for d in range(ty.ndim)]
+    itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+    strides = [i64(itemsize)]
+    for extent in reversed(shape[1:]):
+        strides.insert(0, builder.mul(strides[0], extent))
+    ary = context.make_array(ty)(context, builder)
+    populate_array(ary, data=builder.bitcast(data, ary.data.type),
+                   shape=cgutils.pack_array(builder, shape, i64),
+                   strides=cgutils.pack_array(builder, strides[:ty.ndim], i64),
+                   itemsize=i64(itemsize), meminfo=None)
+    return ary._getvalue()
 
 
 def _name_key(name, fn):
@@ -419,7 +447,7 @@ def _attr_index(frame, name):
     return impl
 
 
-@register_jitable
+@cached_jitable
 def _typed_attr(frame, i, kind):
     """The value of attribute *i* if it is of *kind* (a scalar: of a decoded type), else NULL."""
     if i < 0 or _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i) != kind:
@@ -436,12 +464,12 @@ def _typed_attr(frame, i, kind):
     return v
 
 
-@register_jitable
+@cached_jitable
 def _is_float_code(code):
     return code == _F32 or code == _F64 or code == _F16 or code == _BF16
 
 
-@register_jitable
+@cached_jitable
 def _float_value(code, value):
     if code == _F32:
         return np.float64(_load_f32(value, 0))
@@ -452,7 +480,7 @@ def _float_value(code, value):
     return bfloat16_bits_to_float(_load_u16(value, 0))
 
 
-@register_jitable
+@cached_jitable
 def _int_value(code, value):
     """A boolean or integer scalar at its own width (U64 above 2**63 wraps)."""
     if code == 1 or code == 6:
@@ -472,7 +500,7 @@ def _int_value(code, value):
     return _load_i64(value, 0)
 
 
-@register_jitable
+@cached_jitable
 def _scalar_as_float(scalar):
     code = _load_i32(scalar, 0)
     value = _load_ptr(scalar, 8)
@@ -481,7 +509,7 @@ def _scalar_as_float(scalar):
     return np.float64(_int_value(code, value))
 
 
-@register_jitable
+@cached_jitable
 def _scalar_as_int(scalar):
     """As int64, a float truncated toward zero."""
     code = _load_i32(scalar, 0)
@@ -600,7 +628,7 @@ def _attr_array_data(frame, name, dtype):
     return impl
 
 
-@register_jitable
+@cached_jitable
 def stream(frame: int) -> int:
     """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
     where the platform has none (XLA:CPU)."""
@@ -617,7 +645,7 @@ def stream(frame: int) -> int:
     return _load_ptr(args, 24)
 
 
-@register_jitable
+@cached_jitable
 def error(frame: int, message: int, code: int = _ERROR_INTERNAL) -> int:
     """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
     to return from the handler; XLA copies the message."""
@@ -637,47 +665,57 @@ def launch_error(frame: int, status: int, context: str) -> int:
 
 @overload(launch_error, prefer_literal=True)
 def _launch_error(frame, status, context):
-    prefix = _name_key(context, "launch_error") + tuple(b" failed: ")
+    prefix = bytes(_name_key(context, "launch_error")).decode() + " failed: "
 
     def impl(frame, status, context):
-        buf = _stack_bytes(256, 0)
-        limit = 240
-        pos = 0
-        for c in prefix:
-            if pos < limit:
-                _store_u8(buf, pos, c)
-                pos += 1
-        name = _driver_error_name(np.int32(status))
-        if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
-            name = _cuda_error_name(status)
-        if not _is_null(name):
-            for j in range(64):
-                c = _load_u8(name, j)
-                if c == 0 or pos >= limit:
-                    break
-                _store_u8(buf, pos, c)
-                pos += 1
-        # " (code)"
-        _store_u8(buf, pos, 32)
-        _store_u8(buf, pos + 1, 40)
-        pos += 2
-        v = np.int64(status)
-        if v < 0:
-            _store_u8(buf, pos, 45)
-            pos += 1
-            v = -v
-        digits = 1
-        t = v
-        while t >= 10:
-            t //= 10
-            digits += 1
-        for k in range(digits):
-            _store_u8(buf, pos + digits - 1 - k, 48 + v % 10)
-            v //= 10
-        pos += digits
-        _store_u8(buf, pos, 41)
-        return error(frame, buf)
+        return _launch_failed(frame, status, c_string(prefix))
     return impl
+
+
+@cached_jitable
+def _launch_failed(frame, status, prefix):
+    """:func:`launch_error` with the message's start given as a C string
+    (*prefix*, e.g. ``"... kernel 'k' failed: "``): compiled once, for every
+    kernel, where :func:`launch_error` is compiled per context."""
+    buf = _stack_bytes(256, 0)
+    limit = 240
+    pos = 0
+    for j in range(limit):
+        c = _load_u8(prefix, j)
+        if c == 0:
+            break
+        _store_u8(buf, pos, c)
+        pos += 1
+    name = _driver_error_name(np.int32(status))
+    if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
+        name = _cuda_error_name(status)
+    if not _is_null(name):
+        for j in range(64):
+            c = _load_u8(name, j)
+            if c == 0 or pos >= limit:
+                break
+            _store_u8(buf, pos, c)
+            pos += 1
+    # " (code)"
+    _store_u8(buf, pos, 32)
+    _store_u8(buf, pos + 1, 40)
+    pos += 2
+    v = np.int64(status)
+    if v < 0:
+        _store_u8(buf, pos, 45)
+        pos += 1
+        v = -v
+    digits = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        digits += 1
+    for k in range(digits):
+        _store_u8(buf, pos + digits - 1 - k, 48 + v % 10)
+        v //= 10
+    pos += digits
+    _store_u8(buf, pos, 41)
+    return error(frame, buf)
 
 
 # -- checking a call frame against a signature ----------------------------------
@@ -726,13 +764,13 @@ _cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
 _attr_kind_name = _name_table(_ATTR_KIND_NAMES)
 
 
-@register_jitable
+@cached_jitable
 def _type_text(code):
     name = _xla_type_name(code)
     return c_string("an unknown XLA type") if _is_null(name) else name
 
 
-@register_jitable
+@cached_jitable
 def _kind_text(kind):
     name = _attr_kind_name(kind)
     return c_string("of an unknown kind") if _is_null(name) else name
@@ -780,7 +818,7 @@ _NOT_BUFFER_TEXT = ("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the
                     "buffers only")
 
 
-@register_jitable
+@cached_jitable
 def check_items(frame, n_args, n_rets, context):
     """NULL when the call has *n_args* arguments and *n_rets* results, each a
     buffer; else the error saying what it has."""
@@ -802,7 +840,7 @@ def check_items(frame, n_args, n_rets, context):
     return _null()
 
 
-@register_jitable
+@cached_jitable
 def check_buffer(frame, is_ret, i, code, ndim, context):
     """NULL when result (*is_ret*) or argument *i* is there, of XLA type
     *code* and rank *ndim*; else the error saying what it is."""
@@ -820,7 +858,7 @@ def check_buffer(frame, is_ret, i, code, ndim, context):
     return _null()
 
 
-@register_jitable
+@cached_jitable
 def check_scalar_attr(frame, i, name, code, context):
     """NULL when attribute *i* (from :func:`attr_index`; -1: absent) named
     *name* (a C string) is a scalar of XLA type *code*; else the error
@@ -840,7 +878,7 @@ def check_scalar_attr(frame, i, name, code, context):
     return _null()
 
 
-@register_jitable
+@cached_jitable
 def unknown_attr_error(frame, i, reads, context):
     """The error for attribute *i*, which the handler does not read (*reads*:
     a C string naming those it reads)."""
@@ -855,7 +893,7 @@ def unknown_attr_error(frame, i, reads, context):
                                   "read (it reads %s)"), context, name, reads)
 
 
-@register_jitable
+@cached_jitable
 def check_buffers(frame, table, n, n_in, context):
     """NULL when the call's *n* buffers (its arguments, then its results
     from index *n_in*) are of the (XLA type code, rank) int64 pairs at
@@ -870,7 +908,7 @@ def check_buffers(frame, table, n, n_in, context):
     return _null()
 
 
-@register_jitable
+@cached_jitable
 def match_attrs(frame, table, names, n, indices, reads, context):
     """Find the call's attributes among the *n* a handler reads, described
     at *table* in name order, five int64 each: offset of the name in
@@ -909,7 +947,7 @@ def match_attrs(frame, table, names, n, indices, reads, context):
     return _null()
 
 
-@register_jitable
+@cached_jitable
 def num_attrs(frame):
     return _load_i64(frame, _FRAME_ATTRS + _SIZE)
 
@@ -935,7 +973,7 @@ def _load_u64_unaligned(typingctx, base, offset):
     return types.uint64(base, offset), codegen
 
 
-@register_jitable
+@cached_jitable
 def attr_name_is(frame, i, key, n):
     """True when attribute *i*'s name is the *n* bytes at *key*."""
     span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
@@ -948,26 +986,43 @@ def attr_name_is(frame, i, key, n):
     return _same_bytes(chars, key, n)
 
 
-@register_jitable
+@cached_jitable
 def attr_is_scalar(frame, i, code):
     """True when attribute *i* is a scalar of XLA type *code*."""
     return (_load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i) == _ATTR_SCALAR
             and _load_i32(_attr_value(frame, i), 0) == code)
 
 
-@register_jitable
+@cached_jitable
 def _attr_value(frame, i):
     """The value pointer of attribute *i* (for a scalar: ``{dtype, value*}``)."""
     return _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
 
 
-@register_jitable
+@cached_jitable
+def attr_i64_at(frame, i):
+    """Scalar attribute *i*, checked to be an S64 (:func:`match_attrs`)."""
+    return _load_i64(_load_ptr(_attr_value(frame, i), 8), 0)
+
+
+def emit_scalar_at(context, builder, frame, i, fe_type):
+    """Lowering code: scalar attribute *i* (``int64``) of *frame*, checked to
+    be of XLA's type for Numba type *fe_type* (:func:`match_attrs`), loaded
+    as such: no conversion from the other scalar types compiled."""
+    value_of = context.typing_context.resolve_value_type(_attr_value)
+    sig = value_of.get_call_type(context.typing_context, (types.voidptr, types.int64), {})
+    scalar = context.get_function(value_of, sig)(builder, (frame, i))
+    value = builder.load(_field(context, builder, scalar, ir.IntType(64)(8), types.voidptr))
+    return builder.load(_field(context, builder, value, ir.IntType(64)(0), fe_type))
+
+
+@cached_jitable
 def attr_int_at(frame, i):
     """Scalar attribute *i* (checked to be one) as int64."""
     return _scalar_as_int(_attr_value(frame, i))
 
 
-@register_jitable
+@cached_jitable
 def attr_float_at(frame, i):
     """Scalar attribute *i* (checked to be one) as float64."""
     return _scalar_as_float(_attr_value(frame, i))

@@ -7,18 +7,18 @@ process's Python objects) and by the build of this package that compiled it
 docs/architecture.md.
 """
 
-import functools
-import hashlib
-import os
 from dataclasses import dataclass
 
 from numba_cuda_launch.cudadrv.driver import link_runtime
 from numba_cuda_launch.cudadrv.image import remember_param_sizes
-from numba_cuda_launch.compat.numba_caching import (
+from numba_cuda_launch.compat.numba_caching import (  # noqa: F401 (package_build: public here)
     LaunchTargetChanged,
     add_reload_checks,
+    package_build,
+    sources_digest,
 )
 from numba_cuda_launch.launch.backends import BACKEND
+from numba_cuda_launch.launch.backends.backend import BOUND_TARGET
 
 __all__ = [
     "package_build",
@@ -55,6 +55,10 @@ class LaunchTargetCheck:
 
     def __call__(self):
         now = current_target()
+        # Simulated launches of bound kernels: their BoundKernelCheck says
+        # whether this process has the kernels.
+        if self.target == BOUND_TARGET and now[0] == BOUND_TARGET[0]:
+            return
         # No GPU and no configured architecture (None): launches fail with
         # CUDA_ERROR_NO_DEVICE whatever the image, so the code may be used.
         if now[0] == self.target[0] == "driver" and (
@@ -63,26 +67,6 @@ class LaunchTargetCheck:
             return
         raise LaunchTargetChanged("cached for %s, this process launches on %s"
                                   % (self.target, now))
-
-
-def sources_digest(root):
-    """A digest of the ``.py`` and ``.c`` files under *root* (names and bytes)."""
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            if name.endswith((".py", ".c")):
-                path = os.path.join(dirpath, name)
-                digest.update(os.path.relpath(path, root).encode() + b"\0")
-                with open(path, "rb") as f:
-                    digest.update(f.read())
-    return digest.hexdigest()[:20]
-
-
-@functools.lru_cache(maxsize=None)
-def package_build():
-    """This build of the package: the digest of its sources, read once."""
-    return sources_digest(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass(frozen=True)

@@ -36,3 +36,32 @@ def run(p, n):
     x = numba.carray(ncl.as_voidptr(p), (n,), np.float32)
     return add_one[1, 32].launch_status(x)
 """
+
+
+# A fragment of a child script (after numpy as np, cuda, jax_kernel, and SIGN
+# = 1 or -1): a batch-aware saxpy kernel (1-D, or 2-D with a leading batch),
+# out = a * x + SIGN * y, and its jax_kernel for a variant: "plain" (grid and
+# block from the Python *launch*), "batch-aware" (the @njit *rule*, vmap
+# expand_dims) or "dependent" (a dependent launch).
+SAXPY_VARIANTS = """
+@cuda.jit
+def saxpy(x, y, out, a):
+    if x.ndim == 1:
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] + SIGN * y[i]
+    else:
+        b, i = cuda.grid(2)
+        if b < x.shape[0] and i < x.shape[1]:
+            out[b, i] = a * x[b, i] + SIGN * y[b, i]
+
+
+def saxpy_variant(variant, rule, launch):
+    options = dict(scalars={"a": np.float32})
+    if variant == "batch-aware":
+        options.update(vmap_method="expand_dims")
+    elif variant == "dependent":
+        options.update(dependent=True)
+    return jax_kernel(saxpy, lambda x, y, a: x, rule if variant == "batch-aware" else launch,
+                      **options)
+"""

@@ -3,9 +3,14 @@ of the package asks of :data:`~numba_cuda_launch.launch.backends.BACKEND`.
 docs/architecture.md, step 5.
 """
 
+import contextlib
 from typing import Any, Dict, Optional
 
-__all__ = ["LaunchBackend"]
+__all__ = ["LaunchBackend", "BOUND_TARGET"]
+
+#: The launch target recorded in simulated code whose launches find their
+#: kernels by a name bound in the running process (:mod:`.simulator`).
+BOUND_TARGET = ("simulator", "bound kernels")
 
 
 class LaunchBackend:
@@ -31,6 +36,14 @@ class LaunchBackend:
     def cache_target(self) -> tuple:
         """This process's launch target as cached code records it."""
         return (self.name,)
+
+    def launches_by_name(self, kernels: Dict[str, Any]) -> Any:
+        """A context in which launches of *kernels* ``{name: kernel}`` are
+        lowered to find the kernel bound to the name in the process running
+        them, so that the code holds no Python object and may be cached
+        (the simulator's). The default: a context changing nothing, for
+        backends whose code holds no Python object anyway (images)."""
+        return contextlib.nullcontext()
 
     def runtime(self, context):
         """The emitters of synchronisation, events and graph operations for

@@ -4,13 +4,19 @@ launch types and is checked as on a GPU, then calls back into Python (the
 GIL taken) to run the kernel on host memory, or to record it when its stream
 captures a CUDA graph (:mod:`.simgraph`). README.md, "Without a GPU: the
 CUDA simulator" and "what works where".
+
+Code lowered inside :func:`bound_launches` finds its kernels by a name
+bound in the running process (:func:`bind_kernel`) instead of holding them,
+so that code (``jax_kernel`` handlers) may be cached across processes.
 """
 
+import contextlib
 import ctypes
 import functools
 import inspect
 import threading
 import time
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -19,6 +25,7 @@ from numba.core import cgutils, types
 from numba.extending import typeof_impl
 
 from numba_cuda_launch.compat import simulator as _simulator
+from numba_cuda_launch.compat.numba_caching import LaunchTargetChanged, add_reload_checks
 from numba_cuda_launch.cudadrv import driver as _driver
 from numba_cuda_launch.cudadrv import events as _events
 from numba_cuda_launch.cudadrv.launch import DEFAULT_PER_BLOCK
@@ -27,13 +34,13 @@ from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVA
                                       CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CudaLaunchError)
 from numba_cuda_launch.kernels import KernelSource, KernelType, register
 from numba_cuda_launch.launch.backends import simgraph
-from numba_cuda_launch.launch.backends.backend import LaunchBackend
+from numba_cuda_launch.launch.backends.backend import BOUND_TARGET, LaunchBackend
 from numba_cuda_launch.launch.backends.driver import SHARED_TOO_LARGE
 from numba_cuda_launch.launch.conditionalhandle import HANDLE_OUTSIDE_GRAPH, ConditionalHandle
 from numba_cuda_launch.launch.refusals import call_jitted
 
 __all__ = ["SimulatedKernel", "SimulatedKernels", "SimulatedRuntime", "SimulatorBackend",
-           "CUDA_ERROR_LAUNCH_FAILED"]
+           "CUDA_ERROR_LAUNCH_FAILED", "bind_kernel", "bound_launches", "BoundKernelCheck"]
 
 MAX_BLOCK = 1024  # threads per block in the occupancy model
 # A simulator kernel is not thread-safe (configuring it mutates it): one launch at a time.
@@ -218,7 +225,7 @@ def _helper(kernel, argtypes, catch, target):
     update of a recorded one) in object mode: ``(h0, h1, grid, block,
     sharedmem, args)``, h0 and h1 the stream (and 0) or the executable
     graph and the node, *args* the tuple of arguments."""
-    pointer_types = tuple(_HALF if t == types.float16 else _ctype_of(t) for t in argtypes)
+    pointer_types = _pointer_types(argtypes)
 
     @numba.njit
     def launch(h0, h1, g0, g1, g2, b0, b1, b2, shmem, args):
@@ -228,6 +235,103 @@ def _helper(kernel, argtypes, catch, target):
         return status
 
     return launch
+
+
+# -- kernels found by name ------------------------------------------------------
+
+_BOUND = {}  # name -> the kernel code lowered in bound_launches launches under it
+_binding = threading.local()  # .names: {id(kernel): name} while lowering such code
+
+
+def bind_kernel(name, kernel):
+    """Make *name* stand for *kernel* in code lowered by
+    :func:`bound_launches` (in this process or, cached, in another)."""
+    with _lock:
+        _BOUND[name] = kernel
+
+
+@contextlib.contextmanager
+def bound_launches(names):
+    """Lower launches of the kernels in *names* ``{name: kernel}`` (bound
+    with :func:`bind_kernel`) as launches of whatever the name is bound to
+    when they run: the code holds no Python object of this process."""
+    outer = getattr(_binding, "names", None)
+    _binding.names = {id(k): n for n, k in names.items()}
+    try:
+        yield
+    finally:
+        _binding.names = outer
+
+
+def bound_name(kernel):
+    """The name *kernel* is launched by in the code being lowered, or None."""
+    names = getattr(_binding, "names", None)
+    return None if names is None else names.get(id(kernel))
+
+
+@dataclass(frozen=True)
+class BoundKernelCheck:
+    """Run by Numba when it loads cached code launching a kernel by *name*:
+    refuses it (a cache miss) unless this process simulates kernels and has
+    bound the name."""
+
+    name: str
+
+    def __call__(self):
+        if not _simulator.enabled() or self.name not in _BOUND:
+            raise LaunchTargetChanged("no simulated kernel is bound to %r here" % self.name)
+
+
+@functools.lru_cache(maxsize=None)
+def _pointer_types(argtypes):
+    return tuple(_HALF if t == types.float16 else _ctype_of(t) for t in argtypes)
+
+
+def _call_bound(spec, values):
+    """Run *spec*'s target ``(name, target, argument types, catch)`` for the
+    kernel bound to the name, with *values* ``(h0, h1, grid x, y, z, block
+    x, y, z, sharedmem, args)``; CUDA_ERROR_INVALID_HANDLE if none is."""
+    name, target, argtypes, catch = spec
+    kernel = _BOUND.get(name)
+    if kernel is None:
+        return CUDA_ERROR_INVALID_HANDLE
+    h0, h1, g0, g1, g2, b0, b1, b2, sharedmem, args = values
+    return target(kernel, h0, h1, (g0, g1, g2), (b0, b1, b2), sharedmem, args,
+                  _pointer_types(argtypes), catch)
+
+
+def _emit_bound_call(context, builder, spec, valtypes, values):
+    """Call :func:`_call_bound` with *spec* and *values* (of *valtypes*),
+    the GIL taken: its status, or CUDA_ERROR_LAUNCH_FAILED when the call
+    raised (its traceback printed). The code holds *spec* and the function
+    pickled (by value: names, types; by reference: module functions), no
+    object of this process, and needs no object-mode function (whose
+    compilation, at its first call in each process, would cost more than
+    loading the code)."""
+    pyapi = context.get_python_api(builder)
+    env_manager = context.get_env_manager(builder)
+    tupty = types.Tuple(valtypes)
+    status = cgutils.alloca_once_value(builder, ir.Constant(_i32, CUDA_ERROR_LAUNCH_FAILED))
+    gil = pyapi.gil_ensure()
+    boxed = pyapi.from_native_value(tupty, context.make_tuple(builder, tupty, values),
+                                    env_manager)
+    with builder.if_else(cgutils.is_null(builder, boxed)) as (failed, boxed_ok):
+        with failed:
+            pyapi.err_write_unraisable(ir.Constant(pyapi.pyobj, None))
+        with boxed_ok:
+            fn = pyapi.unserialize(pyapi.serialize_object(_call_bound))
+            spec_obj = pyapi.unserialize(pyapi.serialize_object(spec))
+            result = pyapi.call_function_objargs(fn, [spec_obj, boxed])
+            pyapi.decref(boxed)
+            with builder.if_else(cgutils.is_null(builder, result)) as (raised, returned):
+                with raised:
+                    pyapi.err_write_unraisable(ir.Constant(pyapi.pyobj, None))
+                with returned:
+                    value = pyapi.long_as_longlong(result)
+                    pyapi.decref(result)
+                    builder.store(builder.trunc(value, _i32), status)
+    pyapi.gil_release(gil)
+    return builder.load(status)
 
 
 _i32 = ir.IntType(32)
@@ -319,6 +423,14 @@ class SimulatorBackend(LaunchBackend):
     def runtime(self, context):
         return SimulatedRuntime(context)
 
+    def cache_target(self):
+        return (self.name,) if getattr(_binding, "names", None) is None else BOUND_TARGET
+
+    def launches_by_name(self, kernels):
+        for name, kernel in kernels.items():
+            bind_kernel(name, kernel)
+        return bound_launches(kernels)
+
     def array_classes(self):
         return (FakeCUDAArray,)
 
@@ -399,6 +511,15 @@ class SimulatorBackend(LaunchBackend):
                 for v, t in zip(values, formal_types)]
         handles = [builder.ptrtoint(h, ir.IntType(64)) for h in handles]
         args = context.make_tuple(builder, hosted, vals)
+        name = bound_name(plan.overload)
+        if name is not None:
+            add_reload_checks(context, [BoundKernelCheck(name)])
+            # a kernel's exception is a failed launch here (catch or not):
+            # the code bound launches are lowered in is a handler's cfunc
+            return _emit_bound_call(
+                context, builder, (name, target, tuple(formal_types), True),
+                (types.uintp,) * 2 + (types.uint32,) * 7 + (hosted,),
+                handles + cfg.dims + [cfg.sharedmem, args])
         helper = _helper(plan.overload, tuple(formal_types), catch, target)
         return call_jitted(context, builder, helper,
                            (types.uintp,) * 2 + (types.uint32,) * 7 + (hosted,),
