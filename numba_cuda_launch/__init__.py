@@ -20,10 +20,6 @@ _simulator.refuse_builtin_cuda()
 # any kernel is typed (docs/overrides.md); numba-cuda-mlir's once it is
 # imported, before its eager kernels compile.
 _overrides.install()
-if _versions.has_numba_cuda_mlir():
-    from numba_cuda_launch.compat import numba_cuda_mlir as _numba_cuda_mlir
-
-    _numba_cuda_mlir.when_imported(_overrides.install)
 
 from numba_cuda_launch._version import __version__  # noqa: E402
 from numba_cuda_launch import config as _config  # noqa: E402

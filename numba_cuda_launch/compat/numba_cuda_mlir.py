@@ -16,7 +16,7 @@ from typing import Callable, List
 from numba_cuda_launch.compat.cuda_target import gpu_available
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
-__all__ = ["deviceless_cc_wanted", "configured_cc", "when_imported", "extend",
+__all__ = ["AFTER_IMPORT", "deviceless_cc_wanted", "configured_cc", "when_imported", "extend",
            "registering_load_additional_registries", "overload", "declare_device",
            "register_asm_function", "kernel_compute_capability"]
 
@@ -47,7 +47,8 @@ def configured_cc(original):
 
 # -- once numba_cuda_mlir is imported ---------------------------------------------------
 
-_AFTER_IMPORT: List[Callable[[], None]] = []
+#: the callbacks run once numba_cuda_mlir is imported (:func:`when_imported`)
+AFTER_IMPORT: List[Callable[[], None]] = []
 
 
 class _AfterImportFinder(importlib.abc.MetaPathFinder):
@@ -73,7 +74,7 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
 
 
 def _call_back():
-    for callback in _AFTER_IMPORT:
+    for callback in AFTER_IMPORT:
         try:
             callback()
         except Exception as exc:  # the user's import goes on; the kernels that need it fail
@@ -84,7 +85,7 @@ def _call_back():
 def when_imported(callback: Callable[[], None]) -> None:
     """Call *callback* now if numba_cuda_mlir is imported, else right after
     it is (nothing happens if it never is)."""
-    _AFTER_IMPORT.append(callback)
+    AFTER_IMPORT.append(callback)
     if "numba_cuda_mlir" in sys.modules:
         callback()
     elif not any(isinstance(f, _AfterImportFinder) for f in sys.meta_path):

@@ -17,7 +17,7 @@ from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import numba_dispatcher as _nd
 from numba_cuda_launch.compat import numba_float16 as _f16
 from numba_cuda_launch.compat import simulator as _sim
-from numba_cuda_launch.compat.versions import has_numba_cuda
+from numba_cuda_launch.compat.versions import has_numba_cuda, has_numba_cuda_mlir
 
 __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", "install",
            "installed", "replaced", "set_instance_attribute", "markdown_table"]
@@ -234,10 +234,13 @@ def _install_one(o):
 
 def install() -> None:
     """Install every declared override whose condition holds and that is not
-    installed yet (each is installed at most once per process)."""
+    installed yet (each is installed at most once per process); those of
+    numba-cuda-mlir once it is imported, before its eager kernels compile."""
     for o in OVERRIDES:
         if (o.owner, o.attribute) not in _INSTALLED and o.when():
             _install_one(o)
+    if has_numba_cuda_mlir() and install not in _mlir.AFTER_IMPORT:
+        _mlir.when_imported(install)
 
 
 @contextlib.contextmanager

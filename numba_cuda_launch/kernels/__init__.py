@@ -88,6 +88,13 @@ class KernelSource:
         """Why overload *k* cannot be launched from compiled code."""
         return []
 
+    def python_classes(self) -> Tuple[Tuple[type, ...], Tuple[type, ...], Tuple[type, ...]]:
+        """``(stream classes, device array base classes, device array classes
+        read by exact class)`` of this compiler's Python API, which the
+        launch backend types and reads directly (default: none; any
+        library's are read through ``__cuda_stream__``, CAI and DLPack)."""
+        return (), (), ()
+
     def simulation_refusal(self, d: Any) -> str:
         """What this kernel is, saying why numba-cuda's simulator cannot run it."""
         return "%s kernels are not simulated" % self.name

@@ -14,6 +14,7 @@ from numba.core import types
 from numba.core.datamodel import default_manager, models
 from numba.extending import register_model
 
+from numba_cuda_launch.compat import numba_cuda as compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType
 from numba_cuda_launch.kernels import DispatcherKernels, flat_param_names, \
     image_for_architectures, register
@@ -120,6 +121,12 @@ class NumbaCudaKernels(DispatcherKernels):
 
     def launch_problems(self, dispatcher, kernel) -> List[str]:
         return _unsupported_features(kernel)
+
+    def python_classes(self):
+        """numba-cuda's ``Stream`` and device arrays."""
+        stream = compat.stream_class()
+        return (() if stream is None else (stream,), (compat.array_base_class(),),
+                compat.array_classes())
 
     def simulation_refusal(self, dispatcher) -> str:
         return "it was made by numba-cuda's CUDA target, not its simulator"

@@ -5,16 +5,9 @@ follows one launch through them.
 """
 
 from numba_cuda_launch.compat.numba_dispatcher import lead_typing_errors_with
-from numba_cuda_launch.compat.versions import has_numba_cuda
+# the installed compilers' kernel sources, before kernel[...] is typed for their kernels
+from numba_cuda_launch.kernels import installed  # noqa: F401
 from numba_cuda_launch.launch.refusals import leading_line
-
-# The kernel sources, before kernel[...] is typed for their kernels:
-# numba-cuda's only where it is installed (its module imports numba.cuda);
-# numba-cuda-mlir's and the foreign kernels' import nothing of their
-# compilers until a kernel of theirs is seen.
-if has_numba_cuda():
-    from numba_cuda_launch.kernels import numba_cuda  # noqa: F401
-from numba_cuda_launch.kernels import foreign, numba_cuda_mlir  # noqa: E402,F401
 
 from numba_cuda_launch.launch import (  # noqa: E402,F401  (registrations)
     halffloat,

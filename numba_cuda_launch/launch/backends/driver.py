@@ -11,7 +11,6 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from numba_cuda_launch.compat.cuda_target import image_target
-from numba_cuda_launch.compat.versions import has_numba_cuda
 from numba_cuda_launch.cudadrv import conditional as _conditional
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv import events as _events
@@ -22,6 +21,7 @@ from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute, \
 from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.cudadrv.launch import ATTRIBUTE_CLUSTER_DIMENSION, \
     ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch
+from numba_cuda_launch.kernels import SOURCES
 from numba_cuda_launch.launch.backends.backend import LaunchBackend
 
 __all__ = ["DriverBackend", "emit_param_array"]
@@ -112,17 +112,12 @@ class DriverBackend(LaunchBackend):
         return _RUNTIME
 
     def __init__(self):
-        # numba-cuda's streams and device arrays, where it is installed; any
+        # the installed compilers' own streams and device arrays; any
         # library's are read through their interfaces (__cuda_stream__,
         # CAI, DLPack)
-        self._streams, self._arrays, self._fast_arrays = (), (), ()
-        if has_numba_cuda():
-            from numba_cuda_launch.compat import numba_cuda
-
-            stream = numba_cuda.stream_class()
-            self._streams = () if stream is None else (stream,)
-            self._arrays = (numba_cuda.array_base_class(),)
-            self._fast_arrays = numba_cuda.array_classes()
+        classes = [source.python_classes() for source in SOURCES]
+        self._streams, self._arrays, self._fast_arrays = (
+            tuple(c for three in classes for c in three[i]) for i in range(3))
 
     def array_classes(self):
         return self._arrays
