@@ -15,7 +15,12 @@ import numpy as np
 import pytest
 from numba import types as nt
 
+from support import HAVE_NUMBA_CUDA
 from support.childenv import PREAMBLE, SAXPY_VARIANTS, child_env
+
+# the children launch numba-cuda kernels
+NEEDS_NUMBA_CUDA = pytest.mark.skipif(not HAVE_NUMBA_CUDA,
+                                      reason="needs numba-cuda, which is not installed")
 
 jax = pytest.importorskip("jax")
 
@@ -161,6 +166,7 @@ def test_cache_dir_honours_numba_cache_dir(monkeypatch, tmp_path):
     assert not os.path.exists(handler_cache.cache_dir())
 
 
+@NEEDS_NUMBA_CUDA
 def test_cache_can_be_turned_off(monkeypatch):
     from numba_cuda_launch.jax import jax_kernel
     from support.kernels import add_one
@@ -174,6 +180,7 @@ def test_cache_can_be_turned_off(monkeypatch):
         jax_kernel(add_one, lambda x: x, (1, 32), cache="yes")
 
 
+@NEEDS_NUMBA_CUDA
 def test_another_build_of_the_package_is_a_miss(tmp_path, monkeypatch):
     """A cached launcher carries the package build's check: loaded by
     another build it is compiled again (the handler key holds the build
@@ -313,6 +320,7 @@ def _expect_launch(lines, stream=0xABCD):
     assert "errors []" in lines["hits"]
 
 
+@NEEDS_NUMBA_CUDA
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["plain", "batch-aware", "dependent"])
 def test_handler_loaded_in_a_new_process_launches_the_same(tmp_path, variant):
@@ -324,6 +332,7 @@ def test_handler_loaded_in_a_new_process_launches_the_same(tmp_path, variant):
     _expect_launch(lines)
 
 
+@NEEDS_NUMBA_CUDA
 @pytest.mark.slow
 def test_changed_kernel_source_is_compiled_again(tmp_path):
     assert _result(_child(tmp_path, "plain"))[0] == 0
@@ -333,6 +342,7 @@ def test_changed_kernel_source_is_compiled_again(tmp_path):
     assert _result(_child(tmp_path, "plain"))[0] == 1  # both entries kept
 
 
+@NEEDS_NUMBA_CUDA
 @pytest.mark.slow
 def test_two_processes_writing_the_same_entry(tmp_path):
     procs = [_child(tmp_path, "plain") for _ in range(2)]
@@ -344,6 +354,7 @@ def test_two_processes_writing_the_same_entry(tmp_path):
     _expect_launch(lines)
 
 
+@NEEDS_NUMBA_CUDA
 @pytest.mark.slow
 def test_cache_written_by_another_package_build_is_not_loaded(tmp_path):
     assert _result(_child(tmp_path, "plain"))[0] == 0
@@ -385,6 +396,7 @@ _SIM_CHILD = PREAMBLE + textwrap.dedent('''
 ''')
 
 
+@NEEDS_NUMBA_CUDA
 @pytest.mark.slow
 def test_simulated_handler_loaded_in_a_new_process(tmp_path):
     script = tmp_path / "sim_child.py"
@@ -424,6 +436,7 @@ _SITE_CHILD = PREAMBLE + textwrap.dedent('''
 ''')
 
 
+@NEEDS_NUMBA_CUDA
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage index", "truncated data", "remove"])
 def test_cached_launch_site_falls_back_to_compiling(tmp_path, damage):

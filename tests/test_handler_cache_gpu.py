@@ -8,7 +8,11 @@ import sys
 import textwrap
 
 import pytest
-from numba import cuda
+from support import needs_numba_cuda  # noqa: E402
+
+needs_numba_cuda()
+
+from numba import cuda  # noqa: E402
 
 from support.childenv import PREAMBLE, SAXPY_VARIANTS, child_env
 
