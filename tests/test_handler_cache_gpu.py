@@ -36,8 +36,8 @@ _CHILD = PREAMBLE + textwrap.dedent('''
 ''') + SAXPY_VARIANTS + textwrap.dedent('''
     @numba.njit
     def rule(xs, ys, a):
-        if len(xs) == 1:
-            return (1, (xs[0] + 127) // 128), (1, 128)
+        if len(xs) == 1:  # the kernel's 1-D form indexes with cuda.grid(1)
+            return ((xs[0] + 127) // 128, 1), (128, 1)
         return (xs[0], (xs[-1] + 127) // 128), (1, 128)
 
     k = saxpy_variant(variant, rule, lambda x, y, a: ((x.shape[0] + 127) // 128, 128))
