@@ -139,9 +139,9 @@ def overload(fn):
     ``overload(fn)(typer)``; *typer* gets numba-cuda-mlir's types."""
     from numba_cuda_mlir import extending
 
-    return extending.overload(fn, typing_registry=extending.typing_registry)
     # (its refresh of the typing context returns at once while the context
     # is being made, when extend() runs these registrations)
+    return extending.overload(fn, typing_registry=extending.typing_registry)
 
 
 def declare_device(name, sig):

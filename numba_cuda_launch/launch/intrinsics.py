@@ -183,12 +183,12 @@ def _register_numba_cuda_mlir():
 
     @_mlir.overload(set_conditional)
     def _set_conditional(handle, value):
-        _type_set_conditional(*_cpu_types((handle, value)))
+        hty, vty = _cpu_types((handle, value))
+        _type_set_conditional(hty, vty)
         if not declared:
             declared.append(_mlir.declare_device("cudaGraphSetConditional",
                                                  "void(uint64, uint32)"))
         set_value = declared[0]
-        vty = _cpu_types((value,))[0]
         if isinstance(vty, types.Boolean) or (not vty.signed and vty.bitwidth <= 32):
             def impl(handle, value):
                 set_value(np.uint64(handle), np.uint32(value))
