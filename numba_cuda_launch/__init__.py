@@ -10,6 +10,8 @@ compiled to a direct ``cuLaunchKernel`` call with no Python in the way
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from numba_cuda_launch.compat import overrides as _overrides
 from numba_cuda_launch.compat import simulator as _simulator
 from numba_cuda_launch.compat import versions as _versions
@@ -37,20 +39,9 @@ from numba_cuda_launch.errors import (  # noqa: E402
 )
 from numba_cuda_launch import launch  # noqa: E402,F401  (registers kernel[...])
 from numba_cuda_launch.launch.devicearray import on_stream  # noqa: E402  (device arrays)
-from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: E402
-from numba_cuda_launch.launch.events import Event, event, event_status  # noqa: E402
-from numba_cuda_launch.launch.sync import (  # noqa: E402
-    stream_query,
-    stream_query_status,
-    stream_synchronize,
-    stream_synchronize_status,
-    synchronize,
-    synchronize_status,
-)
 from numba_cuda_launch.launch.pointer import as_voidptr  # noqa: E402
 from numba_cuda_launch.kernels.foreign import foreign_kernel  # noqa: E402
 from numba_cuda_launch.cudadrv.driver import driver_problem  # noqa: E402
-from numba_cuda_launch import graphs  # noqa: E402,F401  (CUDA graphs from nopython code)
 from numba_cuda_launch.launch.intrinsics import (  # noqa: E402  (called in kernels)
     griddepcontrol_launch_dependents,
     griddepcontrol_wait,
@@ -91,6 +82,60 @@ __all__ = [
     "griddepcontrol_wait",
     "griddepcontrol_launch_dependents",
 ]
+
+
+# Loaded when first used, here or in nopython code (``numba_cuda_launch.graphs``
+# in an @njit function): a program that launches kernels does not pay for the
+# registrations of events, synchronisation, CUDA graphs and kernel handles
+# (docs/architecture.md, "Imports on demand").
+_ON_DEMAND = {
+    "graphs": ".graphs",
+    "Event": ".launch.events",
+    "event": ".launch.events",
+    "event_status": ".launch.events",
+    "synchronize": ".launch.sync",
+    "synchronize_status": ".launch.sync",
+    "stream_synchronize": ".launch.sync",
+    "stream_synchronize_status": ".launch.sync",
+    "stream_query": ".launch.sync",
+    "stream_query_status": ".launch.sync",
+    "KernelHandle": ".launch.handle",
+    "kernel_handle": ".launch.handle",
+}
+
+
+if TYPE_CHECKING:  # type checkers see the names loaded on demand as they are
+    from numba_cuda_launch import graphs  # noqa: F401
+    from numba_cuda_launch.launch.events import Event, event, event_status  # noqa: F401
+    from numba_cuda_launch.launch.handle import KernelHandle, kernel_handle  # noqa: F401
+    from numba_cuda_launch.launch.sync import (  # noqa: F401
+        stream_query,
+        stream_query_status,
+        stream_synchronize,
+        stream_synchronize_status,
+        synchronize,
+        synchronize_status,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_ON_DEMAND`, imported when first asked for."""
+    module_name = _ON_DEMAND.get(name)
+    if module_name is None:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import importlib
+
+    from numba_cuda_launch.compat.numba_extending import refresh_cpu_contexts
+
+    module = importlib.import_module(module_name, __name__)
+    refresh_cpu_contexts()  # asked for while Numba types a function
+    value = module if module_name == "." + name else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ON_DEMAND))
 
 
 def set_compute_capability(

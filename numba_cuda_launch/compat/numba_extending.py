@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-__all__ = ["Function", "register_jitable", "cached_jitable"]
+__all__ = ["Function", "register_jitable", "cached_jitable", "refresh_cpu_contexts"]
 
 #: A function whose signature a decorator keeps.
 Function = TypeVar("Function", bound=Callable[..., Any])
@@ -59,3 +59,17 @@ def cached_jitable(fn: Function) -> Function:
     if not _cacheable(fn):
         return _register(fn)
     return _register(cache=True)(fn)
+
+
+def refresh_cpu_contexts() -> None:
+    """Make registrations made since Numba's CPU typing and target contexts
+    were created reach them (a module imported on demand while a function is
+    being typed: Numba refreshes its contexts when a compilation starts, not
+    in the middle of one). Contexts not created yet are left alone: they
+    load every registration when they are."""
+    from numba.core.registry import cpu_target
+
+    made = vars(cpu_target)  # functools.cached_property keeps them here (numba 0.62-0.68)
+    for name in ("_toplevel_typing_context", "_toplevel_target_context"):
+        if name in made:
+            made[name].refresh()

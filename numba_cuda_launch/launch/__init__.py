@@ -1,7 +1,9 @@
 """Layer 2, launch: ``kernel[...]`` in CPU nopython code. One module per
 concept (its type, data model, typing and lowering together); importing this
-package registers them all. README.md lists the modules; docs/architecture.md
-follows one launch through them.
+package registers what every launch needs; events, synchronisation, CUDA
+graphs and kernel handles register when first used (the package's
+``__getattr__``). README.md lists the modules; docs/architecture.md follows
+one launch through them.
 """
 
 from numba_cuda_launch.compat.numba_dispatcher import lead_typing_errors_with
@@ -15,8 +17,6 @@ from numba_cuda_launch.launch import (  # noqa: E402,F401  (registrations)
     devicearray,
     launchconfig,
     call,
-    sync,
-    events,
     occupancy,
 )
 
