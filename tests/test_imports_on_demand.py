@@ -16,7 +16,8 @@ from numba_cuda_launch.compat.versions import has_numba_cuda, has_numba_cuda_mli
 #: change here is a change of what every program pays at import
 BARE_IMPORT = {
     "", "_version", "config", "errors",
-    "compat", "compat.cuda_target", "compat.numba_caching", "compat.numba_cuda_mlir",
+    "compat", "compat.cuda_target", "compat.import_hooks", "compat.numba_caching",
+    "compat.numba_cuda_mlir",
     "compat.numba_dispatcher", "compat.numba_extending", "compat.numba_float16",
     "compat.overrides", "compat.ptx", "compat.simulator", "compat.versions",
     "cudadrv", "cudadrv.bodies", "cudadrv.conditional", "cudadrv.driver", "cudadrv.events",

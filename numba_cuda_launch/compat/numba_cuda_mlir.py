@@ -1,22 +1,19 @@
 """numba-cuda-mlir internals this package uses: with no GPU, the compute
 capability its compiler asks for (installed by :mod:`.overrides`); its
 extension API (``numba_cuda_mlir.extending``, ``cuda.declare_device``) for
-the functions kernels call; and a hook that runs once it is imported. Its
-kernels are read by ``kernels/numba_cuda_mlir.py``. Nothing here imports
-numba_cuda_mlir: it is used once the user imported it
-(docs/numba-cuda-mlir.md).
+the functions kernels call. Its kernels are read by
+``kernels/numba_cuda_mlir.py``. Nothing here imports numba_cuda_mlir: it is
+used once the user imported it (:mod:`.import_hooks`;
+docs/numba-cuda-mlir.md).
 """
 
-import importlib.abc
-import importlib.util
 import sys
-import warnings
 from typing import Callable, List
 
 from numba_cuda_launch.compat.cuda_target import gpu_available
 from numba_cuda_launch.config import get_compute_capabilities, get_compute_capability
 
-__all__ = ["AFTER_IMPORT", "deviceless_cc_wanted", "configured_cc", "when_imported", "extend",
+__all__ = ["deviceless_cc_wanted", "configured_cc", "extend",
            "registering_load_additional_registries", "overload", "declare_device",
            "register_asm_function", "kernel_compute_capability"]
 
@@ -43,53 +40,6 @@ def configured_cc(original):
     if original is not None:
         return original
     return tuple(get_compute_capability())
-
-
-# -- once numba_cuda_mlir is imported ---------------------------------------------------
-
-#: the callbacks run once numba_cuda_mlir is imported (:func:`when_imported`)
-AFTER_IMPORT: List[Callable[[], None]] = []
-
-
-class _AfterImportFinder(importlib.abc.MetaPathFinder):
-    """Finds ``numba_cuda_mlir`` as the other finders do, with a loader that
-    runs the :func:`when_imported` callbacks once the package has run: its
-    eager kernels compile at decoration, so what they need (the no-GPU
-    architecture, the kernel functions) must be in place by then, whichever
-    package the user imported first."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "numba_cuda_mlir":
-            return None
-        sys.meta_path.remove(self)  # once: the other finders find the package
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            exec_module = spec.loader.exec_module
-
-            def run_then_call_back(module):
-                exec_module(module)
-                _call_back()
-            spec.loader.exec_module = run_then_call_back
-        return spec
-
-
-def _call_back():
-    for callback in AFTER_IMPORT:
-        try:
-            callback()
-        except Exception as exc:  # the user's import goes on; the kernels that need it fail
-            warnings.warn("numba_cuda_launch could not extend numba-cuda-mlir: %s: %s"
-                          % (type(exc).__name__, exc), RuntimeWarning, stacklevel=2)
-
-
-def when_imported(callback: Callable[[], None]) -> None:
-    """Call *callback* now if numba_cuda_mlir is imported, else right after
-    it is (nothing happens if it never is)."""
-    AFTER_IMPORT.append(callback)
-    if "numba_cuda_mlir" in sys.modules:
-        callback()
-    elif not any(isinstance(f, _AfterImportFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImportFinder())
 
 
 # -- when its typing context is made ----------------------------------------------------

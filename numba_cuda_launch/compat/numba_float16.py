@@ -11,7 +11,7 @@ from numba.core.datamodel import models
 
 from numba_cuda_launch.errors import NopythonUnsupportedError
 
-__all__ = ["float_or_half_model", "half_refusing_lookup"]
+__all__ = ["float_or_half_model", "half_refusing"]
 
 
 class _HalfModel(models.PrimitiveModel):
@@ -37,21 +37,13 @@ _HALF_VALUES = (
     "float64 (a kernel's float16 parameter takes any CPU float)")
 
 
-def half_refusing_lookup(original):
-    """``lookup`` of Numba's boxer and unboxer registries
-    (``numba.core.pythonapi._boxers``/``_unboxers``): the float boxers
-    refuse float16 with a sentence. The lookup is wrapped rather than the
-    boxers themselves, so nothing is imported here: importing
-    numba.core.boxing would import implementation modules numba-cuda keeps
-    out of ``import numba.cuda``."""
-    def lookup(typeclass, default=None):
-        fn = original(typeclass, default)
-        if fn is None or fn is default or not issubclass(typeclass, types.Float):
-            return fn
-
-        def refusing(typ, *args):
-            if typ == types.float16:
-                raise NopythonUnsupportedError(_HALF_VALUES)
-            return fn(typ, *args)
-        return refusing
-    return lookup
+def half_refusing(original):
+    """The boxer or unboxer of ``types.Float`` in Numba's registries
+    (``numba.core.pythonapi._boxers``/``_unboxers``, filled when
+    ``numba.core.boxing`` is imported): *original*, refusing float16 with a
+    sentence."""
+    def refusing(typ, *args):
+        if typ == types.float16:
+            raise NopythonUnsupportedError(_HALF_VALUES)
+        return original(typ, *args)
+    return refusing

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterator, Tuple
 
 from numba.core import types
 
+from numba_cuda_launch.compat import import_hooks as _hooks
 from numba_cuda_launch.compat import numba_caching as _caching
 from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import numba_dispatcher as _nd
@@ -44,6 +45,10 @@ def _numba_cuda_simulator():
 
 def _mlir_imported():
     return "numba_cuda_mlir" in sys.modules
+
+
+def _boxing_imported():
+    return "numba.core.boxing" in sys.modules
 
 
 # numba-cuda's replacements, named rather than imported: compat/numba_cuda.py
@@ -135,10 +140,13 @@ OVERRIDES = (
              _f16.float_or_half_model, _NUMBA,
              "float16 gets a storage-only CPU model (pointers and arrays of device data)",
              key=types.Float),
-    Override("numba.core.pythonapi:_boxers", "lookup", _f16.half_refusing_lookup, _NUMBA,
-             "boxing a float16 value is refused with a sentence, not an `AssertionError`"),
-    Override("numba.core.pythonapi:_unboxers", "lookup", _f16.half_refusing_lookup, _NUMBA,
-             "unboxing a float16 value is refused with a sentence, not an `AssertionError`"),
+    Override("numba.core.pythonapi:_boxers.functions", "[types.Float]", _f16.half_refusing,
+             _NUMBA, "boxing a float16 value is refused with a sentence, not an "
+             "`AssertionError` (once `numba.core.boxing`, which registers the float boxer, is "
+             "imported: at a first compilation)", key=types.Float, when=_boxing_imported),
+    Override("numba.core.pythonapi:_unboxers.functions", "[types.Float]", _f16.half_refusing,
+             _NUMBA, "unboxing a float16 value is refused with a sentence, not an "
+             "`AssertionError` (as above)", key=types.Float, when=_boxing_imported),
     Override("numba.core.typing.typeof:typeof_impl", "[object]", _nd.typing_unknown_objects,
              _NUMBA, "device arrays and stream objects of unregistered classes are typed before "
              "Numba's buffer-protocol attempt, which some of them refuse with an error",
@@ -239,8 +247,9 @@ def install() -> None:
     for o in OVERRIDES:
         if (o.owner, o.attribute) not in _INSTALLED and o.when():
             _install_one(o)
-    if has_numba_cuda_mlir() and install not in _mlir.AFTER_IMPORT:
-        _mlir.when_imported(install)
+    _hooks.when_imported("numba.core.boxing", install)
+    if has_numba_cuda_mlir():
+        _hooks.when_imported("numba_cuda_mlir", install)
 
 
 @contextlib.contextmanager

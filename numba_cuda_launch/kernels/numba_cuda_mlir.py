@@ -47,6 +47,10 @@ def is_mlir_dispatcher_class(cls):
 _SCALARS = (types.Boolean, types.Integer, types.Float, types.Complex)
 
 
+# The translations are kept (types are immutable, interned values): a launch
+# site's types are translated once per process, not at each use.
+
+@functools.lru_cache(maxsize=None)
 def to_mlir_type(ty):
     """numba-cuda-mlir's type for a CPU kernel argument type *ty*: scalars,
     pointers, arrays of scalars and tuples of these; a type naming its
@@ -80,6 +84,7 @@ def to_mlir_type(ty):
         "these" % ty)
 
 
+@functools.lru_cache(maxsize=None)
 def from_mlir_type(mty):
     """The CPU type of a numba-cuda-mlir parameter type, or None."""
     mt = sys.modules["numba_cuda_mlir.types"]
@@ -245,16 +250,17 @@ def emit_argument_checks(context, builder, guards, ty, value, where):
                  "express" % (where, itemsize))
 
 
+@functools.lru_cache(maxsize=None)
 def _expected_sizes(ty):
     if isinstance(ty, types.Array):
-        return [8] * (3 + 2 * ty.ndim)
+        return (8,) * (3 + 2 * ty.ndim)
     if isinstance(ty, types.BaseTuple):
-        return [s for t in ty for s in _expected_sizes(t)]
+        return tuple(s for t in ty for s in _expected_sizes(t))
     if isinstance(ty, (types.CPointer, types.RawPointer)):
-        return [8]
+        return (8,)
     if isinstance(ty, types.Boolean):
-        return [1]
-    return [ty.bitwidth // 8]
+        return (1,)
+    return (ty.bitwidth // 8,)
 
 
 def _layout_problem(kernel):
