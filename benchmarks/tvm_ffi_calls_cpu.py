@@ -233,7 +233,8 @@ def main():
             out = os.path.join(tmp, "rows.json")
             for _ in range(args.rounds):
                 for label, tree in trees.items():
-                    env = dict(os.environ, PYTHONPATH=tree)
+                    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                        [tree] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
                     subprocess.run([sys.executable, os.path.abspath(__file__), "--n",
                                     str(args.n), "--calls", str(args.calls), "--batches",
                                     str(args.batches), "--child-json", out],
