@@ -6,7 +6,8 @@ Both functions take three float32 tensors and a float (axpy), check rank,
 dtype, device and contiguity, read the stream with ``TVMFFIEnvGetStream`` and
 launch through one stub ``cuLaunchKernel`` that counts and returns success
 (benchmarks/tvm_ffi_calls_cpu.c; ours reaches it through the package's driver
-table, the C++ one through a pointer it is given); the C++ one is built with
+table, whose other entry points fail the call while timing, the C++ one
+through a pointer it is given); the C++ one is built with
 ``tvm_ffi.cpp.build_inline`` (g++). The tensors are host memory that claims a
 CUDA device (tests/support/tvm_tensors.py's way). Two rows each:
 
@@ -158,7 +159,10 @@ def measure(n, calls, batches):
             ours_k(*tensors, 2.0)  # loads the kernel (the recording driver's first load)
             (launch,) = recording.launches
             assert launch.grid == ((n + 255) // 256, 1, 1), launch.grid
-            with driver.use_functions(cuLaunchKernel=stub):
+            other = ctypes.cast(helper.stub_other, ctypes.c_void_p).value
+            stubs = dict.fromkeys(driver.ENTRY_POINTS, other)
+            stubs["cuLaunchKernel"] = stub
+            with driver.use_functions(**stubs):
                 expected = helper.stub_launches()
                 samples = {}
                 for name, (fn, _) in functions.items():  # warm up
@@ -183,6 +187,8 @@ def measure(n, calls, batches):
                         expected += calls * 11
                 counted = helper.stub_launches()
             assert recording.launches == [launch], "a call reached the recording driver"
+            helper.stub_others.restype = ctypes.c_int64
+            assert helper.stub_others() == 0, "a call asked the driver for more than a launch"
         rows = {name: {kind: statistics.median(samples[name, kind])
                        for kind in ("python", "body")} for name in functions}
         return rows, counted, expected
