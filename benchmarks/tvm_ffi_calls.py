@@ -21,24 +21,33 @@ from numba import cuda
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
-CUDA_SOURCE = r"""
+# The C++ functions' headers and checks (benchmarks/tvm_ffi_calls_cpu.py's
+# too): what a tvm_ffi_kernel function checks, less alignment and one device.
+CXX_CHECKS = r"""
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
-__global__ void axpy_kernel(const float* x, const float* y, float* out, float a, int64_t n) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-
-void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
+static inline int64_t checked_size(tvm::ffi::TensorView x, tvm::ffi::TensorView y,
+                                   tvm::ffi::TensorView out) {
   DLDataType f32{kDLFloat, 32, 1};
   TVM_FFI_ICHECK(x.ndim() == 1 && y.ndim() == 1 && out.ndim() == 1) << "rank";
   TVM_FFI_ICHECK(x.dtype() == f32 && y.dtype() == f32 && out.dtype() == f32) << "dtype";
   TVM_FFI_ICHECK(x.device().device_type == kDLCUDA && y.device().device_type == kDLCUDA &&
                  out.device().device_type == kDLCUDA) << "device";
   TVM_FFI_ICHECK(x.IsContiguous() && y.IsContiguous() && out.IsContiguous()) << "contiguous";
-  int64_t n = x.size(0);
+  return x.size(0);
+}
+"""
+
+CUDA_SOURCE = CXX_CHECKS + r"""
+__global__ void axpy_kernel(const float* x, const float* y, float* out, float a, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i] + y[i];
+}
+
+void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
+  int64_t n = checked_size(x, y, out);
   cudaStream_t stream = static_cast<cudaStream_t>(
       TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   axpy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
@@ -53,11 +62,7 @@ void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView o
 # stride; 22 in all, what a tvm_ffi_kernel function passes): how much of a
 # difference is the driver's per-parameter work rather than the body's.
 # Built apart, so that the rows above stand if it does not build.
-CUDA_SOURCE_NUMBA_LAYOUT = r"""
-#include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/error.h>
-#include <tvm/ffi/extra/c_env_api.h>
-
+CUDA_SOURCE_NUMBA_LAYOUT = CXX_CHECKS + r"""
 #define ARRAY(p) void* p##_meminfo, void* p##_parent, int64_t p##_nitems, int64_t p##_itemsize, \
                  float* p, int64_t p##_shape, int64_t p##_stride
 #define PASS(t) nullptr, nullptr, t.size(0), (int64_t)4, static_cast<float*>(t.data_ptr()), \
@@ -69,13 +74,7 @@ __global__ void axpy_kernel(ARRAY(x), ARRAY(y), ARRAY(out), float a) {
 }
 
 void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
-  DLDataType f32{kDLFloat, 32, 1};
-  TVM_FFI_ICHECK(x.ndim() == 1 && y.ndim() == 1 && out.ndim() == 1) << "rank";
-  TVM_FFI_ICHECK(x.dtype() == f32 && y.dtype() == f32 && out.dtype() == f32) << "dtype";
-  TVM_FFI_ICHECK(x.device().device_type == kDLCUDA && y.device().device_type == kDLCUDA &&
-                 out.device().device_type == kDLCUDA) << "device";
-  TVM_FFI_ICHECK(x.IsContiguous() && y.IsContiguous() && out.IsContiguous()) << "contiguous";
-  int64_t n = x.size(0);
+  int64_t n = checked_size(x, y, out);
   cudaStream_t stream = static_cast<cudaStream_t>(
       TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   axpy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(PASS(x), PASS(y), PASS(out),

@@ -39,11 +39,9 @@ os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-CXX_SOURCE = r"""
-#include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/error.h>
-#include <tvm/ffi/extra/c_env_api.h>
-
+# After tvm_ffi_calls.CXX_CHECKS (the GPU benchmark's checks): the launch
+# through the pointer bind() gives.
+CXX_LAUNCH = r"""
 using LaunchFn = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void*, void**, void**);
 static LaunchFn launch_kernel = nullptr;
@@ -55,13 +53,7 @@ void bind(int64_t launch, int64_t kernel) {
 }
 
 void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
-  DLDataType f32{kDLFloat, 32, 1};
-  TVM_FFI_ICHECK(x.ndim() == 1 && y.ndim() == 1 && out.ndim() == 1) << "rank";
-  TVM_FFI_ICHECK(x.dtype() == f32 && y.dtype() == f32 && out.dtype() == f32) << "dtype";
-  TVM_FFI_ICHECK(x.device().device_type == kDLCUDA && y.device().device_type == kDLCUDA &&
-                 out.device().device_type == kDLCUDA) << "device";
-  TVM_FFI_ICHECK(x.IsContiguous() && y.IsContiguous() && out.IsContiguous()) << "contiguous";
-  int64_t n = x.size(0);
+  int64_t n = checked_size(x, y, out);
   void* stream = TVMFFIEnvGetStream(x.device().device_type, x.device().device_id);
   const void* xp = x.data_ptr();
   const void* yp = y.data_ptr();
@@ -86,6 +78,7 @@ class _Any(ctypes.Structure):  # TVMFFIAny
 def _build(workdir):
     """The stub driver and call loop (cc), and the C++ function (g++)."""
     import tvm_ffi.cpp
+    from tvm_ffi_calls import CXX_CHECKS
 
     cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
     if cc is None:
@@ -93,7 +86,7 @@ def _build(workdir):
     helper = os.path.join(workdir, "tvm_ffi_calls_cpu.so")
     subprocess.run([cc, "-O2", "-shared", "-fPIC", os.path.join(HERE, "tvm_ffi_calls_cpu.c"),
                     "-o", helper], check=True)
-    library = tvm_ffi.cpp.build_inline("ncl_bench_axpy_cpu", cpp_sources=CXX_SOURCE,
+    library = tvm_ffi.cpp.build_inline("ncl_bench_axpy_cpu", cpp_sources=CXX_CHECKS + CXX_LAUNCH,
                                        functions=["axpy", "bind"],
                                        build_directory=os.path.join(workdir, "cxx"))
     return ctypes.CDLL(helper), library
@@ -108,13 +101,12 @@ def _sample(fn, calls, key, samples):
 def measure(n, calls, batches):
     """``{row: {"python": ns, "body": ns}}`` for both functions, and the
     launches the stub counted against those expected."""
-    import numba
     import numpy as np
     import tvm_ffi
-    from numba import cuda
 
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from support.tvm_tensors import cuda_tensor
+    from tvm_ffi_calls import axpy, by_size  # the GPU benchmark's kernel and launch rule
 
     import numba_cuda_launch as ncl
     from numba_cuda_launch import tvm_ffi as ntf
@@ -123,16 +115,6 @@ def measure(n, calls, batches):
 
     if ncl.get_compute_capability() is None:
         ncl.set_compute_capability((9, 0))  # the kernel compiles without a GPU
-
-    @cuda.jit
-    def axpy(x, y, out, a):
-        i = cuda.grid(1)
-        if i < x.size:
-            out[i] = a * x[i] + y[i]
-
-    @numba.njit
-    def by_size(xs, ys, outs, a):
-        return (xs[0] + 255) // 256, 256
 
     workdir = tempfile.mkdtemp(prefix="ncl_tvm_ffi_cpu_")
     try:
