@@ -1,7 +1,8 @@
 """Cost of one call of a 3-tensor kernel from Python with PyTorch tensors (GPU;
 docs/tvm-ffi.md, "Speed"): a ``tvm_ffi_kernel`` function against a TVM-FFI
 function written in CUDA C++ doing the same checks and launch
-(``tvm_ffi.cpp.load_inline``, nvcc), beside ``torch.library.custom_op`` around
+(``tvm_ffi.cpp.load_inline``, nvcc; again with its kernel's parameters laid out
+as Numba's, 22 of them), beside ``torch.library.custom_op`` around
 numba-cuda's own launch, and inside ``jax.jit``: ``jax_kernel`` against the same
 TVM-FFI function registered through jax-tvm-ffi. Each row: the median over
 batches, interleaved, of microseconds per call of back-to-back calls on one
@@ -20,29 +21,64 @@ from numba import cuda
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
-CUDA_SOURCE = r"""
+# The C++ functions' headers and checks (benchmarks/tvm_ffi_calls_cpu.py's
+# too): what a tvm_ffi_kernel function checks, less alignment and one device.
+CXX_CHECKS = r"""
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
-__global__ void axpy_kernel(const float* x, const float* y, float* out, float a, int64_t n) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-
-void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
+static inline int64_t checked_size(tvm::ffi::TensorView x, tvm::ffi::TensorView y,
+                                   tvm::ffi::TensorView out) {
   DLDataType f32{kDLFloat, 32, 1};
   TVM_FFI_ICHECK(x.ndim() == 1 && y.ndim() == 1 && out.ndim() == 1) << "rank";
   TVM_FFI_ICHECK(x.dtype() == f32 && y.dtype() == f32 && out.dtype() == f32) << "dtype";
   TVM_FFI_ICHECK(x.device().device_type == kDLCUDA && y.device().device_type == kDLCUDA &&
                  out.device().device_type == kDLCUDA) << "device";
   TVM_FFI_ICHECK(x.IsContiguous() && y.IsContiguous() && out.IsContiguous()) << "contiguous";
-  int64_t n = x.size(0);
+  return x.size(0);
+}
+"""
+
+CUDA_SOURCE = CXX_CHECKS + r"""
+__global__ void axpy_kernel(const float* x, const float* y, float* out, float a, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i] + y[i];
+}
+
+void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
+  int64_t n = checked_size(x, y, out);
   cudaStream_t stream = static_cast<cudaStream_t>(
       TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   axpy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
       static_cast<const float*>(x.data_ptr()), static_cast<const float*>(y.data_ptr()),
       static_cast<float*>(out.data_ptr()), static_cast<float>(a), n);
+}
+"""
+
+
+# The same function launching a kernel whose parameters are laid out as
+# Numba's (each 1-d array: meminfo, parent, nitems, itemsize, data, shape,
+# stride; 22 in all, what a tvm_ffi_kernel function passes): how much of a
+# difference is the driver's per-parameter work rather than the body's.
+# Built apart, so that the rows above stand if it does not build.
+CUDA_SOURCE_NUMBA_LAYOUT = CXX_CHECKS + r"""
+#define ARRAY(p) void* p##_meminfo, void* p##_parent, int64_t p##_nitems, int64_t p##_itemsize, \
+                 float* p, int64_t p##_shape, int64_t p##_stride
+#define PASS(t) nullptr, nullptr, t.size(0), (int64_t)4, static_cast<float*>(t.data_ptr()), \
+                t.size(0), (int64_t)4
+
+__global__ void axpy_kernel(ARRAY(x), ARRAY(y), ARRAY(out), float a) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < x_nitems) out[i] = a * x[i] + y[i];
+}
+
+void axpy(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out, double a) {
+  int64_t n = checked_size(x, y, out);
+  cudaStream_t stream = static_cast<cudaStream_t>(
+      TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
+  axpy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(PASS(x), PASS(y), PASS(out),
+                                                   static_cast<float>(a));
 }
 """
 
@@ -104,6 +140,14 @@ def main():
         "TVM-FFI function in CUDA C++ (load_inline)": lambda: cxx(x, y, out, 2.0),
         "torch.library.custom_op around numba-cuda's launch": lambda: numba_op(x, y, out, 2.0),
     }
+    try:
+        cxx22 = tvm_ffi.cpp.load_inline("ncl_bench_axpy_numba_layout",
+                                        cuda_sources=CUDA_SOURCE_NUMBA_LAYOUT,
+                                        functions=["axpy"]).axpy
+        rows["the CUDA C++ function, kernel in Numba's parameter layout (22)"] = \
+            lambda: cxx22(x, y, out, 2.0)
+    except Exception as exc:  # a diagnostic row: the others stand without it
+        print("the row in Numba's parameter layout is skipped: %s" % exc)
     for name, fn in rows.items():  # warm up, and check each computes the kernel
         out.fill_(float("nan"))
         fn()

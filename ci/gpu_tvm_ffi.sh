@@ -4,7 +4,12 @@
 # installed to /tmp/site), the GPU tests (a C++ program calling a TVM-FFI
 # function of a library built by aot.build among them), and
 # benchmarks/tvm_ffi_calls.py (tvm_ffi_bench.json/.md in $OUT; the row ratio
-# "tvm_ffi_kernel / CUDA C++" is the target, <= 1.1).
+# "tvm_ffi_kernel / CUDA C++" is the target, <= 1.1; the row "kernel in Numba's
+# parameter layout (22)" is the C++ function launching 22 parameters, what the
+# driver's part of the difference is), then benchmarks/tvm_ffi_calls_cpu.py on
+# this machine's CPU (stub cuLaunchKernel; tvm_ffi_cpu.json/.log in $OUT), with
+# the tree in .bench/base as its baseline when carried (git archive 7b94277
+# numba_cuda_launch | tar -x -C .bench/base).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 if ls .whl-tvm/*.whl >/dev/null 2>&1; then
@@ -24,10 +29,15 @@ timeout 200 python3 -m pytest -q -rfEs -p no:cacheprovider tests/test_tvm_ffi_cp
   tests/test_tvm_ffi_aot_cpu.py 2>&1 | tail -5
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
-
 echo "== benchmark"
 timeout 300 python3 benchmarks/tvm_ffi_calls.py --json "$OUT/tvm_ffi_bench.json" \
   --markdown "$OUT/tvm_ffi_bench.md" 2>&1 | tee "$OUT/tvm_ffi_bench.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+echo "== benchmark, function bodies on this CPU (stub driver)"
+base_args=()
+[ -d .bench/base/numba_cuda_launch ] && base_args=(--baseline .bench/base)
+timeout 400 python3 benchmarks/tvm_ffi_calls_cpu.py ${base_args[@]+"${base_args[@]}"} \
+  --json "$OUT/tvm_ffi_cpu.json" 2>&1 | tee "$OUT/tvm_ffi_cpu.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "gpu_tvm_ffi.sh: $([ $status = 0 ] && echo all steps passed || echo a step FAILED)"
 exit $status

@@ -121,6 +121,8 @@ def refusal(fn, fake_driver, *args):
     ("dtype", TypeError, ["parameter 'y' (argument 1)", "float32 tensor of rank 1",
                           "got float64"]),
     ("rank", TypeError, ["parameter 'out' (argument 2)", "got float32", "of rank 2"]),
+    ("lanes", TypeError, ["parameter 'x' (argument 0)", "a DLPack type the kernels do not "
+                          "take (DLPack code 2, 32 bits, 2 lanes)"]),
     ("host", TypeError, ["parameter 'x' (argument 0)", "host (CPU) memory",
                          "CUDA device memory"]),
     ("strided", ValueError, ["parameter 'y' (argument 1) is not C-contiguous"]),
@@ -142,6 +144,8 @@ def test_a_wrong_argument_is_refused_naming_kernel_and_parameter(
         args[1] = cuda_tensor(y.astype(np.float64))
     elif case == "rank":
         args[2] = cuda_tensor(out.reshape(8, 8))
+    elif case == "lanes":
+        args[0] = cuda_tensor(x[:n // 2], dl_dtype=(2, 32, 2))
     elif case == "host":
         args[0] = x
     elif case == "strided":

@@ -409,8 +409,7 @@ def _who(typingctx, what, name, i):
     buffer of the function it is lowered in."""
     def codegen(context, builder, sig, args):
         i8p, i64 = ir.IntType(8).as_pointer(), ir.IntType(64)
-        buf = builder.bitcast(cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8), 256)),
-                              i8p)
+        buf = builder.bitcast(xla_ffi.stack_buffer(builder, 256), i8p)
         fnty = ir.FunctionType(ir.IntType(32), [i8p, i64, i8p], var_arg=True)
         snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
         index = context.cast(builder, args[2], sig.args[2], types.int64)
@@ -439,35 +438,74 @@ _MISALIGNED = ("%s: %s: its first element, at %#llx, is not aligned to its item 
                "(%lld bytes)")
 
 
+# Inlined (Numba IR) so that the description's buffer is the caller's.
+@numba.njit(inline="always")
+def _parameter_who(name, i):
+    return _who(c_string("parameter"), name, i)
+
+
+@numba.njit(inline="always")
+def _scalar_who(name, i):
+    return _who(c_string("scalar"), name, i)
+
+
 @register_jitable
 def check_tensor_at(args, num_args, i, code, bits, ndim, itemsize, context, name):
     """``OK``, or the error (raised) saying how argument *i* (parameter *name*,
     a C string, may be empty) differs from a C-contiguous tensor of DLPack
     type (*code*, *bits*) and rank *ndim* on the kernels' device, aligned
     for *itemsize*; *context* (a C string) begins the message."""
+    # A passing call runs the one test below (small enough for LLVM to inline
+    # into the caller, where the expected values are constants); what failed
+    # is found again, and said, out of line.
+    if i >= 0 and i < num_args and _tensor_ok(arg_tensor(args, i), code, bits, ndim,
+                                                itemsize):
+        return OK
+    return _tensor_error(args, num_args, i, code, bits, ndim, itemsize, context, name)
+
+
+@register_jitable
+def _tensor_ok(t, code, bits, ndim, itemsize):
+    """True when tensor *t* (may be NULL) passes :func:`check_tensor_at`."""
+    if _is_null(t):
+        return False
+    device = tensor_device_type(t)
+    return (tensor_dtype_code(t) == code and tensor_dtype_bits(t) == bits
+            and tensor_dtype_lanes(t) == 1 and tensor_ndim(t) == ndim
+            and (device == _DEVICE_A or device == _DEVICE_B) and tensor_is_contiguous(t)
+            and _pointer_value(tensor_data(t)) % itemsize == 0)
+
+
+@register_jitable
+def _tensor_error(args, num_args, i, code, bits, ndim, itemsize, context, name):
+    """:func:`check_tensor_at`'s error for argument *i* (raised; ``ERROR``),
+    the first of its tests that fails."""
     if i < 0 or i >= num_args:
         return report(_type_error(), c_string(_NO_ARGUMENT), (context, i, name, num_args))
-    who = _who(c_string("parameter"), name, i)
     t = arg_tensor(args, i)
     if _is_null(t):
         kind = type_index(args, i)
         return report(_type_error(), c_string(_NOT_TENSOR), (
-            context, who, _dtype_text(code, bits, 1), ndim, _type_text(kind), kind))
+            context, _parameter_who(name, i), _dtype_text(code, bits, 1), ndim,
+            _type_text(kind), kind))
     got_code, got_bits = tensor_dtype_code(t), tensor_dtype_bits(t)
     lanes, rank = tensor_dtype_lanes(t), tensor_ndim(t)
     if got_code != code or got_bits != bits or lanes != 1 or rank != ndim:
         return report(_type_error(), c_string(_BAD_TENSOR), (
-            context, who, _dtype_text(code, bits, 1), ndim,
+            context, _parameter_who(name, i), _dtype_text(code, bits, 1), ndim,
             _dtype_text(got_code, got_bits, lanes), got_code, got_bits, lanes, rank))
     device = tensor_device_type(t)
     if device != _DEVICE_A and device != _DEVICE_B:
         return report(_type_error(), c_string(_BAD_DEVICE), (
-            context, who, _device_text(device), device, tensor_device_id(t)))
+            context, _parameter_who(name, i), _device_text(device), device,
+            tensor_device_id(t)))
     if not tensor_is_contiguous(t):
-        return report(_value_error(), c_string(_NOT_CONTIGUOUS), (context, who))
+        return report(_value_error(), c_string(_NOT_CONTIGUOUS),
+                      (context, _parameter_who(name, i)))
     address = _pointer_value(tensor_data(t))
     if address % itemsize != 0:
-        return report(_value_error(), c_string(_MISALIGNED), (context, who, address, itemsize))
+        return report(_value_error(), c_string(_MISALIGNED),
+                      (context, _parameter_who(name, i), address, itemsize))
     return OK
 
 
@@ -543,31 +581,60 @@ def check_scalar_at(args, num_args, i, kind, low, high, fmax, context, name, dty
     change of value. *kind*: 0 bool (a bool only), 1 integer (an int or bool
     in [*low*, *high*]), 2 float (a float, int or bool whose magnitude, if
     finite, is at most *fmax*, the largest that rounds to a finite value)."""
+    # as check_tensor_at: one test inline, the message out of line
+    if i >= 0 and i < num_args and _scalar_ok(args, i, kind, low, high, fmax):
+        return OK
+    return _scalar_error(args, num_args, i, kind, low, high, fmax, context, name, dtype_name)
+
+
+@register_jitable
+def _scalar_ok(args, i, kind, low, high, fmax):
+    """True when argument *i* passes :func:`check_scalar_at`."""
+    got = type_index(args, i)
+    if kind == 0:
+        return got == BOOL
+    if kind == 1:
+        if got != INT and got != BOOL:
+            return False
+        v = arg_int(args, i)
+        return v >= low and v <= high
+    if got != FLOAT and got != INT and got != BOOL:
+        return False
+    x = abs(arg_float(args, i))
+    return not (x > fmax and x < np.inf)
+
+
+@register_jitable
+def _scalar_error(args, num_args, i, kind, low, high, fmax, context, name, dtype_name):
+    """:func:`check_scalar_at`'s error for argument *i* (raised; ``ERROR``),
+    the first of its tests that fails."""
     if i < 0 or i >= num_args:
         return report(_type_error(), c_string(_NO_ARGUMENT), (context, i, name, num_args))
-    who = _who(c_string("scalar"), name, i)
     got = type_index(args, i)
     if kind == 0:
         if got != BOOL:
-            return report(_type_error(), c_string(_NOT_BOOL), (context, who, _type_text(got)))
+            return report(_type_error(), c_string(_NOT_BOOL),
+                          (context, _scalar_who(name, i), _type_text(got)))
         return OK
     if kind == 1:
         if got == FLOAT:
-            return report(_type_error(), c_string(_FLOAT_FOR_INT), (context, who, dtype_name))
+            return report(_type_error(), c_string(_FLOAT_FOR_INT),
+                          (context, _scalar_who(name, i), dtype_name))
         if got != INT and got != BOOL:
             return report(_type_error(), c_string(_NOT_INT),
-                          (context, who, dtype_name, _type_text(got)))
+                          (context, _scalar_who(name, i), dtype_name, _type_text(got)))
         v = arg_int(args, i)
         if v < low or v > high:
             return report(_value_error(), c_string(_INT_RANGE),
-                          (context, who, v, dtype_name, low, high))
+                          (context, _scalar_who(name, i), v, dtype_name, low, high))
         return OK
     if got != FLOAT and got != INT and got != BOOL:
         return report(_type_error(), c_string(_NOT_NUMBER),
-                      (context, who, dtype_name, _type_text(got)))
+                      (context, _scalar_who(name, i), dtype_name, _type_text(got)))
     x = arg_float(args, i)
     if abs(x) > fmax and abs(x) < np.inf:
-        return report(_value_error(), c_string(_FLOAT_RANGE), (context, who, x, dtype_name))
+        return report(_value_error(), c_string(_FLOAT_RANGE),
+                      (context, _scalar_who(name, i), x, dtype_name))
     return OK
 
 

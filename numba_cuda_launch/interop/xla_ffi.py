@@ -777,6 +777,14 @@ def _kind_text(kind):
 
 
 
+def stack_buffer(builder, size):
+    """An uninitialised ``[size x i8]`` in the entry block of the function
+    being lowered (``cgutils.alloca_once`` zero-fills on every call: a
+    memset, where snprintf writes the text and its NUL anyway)."""
+    with builder.goto_entry_block():
+        return builder.alloca(ir.ArrayType(ir.IntType(8), size))
+
+
 def emit_formatted(context, builder, fmt, values, value_types, size=_MESSAGE_BYTES):
     """A message formatted by ``snprintf`` from C string *fmt* and *values*
     (integers and booleans widened to ``int64``, for ``%lld``), in a stack
@@ -785,8 +793,7 @@ def emit_formatted(context, builder, fmt, values, value_types, size=_MESSAGE_BYT
     values = [context.cast(builder, v, t, types.int64)
               if isinstance(t, (types.Integer, types.Boolean)) else v
               for v, t in zip(values, value_types)]
-    buf = builder.bitcast(cgutils.alloca_once(
-        builder, ir.ArrayType(ir.IntType(8), size)), i8p)
+    buf = builder.bitcast(stack_buffer(builder, size), i8p)
     fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
     snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
     builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), size), fmt] + values)
