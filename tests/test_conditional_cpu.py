@@ -597,7 +597,7 @@ def test_the_value_a_kernel_stores(ty, value, stored):
     # set_conditional's conversion, run on the CPU: saturated, never wrapped
     from numba.extending import intrinsic
 
-    from numba_cuda_launch.launch.intrinsics import _as_condition
+    from numba_cuda_launch.kernels.numba_cuda import _as_condition
 
     @intrinsic
     def as_condition(typingctx, v):

@@ -11,6 +11,7 @@ launch asks a source once, when its plan is made (``launch/plan.py``). docs/arch
 
 import inspect
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from numba.core import types
@@ -23,9 +24,29 @@ from numba_cuda_launch.compat.cuda_target import target_compute_capability, \
 from numba_cuda_launch.config import get_compute_capabilities
 from numba_cuda_launch.cudadrv.fatbin import build_fatbin
 
-__all__ = ["KernelSource", "KernelType", "SOURCES", "register", "source_of",
+__all__ = ["KernelSource", "KernelType", "KernelFunction", "SOURCES", "register", "source_of",
            "kernel_types", "SOURCE_OF_NUMBA_TYPE", "DispatcherKernels", "flat_param_names",
            "image_for_architectures"]
+
+
+@dataclass(frozen=True)
+class KernelFunction:
+    """A function kernels call (``launch/intrinsics.py``), which each source
+    makes callable in its kernels (:meth:`KernelSource.add_kernel_functions`).
+    ``check(cc, *argtypes)`` raises saying why a call is refused (CPU types,
+    which a source translates its own to; *cc*: the lowest architecture the
+    kernel is built for, or None). With an *instruction*, the function takes
+    no arguments, returns nothing and is that PTX instruction, with a memory
+    clobber (no load or store moves across it); without, it is
+    ``set_conditional(handle, value)``: ``cudaGraphSetConditional`` of a
+    64-bit handle (an integer, or a value whose type names its
+    ``kernel_integer``: a struct of that one integer) and of an integer or
+    boolean value, stored as an unsigned 32-bit condition, a value outside
+    0..2**32-1 as 2**32-1."""
+
+    fn: Callable[..., Any]
+    check: Callable[..., None]
+    instruction: Optional[str] = None
 
 
 class KernelSource:
@@ -94,6 +115,10 @@ class KernelSource:
         launch backend types and reads directly (default: none; any
         library's are read through ``__cuda_stream__``, CAI and DLPack)."""
         return (), (), ()
+
+    def add_kernel_functions(self, functions: Sequence[KernelFunction]) -> None:
+        """Make *functions* callable in this compiler's kernels (default:
+        nothing to do, its kernels are compiled elsewhere)."""
 
     def simulation_refusal(self, d: Any) -> str:
         """What this kernel is, saying why numba-cuda's simulator cannot run it."""

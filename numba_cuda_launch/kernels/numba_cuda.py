@@ -10,8 +10,10 @@ import re
 import warnings
 from typing import List
 
-from numba.core import types
+from llvmlite import ir
+from numba.core import cgutils, types
 from numba.core.datamodel import default_manager, models
+from numba.core.typing.templates import signature
 from numba.extending import register_model
 
 from numba_cuda_launch.compat import numba_cuda as compat
@@ -160,6 +162,67 @@ class NumbaCudaKernels(DispatcherKernels):
         return [v for ty, value in zip(argtypes, values)
                 for v in ([value] if ty == types.float16 else
                           context.get_arg_packer([ty]).as_arguments(builder, [value]))]
+
+
+    def add_kernel_functions(self, functions) -> None:
+        """Typed and lowered as numba-cuda's own ``cuda.*`` functions are
+        (:func:`..compat.numba_cuda.register_kernel_function`)."""
+        for function in functions:
+            compat.register_kernel_function(function.fn, _typer(function),
+                                            _lowering(function.instruction))
+
+
+# -- functions kernels call ----------------------------------------------------------
+
+_void = ir.VoidType()
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+_U32_MAX = 2**32 - 1
+
+
+def _typer(function):
+    def typer(*args):
+        function.check(compat.kernel_compute_capability(), *args)
+        return signature(types.void, *args)
+    return typer
+
+
+def _as_condition(builder, value, ty):
+    """*value* (integer or boolean *ty*) as the condition's ``i32``: values
+    outside 0..2**32-1 (negative ones too) saturate to 2**32-1, keeping
+    their truth."""
+    if isinstance(ty, types.Boolean):
+        return builder.zext(value, _i32)
+    if not ty.signed and ty.bitwidth <= 32:
+        return builder.zext(value, _i32) if ty.bitwidth < 32 else value
+    wide = value if ty.bitwidth == 64 else builder.sext(value, _i64)
+    outside = builder.icmp_unsigned(">", wide, ir.Constant(_i64, _U32_MAX))  # negatives too
+    return builder.select(outside, ir.Constant(_i32, _U32_MAX), builder.trunc(wide, _i32))
+
+
+def _lowering(instruction):
+    """The lowering of a kernel function: PTX *instruction*, else
+    ``set_conditional`` (:class:`..KernelFunction`)."""
+    if instruction is not None:
+        def lower_instruction(context, builder, sig, args):
+            asm = ir.InlineAsm(ir.FunctionType(_void, []), instruction, "~{memory}",
+                               side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+        return lower_instruction
+
+    def lower_set_conditional(context, builder, sig, args):
+        hty, vty = sig.args
+        # a handle's type naming its kernel integer is a struct of that integer
+        handle = builder.extract_value(args[0], 0) if hasattr(hty, "kernel_integer") \
+            else args[0]
+        # The device runtime's builtin: an extern function in the PTX that
+        # ptxas resolves, with no libcudadevrt linked.
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_void, [_i64, _i32]),
+                                            "cudaGraphSetConditional")
+        builder.call(fn, [handle, _as_condition(builder, args[1], vty)])
+        return context.get_dummy_value()
+    return lower_set_conditional
 
 
 #: The source of numba-cuda kernels.

@@ -13,10 +13,12 @@ import threading
 import weakref
 from typing import Any, List, Optional
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import typeof_impl
 
+from numba_cuda_launch.compat import numba_cuda_mlir as compat
 from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.compat.overrides import replaced
@@ -361,6 +363,60 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
                 for v in flatten_value(context, builder, ty, value)]
 
     emit_argument_checks = staticmethod(emit_argument_checks)
+
+    def add_kernel_functions(self, functions):
+        """Overloads in numba-cuda-mlir's extension registries, registered
+        when it makes its typing context (:func:`..compat.numba_cuda_mlir.extend`)."""
+        compat.extend(lambda: _register_kernel_functions(functions))
+
+
+# -- functions kernels call ----------------------------------------------------------
+
+_U32_MAX = 2**32 - 1
+
+
+def _cpu_types(mlir_types):
+    """numba-cuda-mlir's argument types as CPU types (an untranslatable one
+    as it is: the checks name it)."""
+    return [from_mlir_type(t) or t for t in mlir_types]
+
+
+def _register_kernel_functions(functions):
+    for function in functions:
+        if function.instruction is not None:
+            compat.register_asm_function(function.fn, _asm_check(function),
+                                         function.instruction)
+        else:
+            _register_set_conditional(function)
+
+
+def _asm_check(function):
+    def check(*args):
+        function.check(compat.kernel_compute_capability(), *_cpu_types(args))
+    return check
+
+
+def _register_set_conditional(function):
+    declared: list = []  # cudaGraphSetConditional, declared when a kernel first calls it
+
+    @compat.overload(function.fn)
+    def _set_conditional(handle, value):
+        hty, vty = _cpu_types((handle, value))
+        function.check(None, hty, vty)
+        if not declared:
+            declared.append(compat.declare_device("cudaGraphSetConditional",
+                                                  "void(uint64, uint32)"))
+        set_value = declared[0]
+        if isinstance(vty, types.Boolean) or (not vty.signed and vty.bitwidth <= 32):
+            def impl(handle, value):
+                set_value(np.uint64(handle), np.uint32(value))
+        else:
+            def impl(handle, value):
+                # outside 0..2**32-1 (negatives wrap above it): 2**32-1, true
+                wide = np.uint64(value)
+                set_value(np.uint64(handle), np.uint32(wide) if wide <= np.uint64(_U32_MAX)
+                          else np.uint32(_U32_MAX))
+        return impl
 
 
 #: The source of numba-cuda-mlir kernels.

@@ -3,39 +3,28 @@ node's value, ``cudaGraphSetConditional``) and the
 programmatic-dependent-launch controls :func:`griddepcontrol_wait` and
 :func:`griddepcontrol_launch_dependents` (PTX ``griddepcontrol``, sm_90+).
 
-In numba-cuda kernels typed and lowered as numba-cuda's own ``cuda.*``
-functions are (:func:`..compat.numba_cuda.register_kernel_function`); in
-numba-cuda-mlir kernels overloads in its extension registry calling C-ABI
-device functions (:mod:`..compat.numba_cuda_mlir`), registered once it is
-imported; both type their arguments by the same rules. Under numba-cuda's
-simulator the Python bodies run in the simulated kernel; in CPU code each is
-a typing error saying where it belongs. docs/graphs.md, "Conditional nodes"
+Each kernel source makes them callable in its kernels
+(:class:`..kernels.KernelFunction`: the checks are here, the typing and
+lowering its compiler's), so every compiler types their arguments by the
+same rules. Under numba-cuda's simulator the Python bodies run in the
+simulated kernel; in CPU code each is a typing error saying where it
+belongs. docs/graphs.md, "Conditional nodes"
 and "Programmatic dependent launch"; docs/numba-cuda-mlir.md.
 """
 
-import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.core.typing.templates import signature
+from numba.core import types
 from numba.extending import overload
 
-from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
-from numba_cuda_launch.compat.versions import has_numba_cuda, has_numba_cuda_mlir
 from numba_cuda_launch.errors import NopythonUsageError
+from numba_cuda_launch.kernels import SOURCES, KernelFunction
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.conditionalhandle import (ConditionalHandle, ConditionalHandleType,
-                                                        handle_value)
+from numba_cuda_launch.launch.conditionalhandle import ConditionalHandle, ConditionalHandleType
 
 __all__ = ["set_conditional", "griddepcontrol_wait", "griddepcontrol_launch_dependents",
-           "PDL_COMPUTE_CAPABILITY"]
+           "PDL_COMPUTE_CAPABILITY", "KERNEL_FUNCTIONS"]
 
 #: The compute capability PTX ``griddepcontrol`` needs (Hopper).
 PDL_COMPUTE_CAPABILITY = (9, 0)
-
-_void = ir.VoidType()
-_i32 = ir.IntType(32)
-_i64 = ir.IntType(64)
-_U32_MAX = 2**32 - 1
 
 
 def _outside_kernels(name):
@@ -81,14 +70,14 @@ def griddepcontrol_launch_dependents() -> None:
     _run_in_kernel("griddepcontrol_launch_dependents")
 
 
-# -- CUDA target ------------------------------------------------------------------
+# -- in kernels: the checks every compiler's typing makes -------------------------------
 
 def _is_handle(ty):
     return isinstance(ty, ConditionalHandleType) or (
         isinstance(ty, types.Integer) and ty.bitwidth == 64)
 
 
-def _type_set_conditional(*args):
+def _check_set_conditional(cc, *args):
     if len(args) != 2:
         raise NopythonUsageError("set_conditional(handle, value) takes 2 arguments, got %d"
                                  % len(args))
@@ -101,121 +90,34 @@ def _type_set_conditional(*args):
         raise NopythonUsageError(
             "set_conditional(handle, value): value must be an integer or a boolean "
             "(the condition's unsigned int); got %s" % value)
-    return signature(types.void, handle, value)
 
 
-def _as_condition(builder, value, ty):
-    """*value* (integer or boolean *ty*) as the condition's ``i32``: values
-    outside 0..2**32-1 (negative ones too) saturate to 2**32-1, keeping
-    their truth."""
-    if isinstance(ty, types.Boolean):
-        return builder.zext(value, _i32)
-    if not ty.signed and ty.bitwidth <= 32:
-        return builder.zext(value, _i32) if ty.bitwidth < 32 else value
-    wide = value if ty.bitwidth == 64 else builder.sext(value, _i64)
-    outside = builder.icmp_unsigned(">", wide, ir.Constant(_i64, _U32_MAX))  # negatives too
-    return builder.select(outside, ir.Constant(_i32, _U32_MAX), builder.trunc(wide, _i32))
-
-
-def _lower_set_conditional(context, builder, sig, args):
-    hty, vty = sig.args
-    handle = handle_value(context, builder, args[0]) \
-        if isinstance(hty, ConditionalHandleType) else args[0]
-    # The device runtime's builtin: an extern function in the PTX that
-    # ptxas resolves, with no libcudadevrt linked.
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_void, [_i64, _i32]),
-                                        "cudaGraphSetConditional")
-    builder.call(fn, [handle, _as_condition(builder, args[1], vty)])
-    return context.get_dummy_value()
-
-
-def _check_griddepcontrol(name, args, cc):
+def _griddepcontrol_check(name):
     """Refuse arguments, or a kernel built for *cc* below sm_90."""
-    if args:
-        raise NopythonUsageError("%s() takes no arguments, got %d" % (name, len(args)))
-    if cc is not None and cc < PDL_COMPUTE_CAPABILITY:
-        raise NopythonUsageError(
-            "%s() needs compute capability %d.%d or later (PTX griddepcontrol, Hopper); "
-            "this kernel is built for %d.%d" % ((name,) + PDL_COMPUTE_CAPABILITY + tuple(cc)))
-
-
-def _griddepcontrol(name, instruction):
-    from numba_cuda_launch.compat import numba_cuda
-
-    def typer(*args):
-        _check_griddepcontrol(name, args, numba_cuda.kernel_compute_capability())
-        return signature(types.void)
-
-    def lower(context, builder, sig, args):
-        # A memory clobber: no load or store moves across the wait.
-        asm = ir.InlineAsm(ir.FunctionType(_void, []), instruction, "~{memory}",
-                           side_effect=True)
-        builder.call(asm, [])
-        return context.get_dummy_value()
-    return typer, lower
-
-
-_GRIDDEPCONTROL = ((griddepcontrol_wait, "griddepcontrol.wait;"),
-                   (griddepcontrol_launch_dependents, "griddepcontrol.launch_dependents;"))
-
-
-def _register_numba_cuda():
-    from numba_cuda_launch.compat import numba_cuda
-
-    numba_cuda.register_kernel_function(set_conditional, _type_set_conditional,
-                                        _lower_set_conditional)
-    for fn, instruction in _GRIDDEPCONTROL:
-        numba_cuda.register_kernel_function(fn, *_griddepcontrol(fn.__name__, instruction))
-
-
-# -- numba-cuda-mlir kernels ---------------------------------------------------------------
-
-def _cpu_types(mlir_types):
-    """numba-cuda-mlir's argument types as CPU types (an untranslatable one
-    as it is: the checks name it)."""
-    from numba_cuda_launch.kernels.numba_cuda_mlir import from_mlir_type
-
-    return [from_mlir_type(t) or t for t in mlir_types]
-
-
-def _register_numba_cuda_mlir():
-    declared: list = []  # cudaGraphSetConditional, declared when a kernel first calls it
-
-    @_mlir.overload(set_conditional)
-    def _set_conditional(handle, value):
-        hty, vty = _cpu_types((handle, value))
-        _type_set_conditional(hty, vty)
-        if not declared:
-            declared.append(_mlir.declare_device("cudaGraphSetConditional",
-                                                 "void(uint64, uint32)"))
-        set_value = declared[0]
-        if isinstance(vty, types.Boolean) or (not vty.signed and vty.bitwidth <= 32):
-            def impl(handle, value):
-                set_value(np.uint64(handle), np.uint32(value))
-        else:
-            def impl(handle, value):
-                # outside 0..2**32-1 (negatives wrap above it): 2**32-1, true
-                wide = np.uint64(value)
-                set_value(np.uint64(handle), np.uint32(wide) if wide <= np.uint64(_U32_MAX)
-                          else np.uint32(_U32_MAX))
-        return impl
-
-    for fn, instruction in _GRIDDEPCONTROL:
-        _mlir.register_asm_function(fn, _mlir_griddepcontrol_check(fn.__name__), instruction)
-
-
-def _mlir_griddepcontrol_check(name):
-    def check(*args):
-        _check_griddepcontrol(name, args, _mlir.kernel_compute_capability())
+    def check(cc, *args):
+        if args:
+            raise NopythonUsageError("%s() takes no arguments, got %d" % (name, len(args)))
+        if cc is not None and tuple(cc) < PDL_COMPUTE_CAPABILITY:
+            raise NopythonUsageError(
+                "%s() needs compute capability %d.%d or later (PTX griddepcontrol, Hopper); "
+                "this kernel is built for %d.%d" % ((name,) + PDL_COMPUTE_CAPABILITY + tuple(cc)))
     return check
 
 
+#: The functions kernels call, as each kernel source makes them callable.
+KERNEL_FUNCTIONS = (
+    KernelFunction(set_conditional, _check_set_conditional),
+    KernelFunction(griddepcontrol_wait, _griddepcontrol_check("griddepcontrol_wait"),
+                   "griddepcontrol.wait;"),
+    KernelFunction(griddepcontrol_launch_dependents,
+                   _griddepcontrol_check("griddepcontrol_launch_dependents"),
+                   "griddepcontrol.launch_dependents;"),
+)
+
 # Where kernels are Python (the simulator) there is nothing to type.
 if BACKEND.compiles_kernels:
-    if has_numba_cuda():
-        _register_numba_cuda()
-    if has_numba_cuda_mlir():
-        _mlir.extend(_register_numba_cuda_mlir)
+    for _source in SOURCES:
+        _source.add_kernel_functions(KERNEL_FUNCTIONS)
 
 
 # -- CPU code: a typing error saying where these belong -------------------------------
