@@ -357,16 +357,16 @@ def _optimized_module(exp, tm):
 
 
 def _shared_modules(modules, tm):
-    """The modules of the C functions the *modules* call by symbol (the
+    """``{symbol: module}``: the modules of the C functions the *modules* call by symbol (the
     checks ``jax_kernel`` handlers share, :func:`.jax_handler.shared_functions`),
     each exporting its function under that symbol, hidden by the library's
     version script."""
     declared = {f.name for m in modules for f in m.functions if f.is_declaration}
     if not any(name.startswith(_SHARED_PREFIX) for name in declared):
-        return []
+        return {}
     from numba_cuda_launch.interop import jax_handler
 
-    out = []
+    out = {}
     for symbol, code in jax_handler.shared_code().items():
         if symbol not in declared:
             continue
@@ -374,15 +374,16 @@ def _shared_modules(modules, tm):
         module = _optimized_module(exp, tm)
         module.get_function(code.symbol).name = symbol
         _refuse_python(exp, module)
-        out.append(module)
+        out[symbol] = module
     return out
 
 
-def _refuse_python(exp, module):
-    """Refuse a function whose code references what only a Python process has."""
+def _refuse_python(exp, module, provided=()):
+    """Refuse a function whose code references what only a Python process
+    has (or the library does not define: *provided* are symbols it does)."""
     names = sorted(g.name for g in itertools.chain(module.functions, module.global_variables)
                    if g.is_declaration and not g.name.startswith("llvm.")
-                   and g.name not in _RUNTIME_SYMBOLS)
+                   and g.name not in _RUNTIME_SYMBOLS and g.name not in provided)
     python = [n for n in names if n.startswith(("Py", "_Py"))]
     arrays = [n for n in names if n.startswith(("NRT_MemInfo_alloc", "NRT_MemInfo_new"))]
     helpers = [n for n in names if n.startswith(("NRT_", "numba_"))]
@@ -800,9 +801,10 @@ def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = No
         _check_signature(e)
     tm = _target_machine(exports[0].code, cpu)
     modules = [_optimized_module(e, tm) for e in exports]
-    modules += _shared_modules(modules, tm)
+    shared = _shared_modules(modules, tm)
     for exp, module in zip(exports, modules):
-        _refuse_python(exp, module)
+        _refuse_python(exp, module, shared)
+    modules += shared.values()
     linked = modules[0]
     for m in modules[1:]:
         linked.link_in(m)
