@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-__all__ = ["Function", "register_jitable", "cached_jitable", "refresh_cpu_contexts"]
+__all__ = ["Function", "register_jitable", "cacheable", "cached_jitable",
+           "refresh_cpu_contexts"]
 
 #: A function whose signature a decorator keeps.
 Function = TypeVar("Function", bound=Callable[..., Any])
@@ -26,7 +27,7 @@ else:
 _CACHEABLE: dict[str, bool] = {}  # source file -> whether Numba finds a cache directory
 
 
-def _cacheable(fn: Callable[..., Any]) -> bool:
+def cacheable(fn: Callable[..., Any]) -> bool:
     """Whether Numba finds a cache directory for *fn*'s source file
     (without one, ``cache=True`` fails its first compilation)."""
     import inspect
@@ -46,6 +47,11 @@ def _cacheable(fn: Callable[..., Any]) -> bool:
     return _CACHEABLE[path]
 
 
+# Called from nopython code only: no wrappers for Python or C callers, whose
+# lowering and machine code were most of each small function's compile
+_CALLEE_ONLY = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+
+
 def cached_jitable(fn: Function) -> Function:
     """``register_jitable`` whose compiled code Numba keeps in its on-disk
     cache (``cache=True``), so that a later process loads it instead of
@@ -56,9 +62,9 @@ def cached_jitable(fn: Function) -> Function:
     cache directory can be found."""
     from numba.extending import register_jitable as _register
 
-    if not _cacheable(fn):
-        return _register(fn)
-    return _register(cache=True)(fn)
+    if not cacheable(fn):
+        return _register(**_CALLEE_ONLY)(fn)
+    return _register(cache=True, **_CALLEE_ONLY)(fn)
 
 
 def refresh_cpu_contexts() -> None:

@@ -49,6 +49,7 @@ _RUNTIME_SYMBOLS = {driver.TABLE_SYMBOL, _driver_launch.FLAG_SYMBOL, graphdevice
                     graphdevices.USED_SYMBOL,
                     # libtvm_ffi's, forwarded by clib/ncl_tvm_ffi.c
                     "TVMFFIEnvGetStream", "TVMFFIErrorSetRaisedFromCStr"}
+_SHARED_PREFIX = "numba_cuda_launch_jax_"  # jax_handler's shared C functions
 _TVM_FFI_RUNTIME = "ncl_tvm_ffi.c"
 _TVM_FFI_PREFIX = "__tvm_ffi_"  # what tvm_ffi.load_module looks up
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -355,11 +356,34 @@ def _optimized_module(exp, tm):
     return module
 
 
-def _refuse_python(exp, module):
-    """Refuse a function whose code references what only a Python process has."""
+def _shared_modules(modules, tm):
+    """``{symbol: module}``: the modules of the C functions the *modules* call by symbol (the
+    checks ``jax_kernel`` handlers share, :func:`.jax_handler.shared_functions`),
+    each exporting its function under that symbol, hidden by the library's
+    version script."""
+    declared = {f.name for m in modules for f in m.functions if f.is_declaration}
+    if not any(name.startswith(_SHARED_PREFIX) for name in declared):
+        return {}
+    from numba_cuda_launch.interop import jax_handler
+
+    out = {}
+    for symbol, code in jax_handler.shared_code().items():
+        if symbol not in declared:
+            continue
+        exp = _Export(symbol, code, "the handlers' shared function %s" % symbol)
+        module = _optimized_module(exp, tm)
+        module.get_function(code.symbol).name = symbol
+        _refuse_python(exp, module)
+        out[symbol] = module
+    return out
+
+
+def _refuse_python(exp, module, provided=()):
+    """Refuse a function whose code references what only a Python process
+    has (or the library does not define: *provided* are symbols it does)."""
     names = sorted(g.name for g in itertools.chain(module.functions, module.global_variables)
                    if g.is_declaration and not g.name.startswith("llvm.")
-                   and g.name not in _RUNTIME_SYMBOLS)
+                   and g.name not in _RUNTIME_SYMBOLS and g.name not in provided)
     python = [n for n in names if n.startswith(("Py", "_Py"))]
     arrays = [n for n in names if n.startswith(("NRT_MemInfo_alloc", "NRT_MemInfo_new"))]
     helpers = [n for n in names if n.startswith(("NRT_", "numba_"))]
@@ -777,8 +801,10 @@ def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = No
         _check_signature(e)
     tm = _target_machine(exports[0].code, cpu)
     modules = [_optimized_module(e, tm) for e in exports]
+    shared = _shared_modules(modules, tm)
     for exp, module in zip(exports, modules):
-        _refuse_python(exp, module)
+        _refuse_python(exp, module, shared)
+    modules += shared.values()
     linked = modules[0]
     for m in modules[1:]:
         linked.link_in(m)

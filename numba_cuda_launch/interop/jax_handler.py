@@ -6,18 +6,20 @@ handler is one function body whose constants carry what differs between signatur
 """
 
 import functools
+import inspect
 import itertools
 import struct
 
 import numba
 import numpy as np
+from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload
 
-from numba_cuda_launch.compat.numba_cfunc import cached_cfunc
-from numba_cuda_launch.compat.numba_extending import cached_jitable
+from numba_cuda_launch.compat.numba_cfunc import cached_cfunc, cfunc_code
+from numba_cuda_launch.compat.numba_extending import cacheable, cached_jitable
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import refusal_cache
@@ -25,7 +27,7 @@ from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 
-__all__ = ["make_handler", "refusal"]
+__all__ = ["make_handler", "refusal", "shared_code", "shared_functions"]
 
 
 # float16 from IEEE binary16 bits: a bitcast, which needs no runtime helper
@@ -299,6 +301,99 @@ def _config_ok(grid, block, sharedmem):
             and 0 <= sharedmem <= 2**32 - 1)
 
 
+# -- the checks every handler calls, compiled once as C functions ---------------------
+# Called by symbol, not linked into each handler: a function a handler links
+# is optimised and made machine code again with every handler (Numba links
+# its callees' IR), and these checks and messages were most of a handler's
+# code. Each is a @cfunc kept in Numba's cache, compiled (or loaded) by the
+# first handler of a process and found by its symbol when a handler's code
+# is made or loaded (docs/jax.md, "How the handler is built").
+
+_SHARED = {}  # symbol -> (signature, Python function)
+
+
+def _shared(symbol, sig):
+    """Make *pyfunc* the C function *symbol* of Numba signature *sig* (voidptr
+    and int64 arguments), called from nopython code through the intrinsic
+    this returns."""
+    def register(pyfunc):
+        _SHARED[symbol] = (sig, pyfunc)
+
+        def call(typingctx, *args):
+            def codegen(context, builder, call_sig, values):
+                fnty = ir.FunctionType(context.get_value_type(sig.return_type),
+                                       [context.get_value_type(t) for t in sig.args])
+                fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+                return builder.call(fn, values)
+            return sig, codegen
+        # Numba binds a call's arguments by the typer's signature: pyfunc's
+        params = list(inspect.signature(pyfunc).parameters.values())
+        call.__signature__ = inspect.Signature(
+            [inspect.Parameter("typingctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params)
+        call.__doc__ = pyfunc.__doc__
+        return intrinsic(call)
+    return register
+
+
+@functools.lru_cache(maxsize=None)
+def shared_functions():
+    """``{symbol: cfunc}``: the C functions handlers call by symbol, compiled
+    (or loaded from Numba's cache) once per process and given to the JIT's
+    symbol table."""
+    out = {}
+    for symbol, (sig, pyfunc) in _SHARED.items():
+        cf = numba.cfunc(sig, cache=cacheable(pyfunc))(pyfunc)
+        llvm_binding.add_symbol(symbol, cf.address)
+        out[symbol] = cf
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def shared_code():
+    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, compiled again
+    without Numba's cache (which keeps no LLVM module), for C libraries
+    (:mod:`.aot`)."""
+    return {symbol: cfunc_code(numba.cfunc(sig)(pyfunc))
+            for symbol, (sig, pyfunc) in _SHARED.items()}
+
+
+_P, _I = nt.voidptr, nt.int64
+
+
+@_shared("numba_cuda_launch_jax_check_items", _P(_P, _I, _I, _P))
+def _check_items(frame, n_args, n_rets, context):
+    """:func:`xla_ffi.check_items`."""
+    return xla_ffi.check_items(frame, n_args, n_rets, context)
+
+
+@_shared("numba_cuda_launch_jax_check_signature", _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P))
+def _check_signature(frame, buffers, n_buffers, n_in, attrs, names, n_attrs, slots, reads,
+                     context):
+    """:func:`xla_ffi.check_buffers`, then :func:`xla_ffi.match_attrs`."""
+    err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
+    if xla_ffi.is_error(err):
+        return err
+    return xla_ffi.match_attrs(frame, attrs, names, n_attrs, slots, reads, context)
+
+
+@_shared("numba_cuda_launch_jax_config_error", _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P))
+def _config_error_c(frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
+    """:func:`_config_error`."""
+    return _config_error(frame, (gx, gy, gz), (bx, by, bz), sharedmem, source, context)
+
+
+@_shared("numba_cuda_launch_jax_launch_failed", _P(_P, _I, _P))
+def _launch_failed(frame, status, prefix):
+    """:func:`xla_ffi._launch_failed`."""
+    return xla_ffi._launch_failed(frame, status, prefix)
+
+
+@_shared("numba_cuda_launch_jax_stream", _P(_P))
+def _stream(frame):
+    """:func:`xla_ffi.stream`."""
+    return xla_ffi.stream(frame)
+
+
 # -- the handler --------------------------------------------------------------------
 
 # The pieces of the handler below are inlined into its IR before typing: a
@@ -358,11 +453,9 @@ def _run(frame, kernel, variant, rule, dependent):
     launch of *kernel* on the buffers. *rule* (None: the attributes' grid
     and block) and *dependent* (None: a plain launch) are constants."""
     buffers, n_buffers, n_in, attrs, names, n_attrs, reads, context = _signature(variant)
-    err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
-    if xla_ffi.is_error(err):
-        return err, 0
     slots = _attribute_slots(variant)
-    err = xla_ffi.match_attrs(frame, attrs, names, n_attrs, slots, reads, context)
+    err = _check_signature(frame, buffers, n_buffers, n_in, attrs, names, n_attrs, slots, reads,
+                           context)
     if xla_ffi.is_error(err):
         return err, 0
     indices = _attribute_indices(slots, variant)
@@ -381,8 +474,9 @@ def _run(frame, kernel, variant, rule, dependent):
         source = xla_ffi.c_string("the launch rule")
     grid, block = _dim3(grid), _dim3(block)
     if not _config_ok(grid, block, shmem):
-        return _config_error(frame, grid, block, shmem, source, context), 0
-    cfg = kernel[grid, block, xla_ffi.stream(frame), shmem]
+        return _config_error_c(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                               shmem, source, context), 0
+    cfg = kernel[grid, block, _stream(frame), shmem]
     if dependent is None:
         return err, cfg.launch_status(*args)
     return err, cfg.dependent().launch_status(*args)
@@ -399,6 +493,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     limits, returning an error that says what differs. *dependent*: launch as a
     programmatic dependent launch. *cache*: the handler's on-disk cache
     (:func:`.handler_cache.handler_cache`), or None."""
+    shared_functions()  # before the handler's code is made or loaded
     major, minor = xla_ffi.api_version()
     # None (not False) for a plain launch: Numba prunes `is None` branches
     # before typing, so .dependent() is typed only where it is asked for
@@ -424,7 +519,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     def handler(frame):
         if xla_ffi.is_metadata_query(frame):
             return xla_ffi.answer_metadata_query(frame, traits, major, minor)
-        err = xla_ffi.check_items(frame, n_in, n_out, xla_ffi.c_string(context))
+        err = _check_items(frame, n_in, n_out, xla_ffi.c_string(context))
         if xla_ffi.is_error(err):
             return err
         if batch_aware:
@@ -443,6 +538,6 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         if xla_ffi.is_error(err):
             return err
         if status != 0:
-            return xla_ffi._launch_failed(frame, status, xla_ffi.c_string(failed))
+            return _launch_failed(frame, status, xla_ffi.c_string(failed))
         return xla_ffi.ok()
     return cached_cfunc(nt.voidptr(nt.voidptr), handler, cache)
