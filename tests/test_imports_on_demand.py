@@ -32,12 +32,14 @@ BARE_IMPORT = {
     "launch.intrinsics", "launch.launchconfig", "launch.occupancy", "launch.plan",
     "launch.pointer", "launch.pyobjects", "launch.refusals", "launch.stream",
 }
-#: ... and where numba-cuda is installed, its kernel source
+#: ... and once numba.cuda is imported (where numba-cuda is installed), its
+#: kernel source
 NUMBA_CUDA_MODULES = {"compat.numba_cuda", "kernels.numba_cuda"}
 
-#: libraries a bare import never loads (each is loaded by the feature using it)
+#: libraries a bare import never loads (each is loaded by the feature using
+#: it; a kernel compiler by the user)
 NEVER_AT_IMPORT = ("jax", "jaxlib", "tvm_ffi", "cffi", "torch", "cupy", "triton",
-                   "cuda.core", "numba_cuda_mlir")
+                   "cuda.core", "numba_cuda_mlir", "numba.cuda")
 
 
 def run_child(code, **env):
@@ -47,22 +49,24 @@ def run_child(code, **env):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+_LOADED = """
+    import json, sys
+    import numba
+    %s
+    before = set(sys.modules)
+    import numba_cuda_launch as ncl
+    %s
+    prefix = ncl.__name__
+    print(json.dumps({
+        "package": sorted(m[len(prefix):].lstrip(".") for m in sys.modules
+                          if m == prefix or m.startswith(prefix + ".")),
+        "added": sorted(set(sys.modules) - before)}))
+"""
+
+
 def test_a_bare_import_loads_the_launch_path_only():
-    # what the package adds to the compiler it types kernels with (where
-    # numba-cuda is installed, its numba.cuda is imported with the package)
-    loaded = run_child("""
-        import json, sys
-        import numba
-        %s
-        before = set(sys.modules)
-        import numba_cuda_launch as ncl
-        prefix = ncl.__name__
-        print(json.dumps({
-            "package": sorted(m[len(prefix):].lstrip(".") for m in sys.modules
-                              if m == prefix or m.startswith(prefix + ".")),
-            "added": sorted(set(sys.modules) - before)}))
-    """ % ("import numba.cuda" if has_numba_cuda() else ""))
-    expected = BARE_IMPORT | (NUMBA_CUDA_MODULES if has_numba_cuda() else set())
+    loaded = run_child(_LOADED % ("", ""))
+    expected = BARE_IMPORT
     package = set(loaded["package"])
     assert package == expected, ("loaded, not pinned: %s; pinned, not loaded: %s"
                                  % (sorted(package - expected), sorted(expected - package)))
@@ -89,6 +93,17 @@ def test_each_name_loads_its_module_when_first_asked_for(name, module):
     assert seen == [False, True, True, name if name != "graphs" else seen[3]]
     if name == "graphs":
         assert seen[3].endswith(".graphs")
+
+
+@pytest.mark.skipif(not has_numba_cuda(), reason="needs numba-cuda")
+@pytest.mark.parametrize("before, after", [("import numba.cuda", ""),
+                                           ("", "from numba import cuda")])
+def test_numba_cuda_kernels_are_a_source_once_numba_cuda_is_imported(before, after):
+    # either order: numba.cuda imported before the package, or after it
+    loaded = run_child(_LOADED % (before, after + """
+    from numba_cuda_launch.kernels import SOURCES
+    assert "numba-cuda" in [s.name for s in SOURCES], SOURCES"""))
+    assert set(loaded["package"]) == BARE_IMPORT | NUMBA_CUDA_MODULES
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -2,22 +2,29 @@
 whether a GPU can be used, its compute capability or the configured one
 without it, the architectures the installed toolkit builds for, kernel
 signatures, and the hints a failed compilation ends with. Asked of numba-cuda
-when it is installed (its context and errors, as its kernels see them), else
-of the CUDA driver and NVRTC through cuda-bindings, so that an installation
-with numba-cuda-mlir alone never imports ``numba.cuda``
+once ``numba.cuda`` is imported (its context and errors, as its kernels see
+them), else of the CUDA driver and NVRTC through cuda-bindings, so that a
+program using numba-cuda-mlir alone never imports ``numba.cuda``
 (docs/numba-cuda-mlir.md, "numba-cuda or numba-cuda-mlir").
 """
 
 import contextlib
 import os
+import sys
 
 from numba.core import types
 
 from numba_cuda_launch.compat.versions import has_numba_cuda
 from numba_cuda_launch.config import get_compute_capability, setting
 
-# Asked once: whether numba-cuda answers (its context, its errors) or the driver.
+# Whether numba-cuda is installed (the hints name its extra).
 _NUMBA_CUDA = has_numba_cuda()
+
+
+def _numba_cuda_answers():
+    """Whether numba-cuda answers (its context, its errors): installed and
+    imported; else the driver does."""
+    return _NUMBA_CUDA and "numba.cuda" in sys.modules
 
 __all__ = [
     "gpu_available", "deviceless", "current_compute_capability", "image_target",
@@ -58,7 +65,7 @@ def gpu_available() -> bool:
     ``cuda.is_available()`` when installed: it loads NVVM too, and its
     failure names the extra that installs it)."""
     if not _available:
-        if _NUMBA_CUDA:
+        if _numba_cuda_answers():
             from numba import cuda
 
             with hinted(with_toolkit_hint):
@@ -79,7 +86,7 @@ def current_compute_capability():
     """The compute capability of the current device (the current context's,
     else device 0); None when there is no driver or device."""
     try:
-        if _NUMBA_CUDA:
+        if _numba_cuda_answers():
             from numba import cuda
 
             return tuple(cuda.get_current_device().compute_capability)
@@ -119,7 +126,7 @@ def supported_architectures():
     """The compute capabilities the installed CUDA toolkit (NVRTC) builds
     for, sorted; None when NVRTC cannot be asked."""
     try:
-        if _NUMBA_CUDA:
+        if _numba_cuda_answers():
             from numba.cuda.cudadrv import nvrtc
 
             return tuple(sorted(tuple(cc) for cc in nvrtc.get_supported_ccs()))
@@ -150,7 +157,7 @@ def cai_sync_enabled() -> bool:
     """Whether a kernel's launch waits for a CUDA Array Interface argument's
     stream (``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``, on by default): numba-cuda's
     setting as it is now where it is installed, else the variable."""
-    if _NUMBA_CUDA:
+    if _numba_cuda_answers():
         from numba.cuda import config
 
         return getattr(config, "CUDA_ARRAY_INTERFACE_SYNC", True)
@@ -162,7 +169,7 @@ def cai_sync_enabled() -> bool:
 def _sigutils():
     # numba-cuda's parser knows its own types (bfloat16, dim3, ...); Numba's
     # parses the rest the same way.
-    if _NUMBA_CUDA:
+    if _numba_cuda_answers():
         from numba.cuda.core import sigutils
     else:
         from numba.core import sigutils

@@ -35,12 +35,12 @@ def _always():
 
 
 def _numba_cuda_target():
-    """numba-cuda is installed and its CUDA target (not the simulator) is on."""
-    return has_numba_cuda() and _sim.disabled()
+    """numba-cuda is imported and its CUDA target (not the simulator) is on."""
+    return "numba.cuda" in sys.modules and has_numba_cuda() and _sim.disabled()
 
 
 def _numba_cuda_simulator():
-    return has_numba_cuda() and _sim.enabled()
+    return "numba.cuda" in sys.modules and has_numba_cuda() and _sim.enabled()
 
 
 def _mlir_imported():
@@ -243,11 +243,14 @@ def _install_one(o):
 def install() -> None:
     """Install every declared override whose condition holds and that is not
     installed yet (each is installed at most once per process); those of
-    numba-cuda-mlir once it is imported, before its eager kernels compile."""
+    numba-cuda and numba-cuda-mlir once they are imported (before any kernel
+    of theirs compiles), Numba's boxers once they are."""
     for o in OVERRIDES:
         if (o.owner, o.attribute) not in _INSTALLED and o.when():
             _install_one(o)
     _hooks.when_imported("numba.core.boxing", install)
+    if has_numba_cuda():
+        _hooks.when_imported("numba.cuda", install)
     if has_numba_cuda_mlir():
         _hooks.when_imported("numba_cuda_mlir", install)
 

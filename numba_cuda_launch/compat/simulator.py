@@ -9,6 +9,7 @@ README.md, "Without a GPU: the CUDA simulator".
 
 import contextlib
 import functools
+import sys
 import weakref
 
 from numba.core import types
@@ -24,12 +25,16 @@ __all__ = ["enabled", "disabled", "refuse_builtin_cuda", "simulated_kernel_class
 
 def enabled() -> bool:
     """True when numba-cuda's CUDA simulator replaces the CUDA target (never
-    without numba-cuda: numba-cuda-mlir has no simulator)."""
+    without numba-cuda: numba-cuda-mlir has no simulator): numba-cuda's
+    setting once ``numba.cuda`` is imported; before, the setting it will
+    read (``NUMBA_ENABLE_CUDASIM``, as Numba read it), without importing it."""
     if not has_numba_cuda():
         return False
-    from numba import cuda
-
-    return bool(getattr(cuda, "config", None) and cuda.config.ENABLE_CUDASIM)
+    cuda = sys.modules.get("numba.cuda")
+    config = getattr(cuda, "config", None)
+    if config is None:
+        from numba.core import config
+    return bool(getattr(config, "ENABLE_CUDASIM", 0))
 
 
 def disabled() -> bool:
@@ -37,12 +42,12 @@ def disabled() -> bool:
 
 
 def refuse_builtin_cuda():
-    """Where numba-cuda is installed, refuse numba's deprecated built-in CUDA
-    target in its place (numba-cuda's simulator has no ``implementation``
-    marker)."""
-    if not has_numba_cuda():
+    """Where numba-cuda is installed and ``numba.cuda`` imported, refuse
+    numba's deprecated built-in CUDA target in its place (numba-cuda's
+    simulator has no ``implementation`` marker)."""
+    cuda = sys.modules.get("numba.cuda")
+    if not has_numba_cuda() or cuda is None:
         return
-    from numba import cuda
 
     if not enabled() and getattr(cuda, "implementation", None) != "NVIDIA":
         raise ImportError(

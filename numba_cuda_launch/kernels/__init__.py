@@ -9,6 +9,7 @@ launch asks a source once, when its plan is made (``launch/plan.py``). docs/arch
 "Kernel sources".
 """
 
+import abc
 import inspect
 import weakref
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from numba_cuda_launch.config import get_compute_capabilities
 from numba_cuda_launch.cudadrv.fatbin import build_fatbin
 
 __all__ = ["KernelSource", "KernelType", "KernelFunction", "SOURCES", "register", "source_of",
-           "kernel_types", "SOURCE_OF_NUMBA_TYPE", "DispatcherKernels", "flat_param_names",
+           "on_register", "AnyKernelType", "SOURCE_OF_NUMBA_TYPE", "DispatcherKernels", "flat_param_names",
            "image_for_architectures"]
 
 
@@ -202,18 +203,42 @@ def _unbox_kernel(typ, obj, c):
     return NativeValue(c.context.get_dummy_value())
 
 
+class AnyKernelType(abc.ABC):
+    """Virtual base class of the Numba types of kernels ``kernel[...]``
+    configures: :class:`KernelType` and the Numba type classes of the
+    registered sources (``isinstance(ty, AnyKernelType)``, for sources
+    registered later too)."""
+
+
+AnyKernelType.register(KernelType)
+
 #: The kernel sources, asked in order which one a kernel object belongs to.
 SOURCES: List[KernelSource] = []
 #: The sources whose kernels Numba types itself, by their Numba type class.
 SOURCE_OF_NUMBA_TYPE: Dict[type, KernelSource] = {}
+_LISTENERS: List[Callable[[KernelSource], None]] = []
 
 
 def register(source: KernelSource, first: bool = False) -> KernelSource:
-    """Add *source* (asked first if *first*)."""
+    """Add *source* (asked first if *first*), and tell the
+    :func:`on_register` callbacks."""
     SOURCES.insert(0, source) if first else SOURCES.append(source)
     if source.numba_type is not None:
         SOURCE_OF_NUMBA_TYPE[source.numba_type] = source
+        AnyKernelType.register(source.numba_type)
+    for listener in _LISTENERS:
+        listener(source)
     return source
+
+
+def on_register(listener: Callable[[KernelSource], None]) -> None:
+    """Call *listener* with each registered source, now and as sources are
+    registered: a compiler's source is registered when the compiler is
+    imported (``kernels/installed.py``), which may be after the launch
+    layer's modules are."""
+    _LISTENERS.append(listener)
+    for source in list(SOURCES):
+        listener(source)
 
 
 def source_of(obj: Any) -> KernelSource:
@@ -222,11 +247,6 @@ def source_of(obj: Any) -> KernelSource:
         if source.claims(obj):
             return source
     raise TypeError("%r is not a kernel of %s" % (obj, " or ".join(s.name for s in SOURCES)))
-
-
-def kernel_types() -> Tuple[type, ...]:
-    """The Numba type classes of the kernels ``kernel[...]`` configures."""
-    return (KernelType,) + tuple(SOURCE_OF_NUMBA_TYPE)
 
 
 # -- what the sources of @cuda.jit dispatchers share --------------------------------------

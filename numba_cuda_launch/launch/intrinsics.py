@@ -16,7 +16,7 @@ from numba.core import types
 from numba.extending import overload
 
 from numba_cuda_launch.errors import NopythonUsageError
-from numba_cuda_launch.kernels import SOURCES, KernelFunction
+from numba_cuda_launch.kernels import KernelFunction, on_register
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.conditionalhandle import ConditionalHandle, ConditionalHandleType
 
@@ -116,8 +116,7 @@ KERNEL_FUNCTIONS = (
 
 # Where kernels are Python (the simulator) there is nothing to type.
 if BACKEND.compiles_kernels:
-    for _source in SOURCES:
-        _source.add_kernel_functions(KERNEL_FUNCTIONS)
+    on_register(lambda source: source.add_kernel_functions(KERNEL_FUNCTIONS))
 
 
 # -- CPU code: a typing error saying where these belong -------------------------------

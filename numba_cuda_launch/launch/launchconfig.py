@@ -22,7 +22,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, bou
 from numba_cuda_launch.compat.cuda_target import target_compute_capability
 from numba_cuda_launch.compat.numba_dispatcher import explain_untyped_constants_with
 from numba_cuda_launch.errors import KernelTypingError
-from numba_cuda_launch.kernels import SOURCE_OF_NUMBA_TYPE, KernelType, kernel_types
+from numba_cuda_launch.kernels import SOURCE_OF_NUMBA_TYPE, AnyKernelType, KernelType, on_register
 from numba_cuda_launch.launch import backends
 from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.launch.stream import CUDAStream
@@ -179,8 +179,9 @@ class LaunchConfigModel(models.StructModel):
         super().__init__(dmm, fe_type, members)
 
 
-#: Types of kernels ``kernel[...]`` configures (of the installed compilers).
-KERNEL_TYPES = kernel_types()
+#: Types of kernels ``kernel[...]`` configures (of the installed compilers,
+#: registered before or after this module: a virtual base class).
+KERNEL_TYPES = AnyKernelType
 
 
 @explain_lines
@@ -620,8 +621,15 @@ def lower_kernel_configure(context, builder, sig, args):
     return cfg._getvalue()
 
 
-for _kernel_type in KERNEL_TYPES:
-    lower_builtin(operator.getitem, _kernel_type, types.Any)(lower_kernel_configure)
+def _lower_configure_of(source):
+    """``kernel[...]`` lowered for the kernels of *source* (its Numba type
+    class; :class:`KernelType` covers the sources typed by this package)."""
+    if source.numba_type is not None:
+        lower_builtin(operator.getitem, source.numba_type, types.Any)(lower_kernel_configure)
+
+
+lower_builtin(operator.getitem, KernelType, types.Any)(lower_kernel_configure)
+on_register(_lower_configure_of)
 
 
 @infer_getattr

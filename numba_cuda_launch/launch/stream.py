@@ -100,7 +100,7 @@ def stream_handle(obj):
     object or an integer handle (the backend's own streams: its
     :meth:`~..backends.LaunchBackend.stream_handle`). Anything else, or a
     handle outside 0..2**64-1, is a TypeError."""
-    if isinstance(obj, _BACKEND_STREAMS):
+    if isinstance(obj, BACKEND.stream_classes()):
         return BACKEND.stream_handle(obj)
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
@@ -122,7 +122,7 @@ def python_stream(stream):
     """A stream given to a Python form, as compiled code takes it: None and
     the backend's own streams (numba-cuda's) as they are, anything else as
     its raw handle."""
-    if stream is None or isinstance(stream, _BACKEND_STREAMS):
+    if stream is None or isinstance(stream, BACKEND.stream_classes()):
         return stream
     # An integer is checked as a stream object's handle; one above int64
     # crosses into compiled code as uint64.
@@ -151,11 +151,15 @@ def _unbox_handle(obj):
     return stream_handle(obj)  # says what is wrong with it
 
 
-_BACKEND_STREAMS = BACKEND.stream_classes()
-for _cls in _BACKEND_STREAMS:
-    typeof_impl.register(_cls)(lambda val, c: cuda_stream)
-    register_typeof(_cls, lambda val: cuda_stream)
-    _HANDLES[_cls] = BACKEND.stream_handle
+def _register_streams(streams, arrays, fast_arrays):
+    """The backend's own stream classes (numba-cuda's, once it is imported)."""
+    for cls in streams:
+        typeof_impl.register(cls)(lambda val, c: cuda_stream)
+        register_typeof(cls, lambda val: cuda_stream)
+        _HANDLES[cls] = BACKEND.stream_handle
+
+
+BACKEND.on_python_classes(_register_streams)
 
 
 @unbox(CUDAStream)

@@ -71,6 +71,13 @@ class LaunchBackend:
         compiled unboxing reads directly (numba-cuda's)."""
         return ()
 
+    def on_python_classes(self, listener) -> None:
+        """Call ``listener(streams, arrays, fast_arrays)`` with this target's
+        classes of :meth:`stream_classes`, :meth:`array_classes` and
+        :meth:`fast_array_classes`: those known now (default: all of them,
+        once)."""
+        listener(self.stream_classes(), self.array_classes(), self.fast_array_classes())
+
     def describe_array(self, obj):
         """``(data, shape, strides, dtype, readonly)`` of one of this
         target's arrays it reads itself, or None (read through its CUDA

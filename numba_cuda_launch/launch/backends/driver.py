@@ -21,7 +21,7 @@ from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute, \
 from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
 from numba_cuda_launch.cudadrv.launch import ATTRIBUTE_CLUSTER_DIMENSION, \
     ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch
-from numba_cuda_launch.kernels import SOURCES
+from numba_cuda_launch.kernels import on_register
 from numba_cuda_launch.launch.backends.backend import LaunchBackend
 
 __all__ = ["DriverBackend", "emit_param_array"]
@@ -112,12 +112,28 @@ class DriverBackend(LaunchBackend):
         return _RUNTIME
 
     def __init__(self):
-        # the installed compilers' own streams and device arrays; any
-        # library's are read through their interfaces (__cuda_stream__,
+        # the installed compilers' own streams and device arrays, as their
+        # sources are registered (numba-cuda's once numba.cuda is imported);
+        # any library's are read through their interfaces (__cuda_stream__,
         # CAI, DLPack)
-        classes = [source.python_classes() for source in SOURCES]
-        self._streams, self._arrays, self._fast_arrays = (
-            tuple(c for three in classes for c in three[i]) for i in range(3))
+        self._streams = self._arrays = self._fast_arrays = ()
+        self._listeners = []
+        on_register(self._add_classes)
+
+    def _add_classes(self, source):
+        streams, arrays, fast = (tuple(c) for c in source.python_classes())
+        if streams or arrays or fast:
+            self._streams += streams
+            self._arrays += arrays
+            self._fast_arrays += fast
+            for listener in self._listeners:
+                listener(streams, arrays, fast)
+
+    def on_python_classes(self, listener):
+        """As the base class's, and again with a compiler's classes once its
+        source is registered."""
+        self._listeners.append(listener)
+        listener(self._streams, self._arrays, self._fast_arrays)
 
     def array_classes(self):
         return self._arrays

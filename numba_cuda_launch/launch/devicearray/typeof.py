@@ -219,12 +219,19 @@ ARGUMENT_TYPING = SimpleNamespace(should_route=_route, guard=_guard,
                                   release=TYPED_FIELDS.release)
 
 
-def _register():
-    for cls in declaring_classes() + (on_stream,):
+def _register_arrays(streams, arrays, fast_arrays):
+    """The backend's own device array classes (numba-cuda's, once it is
+    imported)."""
+    for cls in arrays:
         typeof_impl.register(cls)(_typeof_device_array)
-    for cls in BACKEND.fast_array_classes():
+    for cls in fast_arrays:
         register_typeof(cls, _typeof_declared)
         READERS[cls] = fastpaths.read_numba_cuda
+
+
+def _register():
+    typeof_impl.register(on_stream)(_typeof_device_array)
+    BACKEND.on_python_classes(_register_arrays)
     if BACKEND.device_memory:
         register_typeof(on_stream, _typeof_on_stream_argument)
     # Before Numba's generic typeof, which tries the buffer protocol (some
