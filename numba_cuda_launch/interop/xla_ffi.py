@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numba
 import numpy as np
@@ -29,7 +29,7 @@ from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba.extending import intrinsic, lower_builtin, overload, type_callable
 
 from numba_cuda_launch.compat.numba_caching import add_reload_checks
-from numba_cuda_launch.compat.numba_extending import cached_jitable, register_jitable
+from numba_cuda_launch.compat.numba_extending import Function, cached_jitable, register_jitable
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.launch.caching import BuildCheck, package_build
@@ -350,19 +350,16 @@ def _address_type(ty):
                                                   types.Integer))
 
 
-def _lowered(restype, emit):
+def _lowered(restype: types.Type,
+             emit: Callable[..., Any]) -> Callable[[Function], Function]:
     """Make a declared function (its signature and docstring) callable in
     nopython code, returning *restype* and lowered in place by ``emit(emitter,
     *args)``: the parameters in ``_POINTERS`` are addresses (a pointer or an
     integer; ``i8*`` to *emit*), the others integers (``i64``)."""
-    def register(stub):
+    def register(stub: Function) -> Function:
         name = stub.__name__
         pysig = inspect.signature(stub)
         params = list(pysig.parameters)
-
-        @functools.wraps(stub)
-        def function(*args, **kws):
-            raise NotImplementedError("%s() is only callable from nopython code" % name)
 
         def typer(*args, **kws):
             bound = pysig.bind(*args, **kws)
@@ -373,13 +370,13 @@ def _lowered(restype, emit):
                         name, param, "an address (voidptr or an integer)" if pointer
                         else "an integer", ty))
             return restype
-        typer.__signature__ = pysig.replace(
+        typer.__signature__ = pysig.replace(  # type: ignore[attr-defined]
             parameters=[p.replace(annotation=inspect.Parameter.empty)
                         for p in pysig.parameters.values()],
             return_annotation=inspect.Signature.empty)
-        type_callable(function)(lambda context: typer)
+        type_callable(stub)(lambda context: typer)
 
-        @lower_builtin(function, types.VarArg(types.Any))
+        @lower_builtin(stub, types.VarArg(types.Any))
         def lower(context, builder, sig, args):
             values = []
             for param, ty, value in zip(params, sig.args, args):
@@ -391,7 +388,7 @@ def _lowered(restype, emit):
                     value = builder.bitcast(value, ir.IntType(8).as_pointer())
                 values.append(value)
             return emit(_Emitter(context, builder), *values)
-        return function
+        return stub
     return register
 
 
@@ -409,6 +406,7 @@ def _emit_is_metadata_query(e, frame):
 def is_metadata_query(frame: int) -> bool:
     """True when XLA asks for the handler's metadata: the handler must then
     only return :func:`answer_metadata_query`."""
+    raise NotImplementedError("only in nopython code")
 
 
 def _emit_answer(e, frame, traits, major, minor):
@@ -431,51 +429,61 @@ def answer_metadata_query(frame: int, traits: int, major: int, minor: int) -> in
     """Answer the metadata query with the handler's API version (the running
     XLA's when the frame carries its API table, else *major*, *minor*) and
     *traits*; returns NULL (success)."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int32, lambda e, frame: e.i32(frame, _FRAME_STAGE))
 def execution_stage(frame: int) -> int:
     """The stage XLA calls the handler for (``STAGE_EXECUTE`` etc.)."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_ARGS + _SIZE))
 def num_args(frame: int) -> int:
     """The number of arguments (buffers) of the call."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_RETS + _SIZE))
 def num_rets(frame: int) -> int:
     """The number of results (buffers) of the call."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.voidptr, lambda e, frame, i: e.ptr(e.ptr(frame, _FRAME_ARGS + _ITEMS), e.times(8, i)))
 def arg_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of argument *i*."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.voidptr, lambda e, frame, i: e.ptr(e.ptr(frame, _FRAME_RETS + _ITEMS), e.times(8, i)))
 def ret_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of result *i*."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int32, lambda e, buf: e.i32(buf, _BUF_DTYPE))
 def buffer_dtype(buf: int) -> int:
     """The ``XLA_FFI_DataType`` of buffer *buf* (see :data:`DTYPES`)."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.voidptr, lambda e, buf: e.ptr(buf, _BUF_DATA))
 def buffer_data(buf: int) -> int:
     """The device address of buffer *buf*'s data."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int64, lambda e, buf: e.i64(buf, _BUF_RANK))
 def buffer_rank(buf: int) -> int:
     """The number of dimensions of buffer *buf*."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int64, lambda e, buf, d: e.i64(e.ptr(buf, _BUF_DIMS), e.times(8, d)))
 def buffer_dim(buf: int, d: int) -> int:
     """The extent of dimension *d* of buffer *buf*."""
+    raise NotImplementedError("only in nopython code")
 
 
 def buffer_as_array(buf: int, ndim: int, dtype: DTypeLike) -> np.ndarray:
@@ -754,6 +762,7 @@ def _emit_stream(e, frame):
 def stream(frame: int) -> int:
     """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
     where the platform has none (XLA:CPU)."""
+    raise NotImplementedError("only in nopython code")
 
 
 def _emit_error(e, frame, message, code=None):
@@ -769,6 +778,7 @@ def _emit_error(e, frame, message, code=None):
 def error(frame: int, message: int, code: int = _ERROR_INTERNAL) -> int:
     """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
     to return from the handler; XLA copies the message."""
+    raise NotImplementedError("only in nopython code")
 
 
 def launch_error(frame: int, status: int, context: str) -> int:
@@ -888,12 +898,14 @@ _cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
                                                     "an unknown XLA type"))
 def _type_text(code: int) -> int:
     """The C string naming XLA data type *code*."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.voidptr, lambda e, kind: _emit_name(e.context, e.builder, _ATTR_KIND_NAMES, kind,
                                                     "of an unknown kind"))
 def _kind_text(kind: int) -> int:
     """The C string naming XLA attribute kind *kind* ("a scalar")."""
+    raise NotImplementedError("only in nopython code")
 
 
 
@@ -1073,6 +1085,7 @@ def match_attrs(frame, table, names, n, indices, reads, context):
 @_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_ATTRS + _SIZE))
 def num_attrs(frame: int) -> int:
     """The number of attributes of the call."""
+    raise NotImplementedError("only in nopython code")
 
 
 def _emit_name_is(e, frame, i, key, n):
@@ -1104,6 +1117,7 @@ def _emit_name_is(e, frame, i, key, n):
 @_lowered(types.boolean, _emit_name_is)
 def attr_name_is(frame: int, i: int, key: int, n: int) -> bool:
     """True when attribute *i*'s name is the *n* bytes at *key*."""
+    raise NotImplementedError("only in nopython code")
 
 
 def _emit_is_scalar(e, frame, i, code):
@@ -1118,6 +1132,7 @@ def _emit_is_scalar(e, frame, i, code):
 @_lowered(types.boolean, _emit_is_scalar)
 def attr_is_scalar(frame: int, i: int, code: int) -> bool:
     """True when attribute *i* is a scalar of XLA type *code*."""
+    raise NotImplementedError("only in nopython code")
 
 
 def _emit_attr_value(e, frame, i):
@@ -1127,11 +1142,13 @@ def _emit_attr_value(e, frame, i):
 @_lowered(types.voidptr, _emit_attr_value)
 def _attr_value(frame: int, i: int) -> int:
     """The value pointer of attribute *i* (for a scalar: ``{dtype, value*}``)."""
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int64, lambda e, frame, i: e.i64(e.ptr(_emit_attr_value(e, frame, i), 8), 0))
 def attr_i64_at(frame: int, i: int) -> int:
     """Scalar attribute *i*, checked to be an S64 (:func:`match_attrs`)."""
+    raise NotImplementedError("only in nopython code")
 
 
 def emit_scalar_at(context, builder, frame, i, fe_type):
