@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numba
 import numpy as np
@@ -25,10 +26,10 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, lower_builtin, overload, type_callable
 
 from numba_cuda_launch.compat.numba_caching import add_reload_checks
-from numba_cuda_launch.compat.numba_extending import cached_jitable, register_jitable
+from numba_cuda_launch.compat.numba_extending import Function, cached_jitable, register_jitable
 from numba_cuda_launch.launch.halffloat import half_bits_to_float  # noqa: F401 (public here)
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.launch.caching import BuildCheck, package_build
@@ -169,7 +170,6 @@ _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
 _store_i32 = _make_store(types.int32)
 _store_i64 = _make_store(types.int64)
-_store_ptr = _make_store(types.voidptr)
 _store_u8 = _make_store(types.uint8)
 
 
@@ -191,16 +191,6 @@ _f32_from_bits = _make_bitcast(types.int32, types.float32)
 def bfloat16_bits_to_float(bits: int) -> float:
     """The float64 value of bfloat16 *bits* (the top half of a float32)."""
     return np.float64(_f32_from_bits(np.int32((np.int64(bits) & 0xFFFF) << 16)))
-
-
-@intrinsic
-def _call_api(typingctx, fnptr, args_ptr):
-    """``XLA_FFI_Error* fn(void* args)`` through a pointer from the API table."""
-    def codegen(context, builder, sig, args):
-        voidp = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(voidp, [voidp])
-        return builder.call(builder.bitcast(args[0], fnty.as_pointer()), [args[1]])
-    return types.voidptr(fnptr, args_ptr), codegen
 
 
 @intrinsic
@@ -288,86 +278,212 @@ def _offset(typingctx, ptr, n):
     return types.voidptr(ptr, n), codegen
 
 
+# -- readers lowered where they are called -----------------------------------------
+# The frame's readers are a few loads each: typed and lowered in the function
+# that calls them, as Numba's built-ins are, not functions compiled on their
+# own (a Numba compile of its own, and machine code again in every caller,
+# cost more than ten times the code they emit).
+
+_POINTERS = ("frame", "buf", "message", "key")  # the parameters that are addresses
+
+
+class _Emitter:
+    """Lowering helpers of the readers: loads at byte offsets of an ``i8*``."""
+
+    def __init__(self, context, builder):
+        self.context, self.builder = context, builder
+
+    def load(self, fe_type, base, offset, align=None):
+        if isinstance(offset, int):
+            offset = ir.Constant(ir.IntType(64), offset)
+        return self.builder.load(_field(self.context, self.builder, base, offset, fe_type),
+                                 align=align)
+
+    def ptr(self, base, offset):
+        return self.load(types.voidptr, base, offset)
+
+    def i64(self, base, offset):
+        return self.load(types.int64, base, offset)
+
+    def i32(self, base, offset):
+        return self.load(types.int32, base, offset)
+
+    def store(self, fe_type, base, offset, value):
+        self.builder.store(value, _field(self.context, self.builder, base,
+                                         ir.Constant(ir.IntType(64), offset), fe_type))
+
+    def args_struct(self, size, struct_size):
+        """A zeroed ``XLA_FFI_*_Args`` of *size* bytes on the stack, its
+        ``struct_size`` set: its ``i8*``."""
+        buf = cgutils.alloca_once(self.builder, ir.ArrayType(ir.IntType(8), size), zfill=True)
+        buf = self.builder.bitcast(buf, ir.IntType(8).as_pointer())
+        self.store(types.int64, buf, 0, ir.Constant(ir.IntType(64), struct_size))
+        return buf
+
+    def call_api(self, frame, slot, args):
+        """``XLA_FFI_Error* api->slot(args)`` of the frame's API table."""
+        voidp = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(voidp, [voidp])
+        fn = self.ptr(self.ptr(frame, _FRAME_API), slot)
+        return self.builder.call(self.builder.bitcast(fn, fnty.as_pointer()), [args])
+
+    def times(self, n, value):
+        """``n * value`` (an i64 value)."""
+        return self.builder.mul(ir.Constant(ir.IntType(64), n), value)
+
+    def choose(self, cond, then, otherwise):
+        """``then() if cond else otherwise()``, each run only on its branch."""
+        builder = self.builder
+        with builder.if_else(cond) as (on_then, on_else):
+            with on_then:
+                a, block_a = then(), builder.block
+            with on_else:
+                b, block_b = otherwise(), builder.block
+        phi = builder.phi(a.type)
+        phi.add_incoming(a, block_a)
+        phi.add_incoming(b, block_b)
+        return phi
+
+
+def _address_type(ty):
+    return ty == types.voidptr or isinstance(ty, (types.CPointer, types.RawPointer,
+                                                  types.Integer))
+
+
+def _lowered(restype: types.Type,
+             emit: Callable[..., Any]) -> Callable[[Function], Function]:
+    """Make a declared function (its signature and docstring) callable in
+    nopython code, returning *restype* and lowered in place by ``emit(emitter,
+    *args)``: the parameters in ``_POINTERS`` are addresses (a pointer or an
+    integer; ``i8*`` to *emit*), the others integers (``i64``)."""
+    def register(stub: Function) -> Function:
+        name = stub.__name__
+        pysig = inspect.signature(stub)
+        params = list(pysig.parameters)
+
+        def typer(*args, **kws):
+            bound = pysig.bind(*args, **kws)
+            for param, ty in bound.arguments.items():
+                pointer = param in _POINTERS
+                if not (_address_type(ty) if pointer else isinstance(ty, types.Integer)):
+                    raise NopythonUsageError("%s: %s must be %s, got %s" % (
+                        name, param, "an address (voidptr or an integer)" if pointer
+                        else "an integer", ty))
+            return restype
+        typer.__signature__ = pysig.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(annotation=inspect.Parameter.empty)
+                        for p in pysig.parameters.values()],
+            return_annotation=inspect.Signature.empty)
+        type_callable(stub)(lambda context: typer)
+
+        @lower_builtin(stub, types.VarArg(types.Any))
+        def lower(context, builder, sig, args):
+            values = []
+            for param, ty, value in zip(params, sig.args, args):
+                if param not in _POINTERS:
+                    value = context.cast(builder, value, ty, types.int64)
+                elif isinstance(ty, types.Integer):
+                    value = builder.inttoptr(value, ir.IntType(8).as_pointer())
+                else:
+                    value = builder.bitcast(value, ir.IntType(8).as_pointer())
+                values.append(value)
+            return emit(_Emitter(context, builder), *values)
+        return stub
+    return register
+
+
 # -- the call frame ---------------------------------------------------------------
 
-@cached_jitable
+def _emit_is_metadata_query(e, frame):
+    ext = e.ptr(frame, _FRAME_EXT)
+    i32 = ir.IntType(32)
+    return e.choose(cgutils.is_null(e.builder, ext), lambda: ir.Constant(ir.IntType(1), 0),
+                    lambda: e.builder.icmp_signed("==", e.i32(ext, _EXT_TYPE),
+                                                  i32(_EXTENSION_METADATA)))
+
+
+@_lowered(types.boolean, _emit_is_metadata_query)
 def is_metadata_query(frame: int) -> bool:
     """True when XLA asks for the handler's metadata: the handler must then
     only return :func:`answer_metadata_query`."""
-    ext = _load_ptr(frame, _FRAME_EXT)
-    if _is_null(ext):
-        return False
-    return _load_i32(ext, _EXT_TYPE) == _EXTENSION_METADATA
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+def _emit_answer(e, frame, traits, major, minor):
+    builder, i32 = e.builder, ir.IntType(32)
+    meta = e.ptr(e.ptr(frame, _FRAME_EXT), _EXT_METADATA)
+    api = e.ptr(frame, _FRAME_API)
+    no_api = cgutils.is_null(builder, api)
+    for offset, value in ((_META_MAJOR, e.choose(no_api, lambda: builder.trunc(major, i32),
+                                                 lambda: e.i32(api, _API_MAJOR))),
+                          (_META_MINOR, e.choose(no_api, lambda: builder.trunc(minor, i32),
+                                                 lambda: e.i32(api, _API_MINOR))),
+                          (_META_TRAITS, builder.trunc(traits, i32))):
+        builder.store(value, _field(e.context, builder, meta, ir.IntType(64)(offset),
+                                    types.int32))
+    return ir.Constant(ir.IntType(8).as_pointer(), None)
+
+
+@_lowered(types.voidptr, _emit_answer)
 def answer_metadata_query(frame: int, traits: int, major: int, minor: int) -> int:
     """Answer the metadata query with the handler's API version (the running
     XLA's when the frame carries its API table, else *major*, *minor*) and
     *traits*; returns NULL (success)."""
-    meta = _load_ptr(_load_ptr(frame, _FRAME_EXT), _EXT_METADATA)
-    api = _load_ptr(frame, _FRAME_API)
-    if not _is_null(api):
-        major = _load_i32(api, _API_MAJOR)
-        minor = _load_i32(api, _API_MINOR)
-    _store_i32(meta, _META_MAJOR, major)
-    _store_i32(meta, _META_MINOR, minor)
-    _store_i32(meta, _META_TRAITS, traits)
-    return _null()
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.int32, lambda e, frame: e.i32(frame, _FRAME_STAGE))
 def execution_stage(frame: int) -> int:
     """The stage XLA calls the handler for (``STAGE_EXECUTE`` etc.)."""
-    return _load_i32(frame, _FRAME_STAGE)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_ARGS + _SIZE))
 def num_args(frame: int) -> int:
     """The number of arguments (buffers) of the call."""
-    return _load_i64(frame, _FRAME_ARGS + _SIZE)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_RETS + _SIZE))
 def num_rets(frame: int) -> int:
     """The number of results (buffers) of the call."""
-    return _load_i64(frame, _FRAME_RETS + _SIZE)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.voidptr, lambda e, frame, i: e.ptr(e.ptr(frame, _FRAME_ARGS + _ITEMS), e.times(8, i)))
 def arg_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of argument *i*."""
-    return _load_ptr(_load_ptr(frame, _FRAME_ARGS + _ITEMS), 8 * i)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.voidptr, lambda e, frame, i: e.ptr(e.ptr(frame, _FRAME_RETS + _ITEMS), e.times(8, i)))
 def ret_buffer(frame: int, i: int) -> int:
     """The ``XLA_FFI_Buffer*`` of result *i*."""
-    return _load_ptr(_load_ptr(frame, _FRAME_RETS + _ITEMS), 8 * i)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.int32, lambda e, buf: e.i32(buf, _BUF_DTYPE))
 def buffer_dtype(buf: int) -> int:
     """The ``XLA_FFI_DataType`` of buffer *buf* (see :data:`DTYPES`)."""
-    return _load_i32(buf, _BUF_DTYPE)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.voidptr, lambda e, buf: e.ptr(buf, _BUF_DATA))
 def buffer_data(buf: int) -> int:
     """The device address of buffer *buf*'s data."""
-    return _load_ptr(buf, _BUF_DATA)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.int64, lambda e, buf: e.i64(buf, _BUF_RANK))
 def buffer_rank(buf: int) -> int:
     """The number of dimensions of buffer *buf*."""
-    return _load_i64(buf, _BUF_RANK)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+@_lowered(types.int64, lambda e, buf, d: e.i64(e.ptr(buf, _BUF_DIMS), e.times(8, d)))
 def buffer_dim(buf: int, d: int) -> int:
     """The extent of dimension *d* of buffer *buf*."""
-    return _load_i64(_load_ptr(buf, _BUF_DIMS), 8 * d)
+    raise NotImplementedError("only in nopython code")
 
 
 def buffer_as_array(buf: int, ndim: int, dtype: DTypeLike) -> np.ndarray:
@@ -628,32 +744,41 @@ def _attr_array_data(frame, name, dtype):
     return impl
 
 
-@cached_jitable
+def _emit_stream(e, frame):
+    args = e.args_struct(32, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
+    e.store(types.voidptr, args, 16, e.ptr(frame, _FRAME_CTX))
+    err = e.call_api(frame, _API_STREAM_GET, args)
+
+    def give_back():
+        # XLA allocated the error: give it back (XLA:CPU fails every call)
+        destroy = e.args_struct(24, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
+        e.store(types.voidptr, destroy, 16, err)
+        e.call_api(frame, _API_ERROR_DESTROY, destroy)
+        return ir.Constant(err.type, None)
+    return e.choose(cgutils.is_null(e.builder, err), lambda: e.ptr(args, 24), give_back)
+
+
+@_lowered(types.voidptr, _emit_stream)
 def stream(frame: int) -> int:
     """The platform stream of the call (a ``CUstream`` on CUDA), or NULL
     where the platform has none (XLA:CPU)."""
-    args = _stack_bytes(32, 32)  # XLA_FFI_Stream_Get_Args_STRUCT_SIZE
-    _store_ptr(args, 16, _load_ptr(frame, _FRAME_CTX))
-    api = _load_ptr(frame, _FRAME_API)
-    err = _call_api(_load_ptr(api, _API_STREAM_GET), args)
-    if not _is_null(err):
-        # XLA allocated the error: give it back (XLA:CPU fails every call)
-        destroy = _stack_bytes(24, 24)  # XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
-        _store_ptr(destroy, 16, err)
-        _call_api(_load_ptr(api, _API_ERROR_DESTROY), destroy)
-        return _null()
-    return _load_ptr(args, 24)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
+def _emit_error(e, frame, message, code=None):
+    args = e.args_struct(32, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
+    e.store(types.voidptr, args, 16, message)
+    code = ir.Constant(ir.IntType(32), _ERROR_INTERNAL) if code is None \
+        else e.builder.trunc(code, ir.IntType(32))
+    e.store(types.int32, args, 24, code)
+    return e.call_api(frame, _API_ERROR_CREATE, args)
+
+
+@_lowered(types.voidptr, _emit_error)
 def error(frame: int, message: int, code: int = _ERROR_INTERNAL) -> int:
     """An ``XLA_FFI_Error*`` with *message* (a NUL-terminated ``voidptr``)
     to return from the handler; XLA copies the message."""
-    args = _stack_bytes(32, 28)  # XLA_FFI_Error_Create_Args_STRUCT_SIZE
-    _store_ptr(args, 16, message)
-    _store_i32(args, 24, code)
-    api = _load_ptr(frame, _FRAME_API)
-    return _call_api(_load_ptr(api, _API_ERROR_CREATE), args)
+    raise NotImplementedError("only in nopython code")
 
 
 def launch_error(frame: int, status: int, context: str) -> int:
@@ -742,6 +867,18 @@ _ATTR_KIND_NAMES = {_ATTR_ARRAY: "an array", 2: "a dictionary", _ATTR_SCALAR: "a
                     _ATTR_STRING: "a string"}
 
 
+def _emit_name(context, builder, names, value, unknown=None):
+    """Lowering code: the C string naming *value* (an ``i64``) in *names*
+    ({code: name}), else the C string *unknown* (None: NULL)."""
+    found = (ir.Constant(ir.IntType(8).as_pointer(), None) if unknown is None
+             else _global_bytes(context, builder, unknown.encode() + b"\0"))
+    for key, text in names.items():
+        hit = builder.icmp_signed("==", value, ir.Constant(ir.IntType(64), key))
+        found = builder.select(hit, _global_bytes(context, builder, text.encode() + b"\0"),
+                               found)
+    return found
+
+
 def _name_table(names):
     """An intrinsic ``(code) -> voidptr``: the C string naming *code* in
     *names* ({code: name}), or NULL."""
@@ -749,31 +886,26 @@ def _name_table(names):
     def name_of(typingctx, code):
         def codegen(context, builder, sig, args):
             value = context.cast(builder, args[0], sig.args[0], types.int64)
-            found = ir.Constant(ir.IntType(8).as_pointer(), None)
-            for key, text in names.items():
-                hit = builder.icmp_signed("==", value, ir.Constant(ir.IntType(64), key))
-                found = builder.select(hit, _global_bytes(context, builder, text.encode() + b"\0"),
-                                       found)
-            return found
+            return _emit_name(context, builder, names, value)
         return types.voidptr(code), codegen
     return name_of
 
 
-_xla_type_name = _name_table(_XLA_TYPE_NAMES)
 _cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
-_attr_kind_name = _name_table(_ATTR_KIND_NAMES)
 
 
-@cached_jitable
-def _type_text(code):
-    name = _xla_type_name(code)
-    return c_string("an unknown XLA type") if _is_null(name) else name
+@_lowered(types.voidptr, lambda e, code: _emit_name(e.context, e.builder, _XLA_TYPE_NAMES, code,
+                                                    "an unknown XLA type"))
+def _type_text(code: int) -> int:
+    """The C string naming XLA data type *code*."""
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def _kind_text(kind):
-    name = _attr_kind_name(kind)
-    return c_string("of an unknown kind") if _is_null(name) else name
+@_lowered(types.voidptr, lambda e, kind: _emit_name(e.context, e.builder, _ATTR_KIND_NAMES, kind,
+                                                    "of an unknown kind"))
+def _kind_text(kind: int) -> int:
+    """The C string naming XLA attribute kind *kind* ("a scalar")."""
+    raise NotImplementedError("only in nopython code")
 
 
 
@@ -801,24 +933,20 @@ def emit_formatted(context, builder, fmt, values, value_types, size=_MESSAGE_BYT
 
 
 @intrinsic
-def _format(typingctx, fmt, a, b, c, d, e, f, g):
-    """printf format *fmt* (a C string) applied to the values (integers as
-    ``long long``, ``%lld``; voidptr as C strings, ``%s``) in a stack buffer
-    of the function it is lowered in."""
+def report(typingctx, frame, fmt, *values):
+    """``report(frame, fmt, *values)``: an ``XLA_FFI_Error*`` (INVALID_ARGUMENT)
+    whose message is printf format *fmt* (a C string, ``c_string("...")``)
+    applied to the values (integers ``%lld``, C strings ``%s``), formatted in
+    a stack buffer of the function it is lowered in: a frame that does not
+    match what the handler takes. Lowered in place, not typed as a function
+    of its own for each combination of argument types."""
     def codegen(context, builder, sig, args):
-        return emit_formatted(context, builder, args[0], args[1:], sig.args[1:])
-    return types.voidptr(fmt, a, b, c, d, e, f, g), codegen
-
-
-# Inlined into the caller's IR before typing: typed with it, not compiled
-# on its own for each combination of argument types.
-@numba.njit(inline="always")
-def report(frame, fmt, a=0, b=0, c=0, d=0, e=0, f=0, g=0):
-    """An ``XLA_FFI_Error*`` (INVALID_ARGUMENT) whose message is printf
-    format *fmt* (a C string, ``c_string("...")``) applied to the values
-    (integers ``%lld``, C strings ``%s``): a frame that does not match what
-    the handler takes."""
-    return error(frame, _format(fmt, a, b, c, d, e, f, g), _INVALID_ARGUMENT)
+        message = emit_formatted(context, builder, args[1], cgutils.unpack_tuple(
+            builder, args[2]), sig.args[2].types)
+        e = _Emitter(context, builder)
+        return _emit_error(e, builder.bitcast(args[0], ir.IntType(8).as_pointer()), message,
+                           ir.Constant(ir.IntType(64), _INVALID_ARGUMENT))
+    return types.voidptr(frame, fmt, types.StarArgTuple.from_types(values)), codegen
 
 
 _NOT_BUFFER_TEXT = ("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler takes "
@@ -954,71 +1082,80 @@ def match_attrs(frame, table, names, n, indices, reads, context):
     return _null()
 
 
-@cached_jitable
-def num_attrs(frame):
-    return _load_i64(frame, _FRAME_ATTRS + _SIZE)
+@_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_ATTRS + _SIZE))
+def num_attrs(frame: int) -> int:
+    """The number of attributes of the call."""
+    raise NotImplementedError("only in nopython code")
 
 
-@intrinsic
-def _same_bytes(typingctx, a, b, n):
-    """``memcmp(a, b, n) == 0``."""
-    def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.IntType(32), [i8p, i8p, ir.IntType(64)])
-        memcmp = cgutils.get_or_insert_function(builder.module, fnty, "memcmp")
-        n = context.cast(builder, args[2], sig.args[2], types.int64)
-        return builder.icmp_signed("==", builder.call(memcmp, [args[0], args[1], n]),
-                                   ir.Constant(ir.IntType(32), 0))
-    return types.boolean(a, b, n), codegen
+def _emit_name_is(e, frame, i, key, n):
+    builder, i64 = e.builder, ir.IntType(64)
+    span = e.ptr(e.ptr(frame, _FRAME_ATTRS + _ITEMS), e.times(8, i))
+    false = ir.Constant(ir.IntType(1), 0)
+
+    def same_length():
+        chars = e.ptr(span, 0)
+        words = builder.and_(builder.icmp_signed("<=", i64(8), n),
+                             builder.icmp_signed("<=", n, i64(16)))
+
+        def two_words():  # the names handlers read: two words, which may overlap
+            last = builder.sub(n, i64(8))
+            word = functools.partial(e.load, types.uint64, align=1)  # wherever aligned
+            return builder.and_(builder.icmp_unsigned("==", word(chars, 0), word(key, 0)),
+                                builder.icmp_unsigned("==", word(chars, last), word(key, last)))
+
+        def compare():
+            i8p = ir.IntType(8).as_pointer()
+            fnty = ir.FunctionType(ir.IntType(32), [i8p, i8p, i64])
+            memcmp = cgutils.get_or_insert_function(builder.module, fnty, "memcmp")
+            return builder.icmp_signed("==", builder.call(memcmp, [chars, key, n]),
+                                       ir.Constant(ir.IntType(32), 0))
+        return e.choose(words, two_words, compare)
+    return e.choose(builder.icmp_signed("==", e.i64(span, 8), n), same_length, lambda: false)
 
 
-@intrinsic
-def _load_u64_unaligned(typingctx, base, offset):
-    """The 8 bytes at byte *offset* of *base*, wherever they are aligned."""
-    def codegen(context, builder, sig, args):
-        return builder.load(_field(context, builder, args[0], args[1], types.uint64), align=1)
-    return types.uint64(base, offset), codegen
-
-
-@cached_jitable
-def attr_name_is(frame, i, key, n):
+@_lowered(types.boolean, _emit_name_is)
+def attr_name_is(frame: int, i: int, key: int, n: int) -> bool:
     """True when attribute *i*'s name is the *n* bytes at *key*."""
-    span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
-    if _load_i64(span, 8) != n:
-        return False
-    chars = _load_ptr(span, 0)
-    if 8 <= n <= 16:  # the names handlers read: two words, which may overlap
-        return (_load_u64_unaligned(chars, 0) == _load_u64_unaligned(key, 0)
-                and _load_u64_unaligned(chars, n - 8) == _load_u64_unaligned(key, n - 8))
-    return _same_bytes(chars, key, n)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def attr_is_scalar(frame, i, code):
+def _emit_is_scalar(e, frame, i, code):
+    builder, i32 = e.builder, ir.IntType(32)
+    kind = e.i32(e.ptr(frame, _FRAME_ATTRS + _TYPES), e.times(4, i))
+    return e.choose(builder.icmp_signed("==", kind, i32(_ATTR_SCALAR)),
+                    lambda: builder.icmp_signed("==", e.i32(_emit_attr_value(e, frame, i), 0),
+                                                builder.trunc(code, i32)),
+                    lambda: ir.Constant(ir.IntType(1), 0))
+
+
+@_lowered(types.boolean, _emit_is_scalar)
+def attr_is_scalar(frame: int, i: int, code: int) -> bool:
     """True when attribute *i* is a scalar of XLA type *code*."""
-    return (_load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i) == _ATTR_SCALAR
-            and _load_i32(_attr_value(frame, i), 0) == code)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def _attr_value(frame, i):
+def _emit_attr_value(e, frame, i):
+    return e.ptr(e.ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), e.times(8, i))
+
+
+@_lowered(types.voidptr, _emit_attr_value)
+def _attr_value(frame: int, i: int) -> int:
     """The value pointer of attribute *i* (for a scalar: ``{dtype, value*}``)."""
-    return _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ATTR_VALUES), 8 * i)
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def attr_i64_at(frame, i):
+@_lowered(types.int64, lambda e, frame, i: e.i64(e.ptr(_emit_attr_value(e, frame, i), 8), 0))
+def attr_i64_at(frame: int, i: int) -> int:
     """Scalar attribute *i*, checked to be an S64 (:func:`match_attrs`)."""
-    return _load_i64(_load_ptr(_attr_value(frame, i), 8), 0)
+    raise NotImplementedError("only in nopython code")
 
 
 def emit_scalar_at(context, builder, frame, i, fe_type):
     """Lowering code: scalar attribute *i* (``int64``) of *frame*, checked to
     be of XLA's type for Numba type *fe_type* (:func:`match_attrs`), loaded
     as such: no conversion from the other scalar types compiled."""
-    value_of = context.typing_context.resolve_value_type(_attr_value)
-    sig = value_of.get_call_type(context.typing_context, (types.voidptr, types.int64), {})
-    scalar = context.get_function(value_of, sig)(builder, (frame, i))
+    scalar = _emit_attr_value(_Emitter(context, builder), frame, i)
     value = builder.load(_field(context, builder, scalar, ir.IntType(64)(8), types.voidptr))
     return builder.load(_field(context, builder, value, ir.IntType(64)(0), fe_type))
 
