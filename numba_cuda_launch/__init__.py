@@ -143,10 +143,11 @@ def set_compute_capability(
     """Build kernel images for compute capability *cc* (``(9, 0)``,
     ``"9.0"``, ...) when no GPU is present; ``None`` clears the setting
     (ValueError for any other value). A list (``[(8, 0), (9, 0)]``) builds
-    portable images of numba-cuda kernels, with or without a GPU, for
-    architectures the installed CUDA toolkit builds for (docs/architecture.md).
-    numba-cuda-mlir's eager kernels compile at decoration: import it before
-    calling this."""
+    portable images of numba-cuda and numba-cuda-mlir kernels, with or
+    without a GPU, for architectures the installed CUDA toolkit builds for
+    (docs/architecture.md). With no GPU, numba-cuda-mlir keeps the
+    architecture of its first compilation in the process (its eager kernels
+    compile at decoration): call this before its first kernel compiles."""
     from numba_cuda_launch.compat import cuda_target as _cuda_target
 
     source = "set_compute_capability()"

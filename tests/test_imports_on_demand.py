@@ -3,6 +3,7 @@
 child process, where nothing of the suite was imported before."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -42,6 +43,11 @@ NEVER_AT_IMPORT = ("jax", "jaxlib", "tvm_ffi", "cffi", "torch", "cupy", "triton"
                    "cuda.core", "numba_cuda_mlir", "numba.cuda")
 
 
+#: the compiler a patched build of the package lives in (tests/_patched),
+#: imported with it; None for this package
+HOST = {"1": "numba.cuda", "mlir": "numba_cuda_mlir"}.get(os.environ.get("NCL_TEST_PATCHED", ""))
+
+
 def run_child(code, **env):
     out = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(code)],
                          capture_output=True, text=True, env=child_env(**env), timeout=300)
@@ -56,7 +62,7 @@ _LOADED = """
     before = set(sys.modules)
     import numba_cuda_launch as ncl
     %s
-    prefix = ncl.__name__
+    prefix = ncl.set_compute_capability.__module__  # the package's own name
     print(json.dumps({
         "package": sorted(m[len(prefix):].lstrip(".") for m in sys.modules
                           if m == prefix or m.startswith(prefix + ".")),
@@ -65,12 +71,13 @@ _LOADED = """
 
 
 def test_a_bare_import_loads_the_launch_path_only():
-    loaded = run_child(_LOADED % ("", ""))
-    expected = BARE_IMPORT
+    # (a patched build is imported with its compiler: what it adds to that)
+    loaded = run_child(_LOADED % ("import " + HOST if HOST else "", ""))
+    expected = BARE_IMPORT | (NUMBA_CUDA_MODULES if HOST == "numba.cuda" else set())
     package = set(loaded["package"])
     assert package == expected, ("loaded, not pinned: %s; pinned, not loaded: %s"
                                  % (sorted(package - expected), sorted(expected - package)))
-    for library in NEVER_AT_IMPORT:
+    for library in set(NEVER_AT_IMPORT) - {HOST}:
         assert not [m for m in loaded["added"]
                     if m == library or m.startswith(library + ".")], library
 
@@ -84,7 +91,7 @@ def test_each_name_loads_its_module_when_first_asked_for(name, module):
     seen = run_child("""
         import json, sys
         import numba_cuda_launch as ncl
-        module = ncl.__name__ + ".%s"
+        module = ncl.set_compute_capability.__module__ + ".%s"
         before = module in sys.modules
         value = getattr(ncl, "%s")
         print(json.dumps([before, module in sys.modules, "%s" in dir(ncl),
@@ -133,7 +140,7 @@ def test_names_first_used_inside_nopython_code_are_typed():
             ncl.stream_synchronize(s)
             return ncl.stream_query_status(s), g.handle
 
-        assert ncl.__name__ + ".graphs" not in sys.modules
+        assert ncl.set_compute_capability.__module__ + ".graphs" not in sys.modules
         with RecordingDriver() as fake:
             status, graph = record(7)
             recorded = graph in fake.graphs
@@ -157,3 +164,89 @@ def test_numba_cuda_mlir_is_extended_when_imported_after_the_package():
                                       for owner, _ in overrides.installed())]))
     """)
     assert seen == [False, True]
+
+
+# -- the import hook itself, on modules of a temporary directory ---------------------
+
+@pytest.fixture
+def toy_modules(tmp_path, monkeypatch):
+    """A directory on sys.path where a test writes modules; their names are
+    forgotten after the test."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    written = []
+
+    def write(name, source):
+        (tmp_path / (name + ".py")).write_text(source)
+        written.append(name)
+        return name
+    yield write
+    for name in written:
+        sys.modules.pop(name, None)
+
+
+def test_a_callback_runs_once_the_module_has_run_not_before(toy_modules):
+    import importlib
+    import importlib.util
+
+    from numba_cuda_launch.compat.import_hooks import when_imported
+
+    name = toy_modules("ncl_toy_probe", "VALUE = 7\n")
+    seen = []
+    when_imported(name, lambda: seen.append(sys.modules[name].VALUE))
+    assert importlib.util.find_spec(name) is not None  # a probe, as libraries make
+    assert seen == []
+    importlib.import_module(name)
+    assert seen == [7]
+    when_imported(name, lambda: seen.append("late"))  # asked after the import: now
+    assert seen == [7, "late"]
+
+
+def test_an_import_that_fails_leaves_the_callback_waiting(toy_modules):
+    import importlib
+
+    from numba_cuda_launch.compat.import_hooks import when_imported
+
+    name = toy_modules("ncl_toy_fails", "raise RuntimeError('not yet')\n")
+    seen = []
+    when_imported(name, lambda: seen.append(name))
+    with pytest.raises(RuntimeError, match="not yet"):
+        importlib.import_module(name)
+    assert seen == []
+    toy_modules(name, "VALUE = 1\n")
+    importlib.invalidate_caches()
+    importlib.import_module(name)
+    assert seen == [name]
+
+
+def test_a_failing_callback_is_a_warning_and_the_import_goes_on(toy_modules):
+    import importlib
+
+    from numba_cuda_launch.compat.import_hooks import when_imported
+
+    name = toy_modules("ncl_toy_warns", "VALUE = 2\n")
+
+    def fail():
+        raise ValueError("cannot extend")
+    when_imported(name, fail)
+    with pytest.warns(RuntimeWarning, match="could not extend ncl_toy_warns: ValueError: "
+                                            "cannot extend"):
+        module = importlib.import_module(name)
+    assert module.VALUE == 2
+
+
+def test_a_source_whose_registration_fails_is_not_registered():
+    from numba_cuda_launch import kernels
+
+    class Broken(kernels.KernelSource):
+        name = "broken source"
+
+    def listener(source):
+        if source.name == "broken source":
+            raise RuntimeError("listener failed")
+    kernels.on_register(listener)
+    try:
+        with pytest.raises(RuntimeError, match="listener failed"):
+            kernels.register(Broken())
+        assert "broken source" not in [s.name for s in kernels.SOURCES]
+    finally:
+        kernels._LISTENERS.remove(listener)

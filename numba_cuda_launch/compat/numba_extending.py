@@ -73,9 +73,11 @@ def refresh_cpu_contexts() -> None:
     being typed: Numba refreshes its contexts when a compilation starts, not
     in the middle of one). Contexts not created yet are left alone: they
     load every registration when they are."""
+    from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
 
     made = vars(cpu_target)  # functools.cached_property keeps them here (numba 0.62-0.68)
-    for name in ("_toplevel_typing_context", "_toplevel_target_context"):
-        if name in made:
-            made[name].refresh()
+    with global_compiler_lock:  # re-entrant: held already when asked while typing
+        for name in ("_toplevel_typing_context", "_toplevel_target_context"):
+            if name in made:
+                made[name].refresh()

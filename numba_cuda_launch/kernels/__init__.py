@@ -221,13 +221,20 @@ _LISTENERS: List[Callable[[KernelSource], None]] = []
 
 def register(source: KernelSource, first: bool = False) -> KernelSource:
     """Add *source* (asked first if *first*), and tell the
-    :func:`on_register` callbacks."""
+    :func:`on_register` callbacks; if one fails, the source is taken out
+    again (no kernel is claimed by a source half set up) and the error
+    raised."""
     SOURCES.insert(0, source) if first else SOURCES.append(source)
     if source.numba_type is not None:
         SOURCE_OF_NUMBA_TYPE[source.numba_type] = source
         AnyKernelType.register(source.numba_type)
-    for listener in _LISTENERS:
-        listener(source)
+    try:
+        for listener in _LISTENERS:
+            listener(source)
+    except BaseException:
+        SOURCES.remove(source)
+        SOURCE_OF_NUMBA_TYPE.pop(source.numba_type, None)
+        raise
     return source
 
 

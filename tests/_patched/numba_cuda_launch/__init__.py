@@ -35,13 +35,23 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass  # already executed under its real name
 
 
-sys.meta_path.insert(0, _Alias)
+sys.meta_path.insert(0, _Alias())
 
 
 def __getattr__(name):
-    if importlib.util.find_spec(_target.__name__ + "." + name) is None:
-        return getattr(_target, name)  # AttributeError names the real module
+    # the package's names first (those it loads on demand too), then its
+    # submodules; an AttributeError names the real module
+    try:
+        return getattr(_target, name)
+    except AttributeError:
+        if importlib.util.find_spec(_target.__name__ + "." + name) is None:
+            raise
     return importlib.import_module(__name__ + "." + name)
 
 
-globals().update({k: getattr(_target, k) for k in _target.__all__})
+def __dir__():
+    return sorted(set(globals()) | set(dir(_target)))
+
+
+# what the package has loaded; the rest as the package loads it (on demand)
+globals().update({k: v for k, v in vars(_target).items() if k in _target.__all__})
