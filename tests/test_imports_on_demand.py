@@ -153,6 +153,8 @@ def test_names_first_used_inside_nopython_code_are_typed():
 
 
 @pytest.mark.skipif(not has_numba_cuda_mlir(), reason="needs numba-cuda-mlir")
+@pytest.mark.skipif(HOST == "numba_cuda_mlir",
+                    reason="built into numba-cuda-mlir, the package is imported with it")
 def test_numba_cuda_mlir_is_extended_when_imported_after_the_package():
     seen = run_child("""
         import json, sys
