@@ -22,12 +22,12 @@ pytestmark = pytest.mark.slow
 MAX_MODULES = 15
 MAX_REPEATED = 25
 # (modules, functions called more than once) allowed per compiler, measured
-# 2026-12-05 on this CPU: the target, the kernel sources' shared base and the
-# compiler's source are modules of their own since numba-cuda became optional,
-# and the package's __getattr__ (names loaded on demand) answers Numba's
-# attribute probes of the package module (16 misses, no work). The targets
-# above stay the goal (docs/architecture.md, "One launch, step by step").
-LIMITS = {"numba-cuda": (17, 26), "numba-cuda-mlir": (17, 29)}
+# 2026-12-05 on this CPU: the functions meet the target; the modules are two
+# over it: the target (compat/cuda_target.py) and the kernel sources' shared
+# base (kernels/__init__.py) are modules of their own since numba-cuda became
+# optional, and the package's __getattr__ (names loaded on demand) answers
+# Numba's attribute probes of the package module (misses, no work).
+LIMITS = {"numba-cuda": (17, 25), "numba-cuda-mlir": (17, 25)}
 
 _TRACE = PREAMBLE + textwrap.dedent('''
     import collections, json, os, sys

@@ -203,25 +203,29 @@ def compile_for_architecture(dispatcher, signature, cc):
 # strides[ndim] counted in elements), a complex number one parameter of its
 # 8 or 16 bytes, a tuple its items, other scalars and pointers themselves.
 
-def flatten_value(context, builder, ty, value):
-    """The LLVM values of the parameters one argument (of CPU type *ty*)
-    becomes, one per parameter."""
-    if isinstance(ty, types.Array):
-        ary = context.make_array(ty)(context, builder, value)
-        itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
-        strides = cgutils.unpack_tuple(builder, ary.strides, ty.ndim)
-        # memref strides count elements; Numba's count bytes.
-        values = [ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
-        values += cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
-        for s in strides:
-            values.append(builder.sdiv(s, ir.Constant(s.type, itemsize)))
-        return values
-    if isinstance(ty, types.BaseTuple):
-        return [v for i, t in enumerate(ty)
-                for v in flatten_value(context, builder, t, builder.extract_value(value, i))]
-    if isinstance(ty, types.Complex) or ty == types.float16:
-        return [value]  # {real, imag} in one parameter; float16 as its 2 bytes
-    return context.get_arg_packer([ty]).as_arguments(builder, [value])
+def flatten_values(context, builder, argtypes, values):
+    """The LLVM values of the parameters arguments *values* (of CPU types
+    *argtypes*) become, one per parameter, in order (a tuple's items in
+    place of the tuple)."""
+    out = []
+    pending = list(zip(argtypes, values))[::-1]  # a stack: tuples push their items
+    while pending:
+        ty, value = pending.pop()
+        if isinstance(ty, types.Array):
+            ary = context.make_array(ty)(context, builder, value)
+            itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+            # memref strides count elements; Numba's count bytes.
+            out += [ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
+            out += cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
+            for stride in cgutils.unpack_tuple(builder, ary.strides, ty.ndim):
+                out.append(builder.sdiv(stride, ir.Constant(stride.type, itemsize)))
+        elif isinstance(ty, types.BaseTuple):
+            pending += [(t, builder.extract_value(value, i)) for i, t in enumerate(ty)][::-1]
+        elif isinstance(ty, types.Complex) or ty == types.float16:
+            out.append(value)  # {real, imag} in one parameter; float16 as its 2 bytes
+        else:
+            out += context.get_arg_packer([ty]).as_arguments(builder, [value])
+    return out
 
 
 def emit_argument_checks(context, builder, guards, ty, value, where):
@@ -353,14 +357,15 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
         return bool(kernel.metadata.get("use_cooperative", False))
 
     def param_types(self, kernel):
-        return [ir.IntType(8 * s) for s in kernel_param_sizes(kernel)]
+        # read when the layout was checked (launch_problems), else now
+        sizes = _PARAM_SIZES.get(kernel) or kernel_param_sizes(kernel)
+        return [ir.IntType(8 * s) for s in sizes]
 
     def flat_param_names(self, name, ty):
         return flat_param_names(name, ty, ("allocated", "aligned", "offset"), complex_parts=())
 
     def flatten(self, context, builder, argtypes, values):
-        return [v for ty, value in zip(argtypes, values)
-                for v in flatten_value(context, builder, ty, value)]
+        return flatten_values(context, builder, argtypes, values)
 
     emit_argument_checks = staticmethod(emit_argument_checks)
 
@@ -429,7 +434,7 @@ class MLIRKernel(KernelType):
     source = SOURCE
 
     def __init__(self, dispatcher):
-        super().__init__(dispatcher, "MLIRKernel(%s)" % SOURCE.kernel_name(dispatcher))
+        super().__init__(dispatcher, "MLIRKernel(%s)" % dispatcher.py_func.__name__)
 
 
 class _MLIRDispatcherClass(abc.ABC):

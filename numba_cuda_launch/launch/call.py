@@ -195,8 +195,10 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
         # checked as the array it is: its meminfo says host memory.
         as_given = type(a) is types.Array and not isinstance(f, types.Array)
         checked = a if as_given else f
-        if isinstance(checked, _MEMORY_TYPES) or checked == types.voidptr:
+        if isinstance(checked, types.BaseTuple):  # searched for arrays and pointers
             _memory_items(builder, checked, v if as_given else values[-1], where, memory)
+        elif isinstance(checked, _MEMORY_TYPES) or checked == types.voidptr:
+            memory.append((checked, v if as_given else values[-1], where))
         if isinstance(a, (DeviceArray, types.BaseTuple)):
             producers += producer_streams(context, builder, a, v, where)
         if submit is None and isinstance(a, ConditionalHandleType):
