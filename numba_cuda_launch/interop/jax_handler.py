@@ -9,6 +9,7 @@ import functools
 import inspect
 import itertools
 import struct
+import types
 
 import numba
 import numpy as np
@@ -254,51 +255,51 @@ def _dim3_ol(dims):
         "integer or a tuple of 1 to 3 integers; it returned %s for one of them" % (dims_type,))
 
 
-@numba.njit(inline="always")
-def _grid_ok(grid):
-    x, y, z = grid
-    return 1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]
+def _emit_int_attribute(e, frame, i, default):
+    return e.choose(e.builder.icmp_signed("<", i, ir.Constant(i.type, 0)), lambda: default,
+                    lambda: e.i64(e.ptr(xla_ffi._emit_attr_value(e, frame, i), 8), 0))
 
 
-@numba.njit(inline="always")
-def _block_ok(block):
-    x, y, z = block
-    return (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]
-            and x * y * z <= BLOCK_THREADS_MAX)
+@xla_ffi._lowered(nt.int64, _emit_int_attribute)
+def _int_attribute(frame: int, i: int, default: int) -> int:
+    """Scalar attribute *i* (checked to be an S64) as int64; *default* when
+    absent (*i* -1). Lowered in place: a load and a compare."""
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def _config_error(frame, grid, block, sharedmem, source, context):
-    """The error saying which of *grid*, *block* and *sharedmem* is outside
-    CUDA's limits and why (*source*: where grid and block came from)."""
-    if not _grid_ok(grid):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, grid[0], grid[1],
-                              grid[2], source)
-    if not _block_ok(block):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, block[0], block[1],
-                              block[2], source)
+@intrinsic
+def _config_ok(typingctx, grid, block, sharedmem):
+    """``_config_ok(grid, block, sharedmem)``: *grid* and *block* (three
+    integers each) and *sharedmem* are within CUDA's limits. Lowered in
+    place: a few compares."""
+    def codegen(context, builder, sig, args):
+        def values(value, ty):
+            return [context.cast(builder, v, t, nt.int64)
+                    for v, t in zip(cgutils.unpack_tuple(builder, value), ty)]
+        i64 = ir.IntType(64)
+
+        def within(v, low, high):
+            return builder.and_(builder.icmp_signed("<=", i64(low), v),
+                                builder.icmp_signed("<=", v, i64(high)))
+        grid_v, block_v = values(args[0], sig.args[0]), values(args[1], sig.args[1])
+        shmem = context.cast(builder, args[2], sig.args[2], nt.int64)
+        ok = within(shmem, 0, 2**32 - 1)
+        for v, high in zip(grid_v + block_v, _GRID_MAX + _BLOCK_MAX):
+            ok = builder.and_(ok, within(v, 1, high))
+        threads = builder.mul(builder.mul(block_v[0], block_v[1]), block_v[2])
+        return builder.and_(ok, builder.icmp_signed("<=", threads, i64(BLOCK_THREADS_MAX)))
+    return nt.boolean(grid, block, sharedmem), codegen
+
+
+def _config_error(frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
+    """The error saying which of grid ``(gx, gy, gz)``, block ``(bx, by, bz)``
+    and *sharedmem* is outside CUDA's limits and why (*source*: where grid
+    and block came from)."""
+    if not _config_ok((gx, gy, gz), (1, 1, 1), 0):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, gx, gy, gz, source)
+    if not _config_ok((1, 1, 1), (bx, by, bz), 0):
+        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, bx, by, bz, source)
     return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
-
-
-# Compiled once per process and shared by every handler (inlined into one
-# by LLVM: a few compares).
-
-@cached_jitable
-def _int_attribute(frame, i, default):
-    """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
-    return default if i < 0 else xla_ffi.attr_i64_at(frame, i)
-
-
-@cached_jitable
-def _config_ok(grid, block, sharedmem):
-    """*grid* and *block* (three int64 each) and *sharedmem* are within
-    CUDA's limits."""
-    gx, gy, gz = grid
-    bx, by, bz = block
-    return (1 <= gx <= _GRID_MAX[0] and 1 <= gy <= _GRID_MAX[1] and 1 <= gz <= _GRID_MAX[2]
-            and 1 <= bx <= _BLOCK_MAX[0] and 1 <= by <= _BLOCK_MAX[1]
-            and 1 <= bz <= _BLOCK_MAX[2] and bx * by * bz <= BLOCK_THREADS_MAX
-            and 0 <= sharedmem <= 2**32 - 1)
 
 
 # -- the checks every handler calls, compiled once as C functions ---------------------
@@ -310,6 +311,15 @@ def _config_ok(grid, block, sharedmem):
 # is made or loaded (docs/jax.md, "How the handler is built").
 
 _SHARED = {}  # symbol -> (signature, Python function)
+
+
+def _c_function(symbol, pyfunc):
+    """A copy of *pyfunc* named *symbol*: its own entry in Numba's cache
+    (a function also compiled as a Numba function keeps one under its name)."""
+    fn = types.FunctionType(pyfunc.__code__, pyfunc.__globals__, symbol, pyfunc.__defaults__,
+                            pyfunc.__closure__)
+    fn.__qualname__ = symbol
+    return fn
 
 
 def _shared(symbol, sig):
@@ -342,7 +352,7 @@ def shared_functions():
     symbol table."""
     out = {}
     for symbol, (sig, pyfunc) in _SHARED.items():
-        cf = numba.cfunc(sig, cache=cacheable(pyfunc))(pyfunc)
+        cf = numba.cfunc(sig, cache=cacheable(pyfunc))(_c_function(symbol, pyfunc))
         llvm_binding.add_symbol(symbol, cf.address)
         out[symbol] = cf
     return out
@@ -353,45 +363,23 @@ def shared_code():
     """``{symbol: CFuncCode}`` of the :func:`shared_functions`, compiled again
     without Numba's cache (which keeps no LLVM module), for C libraries
     (:mod:`.aot`)."""
-    return {symbol: cfunc_code(numba.cfunc(sig)(pyfunc))
+    return {symbol: cfunc_code(numba.cfunc(sig)(_c_function(symbol, pyfunc)))
             for symbol, (sig, pyfunc) in _SHARED.items()}
 
 
 _P, _I = nt.voidptr, nt.int64
 
 
-@_shared("numba_cuda_launch_jax_check_items", _P(_P, _I, _I, _P))
-def _check_items(frame, n_args, n_rets, context):
-    """:func:`xla_ffi.check_items`."""
-    return xla_ffi.check_items(frame, n_args, n_rets, context)
-
-
-@_shared("numba_cuda_launch_jax_check_signature", _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P))
-def _check_signature(frame, buffers, n_buffers, n_in, attrs, names, n_attrs, slots, reads,
-                     context):
-    """:func:`xla_ffi.check_buffers`, then :func:`xla_ffi.match_attrs`."""
-    err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
-    if xla_ffi.is_error(err):
-        return err
-    return xla_ffi.match_attrs(frame, attrs, names, n_attrs, slots, reads, context)
-
-
-@_shared("numba_cuda_launch_jax_config_error", _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P))
-def _config_error_c(frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
-    """:func:`_config_error`."""
-    return _config_error(frame, (gx, gy, gz), (bx, by, bz), sharedmem, source, context)
-
-
-@_shared("numba_cuda_launch_jax_launch_failed", _P(_P, _I, _P))
-def _launch_failed(frame, status, prefix):
-    """:func:`xla_ffi._launch_failed`."""
-    return xla_ffi._launch_failed(frame, status, prefix)
-
-
-@_shared("numba_cuda_launch_jax_stream", _P(_P))
-def _stream(frame):
-    """:func:`xla_ffi.stream`."""
-    return xla_ffi.stream(frame)
+# Each is the function itself compiled as a C function: not a wrapper
+# calling it, which would be a Numba compile more.
+_check_items = _shared("numba_cuda_launch_jax_check_items",
+                       _P(_P, _I, _I, _P))(xla_ffi.check_items)
+_check_signature = _shared("numba_cuda_launch_jax_check_signature",
+                           _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P))(xla_ffi.check_signature)
+_config_error_c = _shared("numba_cuda_launch_jax_config_error",
+                          _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P))(_config_error)
+_launch_failed = _shared("numba_cuda_launch_jax_launch_failed",
+                         _P(_P, _I, _P))(xla_ffi._launch_failed)
 
 
 # -- the handler --------------------------------------------------------------------
@@ -476,7 +464,7 @@ def _run(frame, kernel, variant, rule, dependent):
     if not _config_ok(grid, block, shmem):
         return _config_error_c(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                shmem, source, context), 0
-    cfg = kernel[grid, block, _stream(frame), shmem]
+    cfg = kernel[grid, block, xla_ffi.stream(frame), shmem]
     if dependent is None:
         return err, cfg.launch_status(*args)
     return err, cfg.dependent().launch_status(*args)
