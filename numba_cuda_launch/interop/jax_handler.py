@@ -19,7 +19,7 @@ from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload
 
-from numba_cuda_launch.compat.numba_cfunc import cached_cfunc, cfunc_code
+from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc, cfunc_code
 from numba_cuda_launch.compat.numba_extending import cacheable, cached_jitable
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
@@ -267,6 +267,23 @@ def _int_attribute(frame: int, i: int, default: int) -> int:
     raise NotImplementedError("only in nopython code")
 
 
+_I64 = ir.IntType(64)
+_ONES = (_I64(1),) * 3
+
+
+def _emit_config_ok(builder, grid, block, sharedmem):
+    """Lowering code: *grid* and *block* (three ``i64`` each) and *sharedmem*
+    are within CUDA's limits (an ``i1``)."""
+    def within(v, low, high):
+        return builder.and_(builder.icmp_signed("<=", _I64(low), v),
+                            builder.icmp_signed("<=", v, _I64(high)))
+    ok = within(sharedmem, 0, 2**32 - 1)
+    for v, high in zip(tuple(grid) + tuple(block), _GRID_MAX + _BLOCK_MAX):
+        ok = builder.and_(ok, within(v, 1, high))
+    threads = builder.mul(builder.mul(block[0], block[1]), block[2])
+    return builder.and_(ok, builder.icmp_signed("<=", threads, _I64(BLOCK_THREADS_MAX)))
+
+
 @intrinsic
 def _config_ok(typingctx, grid, block, sharedmem):
     """``_config_ok(grid, block, sharedmem)``: *grid* and *block* (three
@@ -276,41 +293,24 @@ def _config_ok(typingctx, grid, block, sharedmem):
         def values(value, ty):
             return [context.cast(builder, v, t, nt.int64)
                     for v, t in zip(cgutils.unpack_tuple(builder, value), ty)]
-        i64 = ir.IntType(64)
-
-        def within(v, low, high):
-            return builder.and_(builder.icmp_signed("<=", i64(low), v),
-                                builder.icmp_signed("<=", v, i64(high)))
-        grid_v, block_v = values(args[0], sig.args[0]), values(args[1], sig.args[1])
-        shmem = context.cast(builder, args[2], sig.args[2], nt.int64)
-        ok = within(shmem, 0, 2**32 - 1)
-        for v, high in zip(grid_v + block_v, _GRID_MAX + _BLOCK_MAX):
-            ok = builder.and_(ok, within(v, 1, high))
-        threads = builder.mul(builder.mul(block_v[0], block_v[1]), block_v[2])
-        return builder.and_(ok, builder.icmp_signed("<=", threads, i64(BLOCK_THREADS_MAX)))
+        return _emit_config_ok(builder, values(args[0], sig.args[0]),
+                               values(args[1], sig.args[1]),
+                               context.cast(builder, args[2], sig.args[2], nt.int64))
     return nt.boolean(grid, block, sharedmem), codegen
-
-
-def _config_error(frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
-    """The error saying which of grid ``(gx, gy, gz)``, block ``(bx, by, bz)``
-    and *sharedmem* is outside CUDA's limits and why (*source*: where grid
-    and block came from)."""
-    if not _config_ok((gx, gy, gz), (1, 1, 1), 0):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, gx, gy, gz, source)
-    if not _config_ok((1, 1, 1), (bx, by, bz), 0):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, bx, by, bz, source)
-    return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
 
 
 # -- the checks every handler calls, compiled once as C functions ---------------------
 # Called by symbol, not linked into each handler: a function a handler links
 # is optimised and made machine code again with every handler (Numba links
 # its callees' IR), and these checks and messages were most of a handler's
-# code. Each is a @cfunc kept in Numba's cache, compiled (or loaded) by the
-# first handler of a process and found by its symbol when a handler's code
-# is made or loaded (docs/jax.md, "How the handler is built").
+# code. The checks are written as LLVM IR, all in one module compiled once
+# per process (a Numba compile of each cost more than the rest of a first
+# handler); the failed launch's message is a @cfunc kept in Numba's cache.
+# The first handler of a process makes (or loads) them; handlers find them
+# by symbol (docs/jax.md, "How the handler is built").
 
-_SHARED = {}  # symbol -> (signature, Python function)
+_SHARED = {}  # symbol -> (signature, Python function): the @cfuncs
+_SHARED_IR = {}  # symbol -> (signature, define(emitter, *params)): the checks in LLVM IR
 
 
 def _c_function(symbol, pyfunc):
@@ -322,62 +322,201 @@ def _c_function(symbol, pyfunc):
     return fn
 
 
-def _shared(symbol, sig):
-    """Make *pyfunc* the C function *symbol* of Numba signature *sig* (voidptr
-    and int64 arguments), called from nopython code through the intrinsic
-    this returns."""
-    def register(pyfunc):
-        _SHARED[symbol] = (sig, pyfunc)
+def _shared(symbol, sig, table=_SHARED, skip=0):
+    """Make *fn* the C function *symbol* of Numba signature *sig* (voidptr
+    and int64 arguments): a Python function compiled as a @cfunc, or (in
+    *table* ``_SHARED_IR``) ``define(emitter, *params)`` emitting its body.
+    Called from nopython code through the intrinsic this returns."""
+    def register(fn):
+        table[symbol] = (sig, fn)
 
         def call(typingctx, *args):
             def codegen(context, builder, call_sig, values):
                 fnty = ir.FunctionType(context.get_value_type(sig.return_type),
                                        [context.get_value_type(t) for t in sig.args])
-                fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
-                return builder.call(fn, values)
+                callee = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+                return builder.call(callee, values)
             return sig, codegen
-        # Numba binds a call's arguments by the typer's signature: pyfunc's
-        params = list(inspect.signature(pyfunc).parameters.values())
+        # Numba binds a call's arguments by the typer's signature: fn's
+        params = list(inspect.signature(fn).parameters.values())[skip:]
         call.__signature__ = inspect.Signature(
             [inspect.Parameter("typingctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params)
-        call.__doc__ = pyfunc.__doc__
+        call.__doc__ = fn.__doc__
         return intrinsic(call)
     return register
 
 
+def _checks_module(context, library):
+    """The LLVM module defining the ``_SHARED_IR`` functions."""
+    module = library.create_ir_module("numba_cuda_launch_jax_checks")
+    with context.push_code_library(library):
+        for symbol, (sig, define) in _SHARED_IR.items():
+            fnty = ir.FunctionType(context.get_value_type(sig.return_type),
+                                   [context.get_value_type(t) for t in sig.args])
+            fn = ir.Function(module, fnty, symbol)
+            builder = ir.IRBuilder(fn.append_basic_block("entry"))
+            define(xla_ffi._Emitter(context, builder), *fn.args)
+    return module
+
+
+def _cpu_context():
+    from numba.core.registry import cpu_target
+
+    return cpu_target.target_context
+
+
 @functools.lru_cache(maxsize=None)
 def shared_functions():
-    """``{symbol: cfunc}``: the C functions handlers call by symbol, compiled
-    (or loaded from Numba's cache) once per process and given to the JIT's
-    symbol table."""
+    """``{symbol: address}``: the C functions handlers call by symbol,
+    compiled (the @cfuncs: or loaded from Numba's cache) once per process
+    and given to the JIT's symbol table."""
     out = {}
     for symbol, (sig, pyfunc) in _SHARED.items():
         cf = numba.cfunc(sig, cache=cacheable(pyfunc))(_c_function(symbol, pyfunc))
-        llvm_binding.add_symbol(symbol, cf.address)
-        out[symbol] = cf
+        out[symbol] = cf.address
+        _KEEP.append(cf)
+    from numba.core.compiler_lock import global_compiler_lock
+
+    context = _cpu_context()
+    with global_compiler_lock:
+        library = context.codegen().create_library("numba_cuda_launch_jax_checks")
+        library.add_ir_module(_checks_module(context, library))
+        library.finalize()
+    _KEEP.append(library)
+    for symbol in _SHARED_IR:
+        out[symbol] = library.get_pointer_to_function(symbol)
+    for symbol, address in out.items():
+        llvm_binding.add_symbol(symbol, address)
     return out
+
+
+_KEEP = []  # what holds the shared functions' code
 
 
 @functools.lru_cache(maxsize=None)
 def shared_code():
-    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, compiled again
-    without Numba's cache (which keeps no LLVM module), for C libraries
-    (:mod:`.aot`)."""
-    return {symbol: cfunc_code(numba.cfunc(sig)(_c_function(symbol, pyfunc)))
-            for symbol, (sig, pyfunc) in _SHARED.items()}
+    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, the @cfuncs
+    compiled again without Numba's cache (which keeps no LLVM module), for
+    C libraries (:mod:`.aot`)."""
+    out = {symbol: cfunc_code(numba.cfunc(sig)(_c_function(symbol, pyfunc)))
+           for symbol, (sig, pyfunc) in _SHARED.items()}
+    context = _cpu_context()
+    codegen = context.codegen()
+    llvm_ir = str(_checks_module(context, codegen.create_library("numba_cuda_launch_jax_checks")))
+    for symbol, (sig, define) in _SHARED_IR.items():
+        out[symbol] = CFuncCode(llvm_ir, symbol, tuple(sig.args), sig.return_type,
+                                *codegen.magic_tuple(), define)
+    return out
 
 
 _P, _I = nt.voidptr, nt.int64
+_NULL = ir.Constant(ir.IntType(8).as_pointer(), None)
+_I32 = ir.IntType(32)
 
 
-# Each is the function itself compiled as a C function: not a wrapper
-# calling it, which would be a Numba compile more.
-_check_items = _shared("numba_cuda_launch_jax_check_items",
-                       _P(_P, _I, _I, _P))(xla_ffi.check_items)
-_check_signature = _shared("numba_cuda_launch_jax_check_signature",
-                           _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P))(xla_ffi.check_signature)
-_config_error_c = _shared("numba_cuda_launch_jax_config_error",
-                          _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P))(_config_error)
+def _ne(builder, a, b):
+    return builder.icmp_signed("!=", a, b)
+
+
+@_shared("numba_cuda_launch_jax_check_items", _P(_P, _I, _I, _P), _SHARED_IR, 1)
+def _check_items(e, frame, n_args, n_rets, context):
+    """NULL when the call has *n_args* arguments and *n_rets* results, each a
+    buffer; else the error saying what it has (:func:`xla_ffi.check_call`)."""
+    b = e.builder
+    got_args, got_rets = (e.i64(frame, xla_ffi._FRAME_ARGS + xla_ffi._SIZE),
+                          e.i64(frame, xla_ffi._FRAME_RETS + xla_ffi._SIZE))
+    with b.if_then(b.or_(_ne(b, got_args, n_args), _ne(b, got_rets, n_rets))):
+        b.ret(xla_ffi._emit_report(
+            e, frame, "%s: the call has %lld argument(s) and %lld result(s); the handler takes "
+            "%lld and %lld", context, got_args, got_rets, n_args, n_rets))
+    for what, offset, count in (("argument", xla_ffi._FRAME_ARGS, got_args),
+                                ("result", xla_ffi._FRAME_RETS, got_rets)):
+        kinds = e.ptr(frame, offset + xla_ffi._TYPES)
+        with cgutils.for_range(b, count) as loop:
+            kind = e.i32(kinds, e.times(4, loop.index))
+            with b.if_then(_ne(b, kind, _I32(xla_ffi._BUFFER))):
+                b.ret(xla_ffi._emit_report(e, frame, xla_ffi._NOT_BUFFER_TEXT, context,
+                                           xla_ffi._text(e, what), loop.index,
+                                           b.sext(kind, _I64)))
+    b.ret(_NULL)
+
+
+@_shared("numba_cuda_launch_jax_check_signature", _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P),
+         _SHARED_IR, 1)
+def _check_signature(e, frame, buffers, n_buffers, n_in, table, names, n, indices, reads,
+                     context):
+    """NULL when the call matches a handler's signature; else the error for
+    the first difference. Its *n_buffers* buffers (the arguments, then the
+    results from index *n_in*) must be of the (XLA type code, rank) int64
+    pairs at *buffers*. Its attributes are found among the *n* the handler
+    reads, described at *table* in name order, five int64 each: offset of
+    the name in *names* (NUL-terminated names), its length, the XLA type
+    code of its scalar, whether it is required, its position; the index of
+    each in the call (-1: absent) is written at its position in *indices*
+    (int64). An attribute missing, of another type or not read (*reads*: a
+    C string listing those read) is an error."""
+    b = e.builder
+    with cgutils.for_range(b, n_buffers) as loop:
+        i = loop.index
+        is_ret = b.icmp_signed(">=", i, n_in)
+        j = b.select(is_ret, b.sub(i, n_in), i)
+        items = b.select(is_ret, e.ptr(frame, xla_ffi._FRAME_RETS + xla_ffi._ITEMS),
+                         e.ptr(frame, xla_ffi._FRAME_ARGS + xla_ffi._ITEMS))
+        buf = e.ptr(items, e.times(8, j))
+        code = e.i64(buffers, e.times(16, i))
+        rank = e.i64(buffers, b.add(e.times(16, i), _I64(8)))
+        with b.if_then(b.or_(_ne(b, b.sext(e.i32(buf, xla_ffi._BUF_DTYPE), _I64), code),
+                             _ne(b, e.i64(buf, xla_ffi._BUF_RANK), rank))):
+            b.ret(xla_ffi._emit_check_buffer(e, frame, b.zext(is_ret, _I64), j, code, rank,
+                                             context))
+    with cgutils.for_range(b, n) as loop:
+        b.store(_I64(-1), xla_ffi._field(e.context, b, indices, e.times(8, loop.index), nt.int64))
+    # XLA gives the attributes sorted by name: each is found at the first
+    # name tried
+    cursor = cgutils.alloca_once_value(b, _I64(0))
+    known = cgutils.alloca_once(b, ir.IntType(1))
+    with cgutils.for_range(b, e.i64(frame, xla_ffi._FRAME_ATTRS + xla_ffi._SIZE)) as outer:
+        i = outer.index
+        b.store(ir.Constant(ir.IntType(1), 0), known)
+        with cgutils.for_range(b, n) as inner:
+            pos = b.add(b.load(cursor), inner.index)
+            pos = b.select(b.icmp_signed(">=", pos, n), b.sub(pos, n), pos)
+            entry = b.gep(table, [e.times(40, pos)])
+            with b.if_then(xla_ffi._emit_name_is(e, frame, i, b.gep(names, [e.i64(entry, 0)]),
+                                                 e.i64(entry, 8))):
+                b.store(i, xla_ffi._field(e.context, b, indices, e.times(8, e.i64(entry, 32)), nt.int64))
+                b.store(b.add(pos, _I64(1)), cursor)
+                b.store(ir.Constant(ir.IntType(1), 1), known)
+                inner.do_break()
+        with b.if_then(b.not_(b.load(known))):
+            b.ret(xla_ffi._emit_unknown_attr_error(e, frame, i, reads, context))
+    with cgutils.for_range(b, n) as loop:
+        entry = b.gep(table, [e.times(40, loop.index)])
+        code = e.i64(entry, 16)
+        i = e.i64(indices, e.times(8, e.i64(entry, 32)))
+        bad = e.choose(b.icmp_signed("<", i, _I64(0)), lambda: _ne(b, e.i64(entry, 24), _I64(0)),
+                       lambda: b.not_(xla_ffi._emit_is_scalar(e, frame, i, code)))
+        with b.if_then(bad):
+            b.ret(xla_ffi._emit_check_scalar_attr(e, frame, i, b.gep(names, [e.i64(entry, 0)]),
+                                                  code, context))
+    b.ret(_NULL)
+
+
+@_shared("numba_cuda_launch_jax_config_error", _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P),
+         _SHARED_IR, 1)
+def _config_error(e, frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
+    """The error saying which of grid ``(gx, gy, gz)``, block ``(bx, by, bz)``
+    and *sharedmem* is outside CUDA's limits and why (*source*: where grid
+    and block came from)."""
+    b = e.builder
+    with b.if_then(b.not_(_emit_config_ok(b, (gx, gy, gz), _ONES, _I64(0)))):
+        b.ret(xla_ffi._emit_report(e, frame, _BAD_GRID, context, gx, gy, gz, source))
+    with b.if_then(b.not_(_emit_config_ok(b, _ONES, (bx, by, bz), _I64(0)))):
+        b.ret(xla_ffi._emit_report(e, frame, _BAD_BLOCK, context, bx, by, bz, source))
+    b.ret(xla_ffi._emit_report(e, frame, _BAD_SHAREDMEM, context, sharedmem))
+
+
+# The failed launch's message: xla_ffi's function itself compiled as a C function
 _launch_failed = _shared("numba_cuda_launch_jax_launch_failed",
                          _P(_P, _I, _P))(xla_ffi._launch_failed)
 
@@ -462,7 +601,7 @@ def _run(frame, kernel, variant, rule, dependent):
         source = xla_ffi.c_string("the launch rule")
     grid, block = _dim3(grid), _dim3(block)
     if not _config_ok(grid, block, shmem):
-        return _config_error_c(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+        return _config_error(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                shmem, source, context), 0
     cfg = kernel[grid, block, xla_ffi.stream(frame), shmem]
     if dependent is None:

@@ -1057,56 +1057,6 @@ def unknown_attr_error(frame: int, i: int, reads: int, context: int) -> int:
     raise NotImplementedError("only in nopython code")
 
 
-def check_signature(frame, buffers, n_buffers, n_in, table, names, n, indices, reads, context):
-    """NULL when the call matches a handler's signature; else the error for
-    the first difference. Its *n_buffers* buffers (the arguments, then the
-    results from index *n_in*) must be of the (XLA type code, rank) int64
-    pairs at *buffers*. Its attributes are found among the *n* the handler
-    reads, described at *table* in name order, five int64 each: offset of
-    the name in *names* (NUL-terminated names), its length, the XLA type
-    code of its scalar, whether it is required, its position; the index of
-    each in the call (-1: absent) is written at its position in *indices*
-    (int64). An attribute missing, of another type or not read (*reads*: a
-    C string listing those read) is an error. One function, compiled as a
-    C function jax_kernel's handlers call (:mod:`.jax_handler`)."""
-    for i in range(n_buffers):
-        is_ret = i >= n_in
-        j = i - n_in if is_ret else i
-        ret = 1 if is_ret else 0
-        buf = ret_buffer(frame, j) if is_ret else arg_buffer(frame, j)
-        code, rank = _load_i64(buffers, 16 * i), _load_i64(buffers, 16 * i + 8)
-        if buffer_dtype(buf) != code or buffer_rank(buf) != rank:
-            return check_buffer(frame, ret, j, code, rank, context)
-    for k in range(n):
-        _store_i64(indices, 8 * k, -1)
-    # XLA gives the attributes sorted by name: each is found at the first
-    # name tried
-    cursor = 0
-    for i in range(num_attrs(frame)):
-        known = False
-        for t in range(n):
-            pos = cursor + t
-            if pos >= n:
-                pos -= n
-            entry = _offset(table, 40 * pos)
-            if attr_name_is(frame, i, _offset(names, _load_i64(entry, 0)),
-                            _load_i64(entry, 8)):
-                _store_i64(indices, 8 * _load_i64(entry, 32), i)
-                cursor = pos + 1
-                known = True
-                break
-        if not known:
-            return unknown_attr_error(frame, i, reads, context)
-    for pos in range(n):
-        entry = _offset(table, 40 * pos)
-        code, i = _load_i64(entry, 16), _load_i64(indices, 8 * _load_i64(entry, 32))
-        if (i < 0 and _load_i64(entry, 24) != 0) or (i >= 0 and not attr_is_scalar(frame, i,
-                                                                                 code)):
-            return check_scalar_attr(frame, i, _offset(names, _load_i64(entry, 0)), code,
-                                     context)
-    return _null()
-
-
 @_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_ATTRS + _SIZE))
 def num_attrs(frame: int) -> int:
     """The number of attributes of the call."""
@@ -1172,13 +1122,13 @@ def _attr_value(frame: int, i: int) -> int:
 
 @_lowered(types.int64, lambda e, frame, i: e.i64(e.ptr(_emit_attr_value(e, frame, i), 8), 0))
 def attr_i64_at(frame: int, i: int) -> int:
-    """Scalar attribute *i*, checked to be an S64 (:func:`check_signature`)."""
+    """Scalar attribute *i*, checked to be an S64 (jax_handler's check of the signature)."""
     raise NotImplementedError("only in nopython code")
 
 
 def emit_scalar_at(context, builder, frame, i, fe_type):
     """Lowering code: scalar attribute *i* (``int64``) of *frame*, checked to
-    be of XLA's type for Numba type *fe_type* (:func:`check_signature`), loaded
+    be of XLA's type for Numba type *fe_type* (jax_handler's check of the signature), loaded
     as such: no conversion from the other scalar types compiled."""
     scalar = _emit_attr_value(_Emitter(context, builder), frame, i)
     value = builder.load(_field(context, builder, scalar, ir.IntType(64)(8), types.voidptr))
