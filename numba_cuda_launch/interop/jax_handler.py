@@ -9,7 +9,6 @@ import functools
 import inspect
 import itertools
 import struct
-import types
 
 import numba
 import numpy as np
@@ -19,8 +18,10 @@ from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload
 
-from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc, cfunc_code
-from numba_cuda_launch.compat.numba_extending import cacheable, cached_jitable
+from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc
+from numba_cuda_launch.compat.numba_extending import cached_jitable
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import refusal_cache
@@ -303,32 +304,20 @@ def _config_ok(typingctx, grid, block, sharedmem):
 # Called by symbol, not linked into each handler: a function a handler links
 # is optimised and made machine code again with every handler (Numba links
 # its callees' IR), and these checks and messages were most of a handler's
-# code. The checks are written as LLVM IR, all in one module compiled once
-# per process (a Numba compile of each cost more than the rest of a first
-# handler); the failed launch's message is a @cfunc kept in Numba's cache.
-# The first handler of a process makes (or loads) them; handlers find them
-# by symbol (docs/jax.md, "How the handler is built").
+# code. They are written as LLVM IR, all in one module compiled once per
+# process by the first handler (a Numba compile of each cost more than the
+# rest of a first handler); handlers find them by symbol (docs/jax.md, "How
+# the handler is built").
 
-_SHARED = {}  # symbol -> (signature, Python function): the @cfuncs
-_SHARED_IR = {}  # symbol -> (signature, define(emitter, *params)): the checks in LLVM IR
+_SHARED = {}  # symbol -> (signature, define(emitter, *params))
 
 
-def _c_function(symbol, pyfunc):
-    """A copy of *pyfunc* named *symbol*: its own entry in Numba's cache
-    (a function also compiled as a Numba function keeps one under its name)."""
-    fn = types.FunctionType(pyfunc.__code__, pyfunc.__globals__, symbol, pyfunc.__defaults__,
-                            pyfunc.__closure__)
-    fn.__qualname__ = symbol
-    return fn
-
-
-def _shared(symbol, sig, table=_SHARED, skip=0):
-    """Make *fn* the C function *symbol* of Numba signature *sig* (voidptr
-    and int64 arguments): a Python function compiled as a @cfunc, or (in
-    *table* ``_SHARED_IR``) ``define(emitter, *params)`` emitting its body.
-    Called from nopython code through the intrinsic this returns."""
-    def register(fn):
-        table[symbol] = (sig, fn)
+def _shared(symbol, sig):
+    """Make ``define(emitter, *params)``, emitting its body, the C function
+    *symbol* of Numba signature *sig* (voidptr and int64 arguments), called
+    from nopython code through the intrinsic this returns."""
+    def register(define):
+        _SHARED[symbol] = (sig, define)
 
         def call(typingctx, *args):
             def codegen(context, builder, call_sig, values):
@@ -337,20 +326,20 @@ def _shared(symbol, sig, table=_SHARED, skip=0):
                 callee = cgutils.get_or_insert_function(builder.module, fnty, symbol)
                 return builder.call(callee, values)
             return sig, codegen
-        # Numba binds a call's arguments by the typer's signature: fn's
-        params = list(inspect.signature(fn).parameters.values())[skip:]
+        # Numba binds a call's arguments by the typer's signature: define's, less the emitter
+        params = list(inspect.signature(define).parameters.values())[1:]
         call.__signature__ = inspect.Signature(
             [inspect.Parameter("typingctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params)
-        call.__doc__ = fn.__doc__
+        call.__doc__ = define.__doc__
         return intrinsic(call)
     return register
 
 
 def _checks_module(context, library):
-    """The LLVM module defining the ``_SHARED_IR`` functions."""
+    """The LLVM module defining the shared functions."""
     module = library.create_ir_module("numba_cuda_launch_jax_checks")
     with context.push_code_library(library):
-        for symbol, (sig, define) in _SHARED_IR.items():
+        for symbol, (sig, define) in _SHARED.items():
             fnty = ir.FunctionType(context.get_value_type(sig.return_type),
                                    [context.get_value_type(t) for t in sig.args])
             fn = ir.Function(module, fnty, symbol)
@@ -368,13 +357,7 @@ def _cpu_context():
 @functools.lru_cache(maxsize=None)
 def shared_functions():
     """``{symbol: address}``: the C functions handlers call by symbol,
-    compiled (the @cfuncs: or loaded from Numba's cache) once per process
-    and given to the JIT's symbol table."""
-    out = {}
-    for symbol, (sig, pyfunc) in _SHARED.items():
-        cf = numba.cfunc(sig, cache=cacheable(pyfunc))(_c_function(symbol, pyfunc))
-        out[symbol] = cf.address
-        _KEEP.append(cf)
+    compiled once per process and given to the JIT's symbol table."""
     from numba.core.compiler_lock import global_compiler_lock
 
     context = _cpu_context()
@@ -382,31 +365,26 @@ def shared_functions():
         library = context.codegen().create_library("numba_cuda_launch_jax_checks")
         library.add_ir_module(_checks_module(context, library))
         library.finalize()
-    _KEEP.append(library)
-    for symbol in _SHARED_IR:
-        out[symbol] = library.get_pointer_to_function(symbol)
+    _LIBRARY.append(library)  # the code lives as long as its library
+    out = {symbol: library.get_pointer_to_function(symbol) for symbol in _SHARED}
     for symbol, address in out.items():
         llvm_binding.add_symbol(symbol, address)
     return out
 
 
-_KEEP = []  # what holds the shared functions' code
+_LIBRARY = []
 
 
 @functools.lru_cache(maxsize=None)
 def shared_code():
-    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, the @cfuncs
-    compiled again without Numba's cache (which keeps no LLVM module), for
-    C libraries (:mod:`.aot`)."""
-    out = {symbol: cfunc_code(numba.cfunc(sig)(_c_function(symbol, pyfunc)))
-           for symbol, (sig, pyfunc) in _SHARED.items()}
+    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, for C
+    libraries (:mod:`.aot`): each the whole module's IR."""
     context = _cpu_context()
     codegen = context.codegen()
     llvm_ir = str(_checks_module(context, codegen.create_library("numba_cuda_launch_jax_checks")))
-    for symbol, (sig, define) in _SHARED_IR.items():
-        out[symbol] = CFuncCode(llvm_ir, symbol, tuple(sig.args), sig.return_type,
-                                *codegen.magic_tuple(), define)
-    return out
+    return {symbol: CFuncCode(llvm_ir, symbol, tuple(sig.args), sig.return_type,
+                              *codegen.magic_tuple(), define)
+            for symbol, (sig, define) in _SHARED.items()}
 
 
 _P, _I = nt.voidptr, nt.int64
@@ -418,7 +396,7 @@ def _ne(builder, a, b):
     return builder.icmp_signed("!=", a, b)
 
 
-@_shared("numba_cuda_launch_jax_check_items", _P(_P, _I, _I, _P), _SHARED_IR, 1)
+@_shared("numba_cuda_launch_jax_check_items", _P(_P, _I, _I, _P))
 def _check_items(e, frame, n_args, n_rets, context):
     """NULL when the call has *n_args* arguments and *n_rets* results, each a
     buffer; else the error saying what it has (:func:`xla_ffi.check_call`)."""
@@ -441,8 +419,7 @@ def _check_items(e, frame, n_args, n_rets, context):
     b.ret(_NULL)
 
 
-@_shared("numba_cuda_launch_jax_check_signature", _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P),
-         _SHARED_IR, 1)
+@_shared("numba_cuda_launch_jax_check_signature", _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P))
 def _check_signature(e, frame, buffers, n_buffers, n_in, table, names, n, indices, reads,
                      context):
     """NULL when the call matches a handler's signature; else the error for
@@ -502,8 +479,7 @@ def _check_signature(e, frame, buffers, n_buffers, n_in, table, names, n, indice
     b.ret(_NULL)
 
 
-@_shared("numba_cuda_launch_jax_config_error", _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P),
-         _SHARED_IR, 1)
+@_shared("numba_cuda_launch_jax_config_error", _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P))
 def _config_error(e, frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
     """The error saying which of grid ``(gx, gy, gz)``, block ``(bx, by, bz)``
     and *sharedmem* is outside CUDA's limits and why (*source*: where grid
@@ -516,9 +492,33 @@ def _config_error(e, frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
     b.ret(xla_ffi._emit_report(e, frame, _BAD_SHAREDMEM, context, sharedmem))
 
 
-# The failed launch's message: xla_ffi's function itself compiled as a C function
-_launch_failed = _shared("numba_cuda_launch_jax_launch_failed",
-                         _P(_P, _I, _P))(xla_ffi._launch_failed)
+def _snprintf(builder, buf, size, fmt, *values):
+    i8p = ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(_I32, [i8p, _I64, i8p], var_arg=True)
+    snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+    return builder.call(snprintf, [buf, size, fmt] + list(values))
+
+
+@_shared("numba_cuda_launch_jax_launch_failed", _P(_P, _I, _P))
+def _launch_failed(e, frame, status, prefix):
+    """The error for a failed launch: *prefix* (a C string, e.g. ``"...
+    kernel 'k' failed: "``, cut to 240 bytes), the driver's name of *status*
+    (the package's names where no driver names it, the simulator's or
+    XLA:CPU's) and its code: ``"... failed: CUDA_ERROR_INVALID_VALUE (1)"``."""
+    b = e.builder
+    out = cgutils.alloca_once_value(b, _NULL)
+    driver.call(b, "cuGetErrorName", [b.trunc(status, _I32), out])
+    name = b.load(out)
+    name = b.select(cgutils.is_null(b, name),
+                    xla_ffi._emit_name(e.context, b, _KNOWN_ERROR_NAMES, status), name)
+    name = b.select(cgutils.is_null(b, name), xla_ffi._text(e, ""), name)
+    buf = b.bitcast(xla_ffi.stack_buffer(b, 256), _NULL.type)
+    written = b.sext(_snprintf(b, buf, _I64(256), xla_ffi._text(e, "%.240s"), prefix), _I64)
+    room = b.sub(_I64(240), written)  # the name: at most 64 bytes, within the 240
+    room = b.select(b.icmp_signed("<", room, _I64(64)), room, _I64(64))
+    _snprintf(b, b.gep(buf, [written]), b.sub(_I64(256), written),
+              xla_ffi._text(e, "%.*s (%lld)"), b.trunc(room, _I32), name, status)
+    b.ret(xla_ffi._emit_error(e, frame, buf))
 
 
 # -- the handler --------------------------------------------------------------------
