@@ -404,9 +404,8 @@ def _check_items(e, frame, n_args, n_rets, context):
     got_args, got_rets = (e.i64(frame, xla_ffi._FRAME_ARGS + xla_ffi._SIZE),
                           e.i64(frame, xla_ffi._FRAME_RETS + xla_ffi._SIZE))
     with b.if_then(b.or_(_ne(b, got_args, n_args), _ne(b, got_rets, n_rets))):
-        b.ret(xla_ffi._emit_report(
-            e, frame, "%s: the call has %lld argument(s) and %lld result(s); the handler takes "
-            "%lld and %lld", context, got_args, got_rets, n_args, n_rets))
+        b.ret(xla_ffi._emit_report(e, frame, xla_ffi._COUNTS_TEXT, context, got_args, got_rets,
+                                   n_args, n_rets))
     for what, offset, count in (("argument", xla_ffi._FRAME_ARGS, got_args),
                                 ("result", xla_ffi._FRAME_RETS, got_rets)):
         kinds = e.ptr(frame, offset + xla_ffi._TYPES)

@@ -934,6 +934,8 @@ def report(typingctx, frame, fmt, *values):
     return types.voidptr(frame, fmt, types.StarArgTuple.from_types(values)), codegen
 
 
+_COUNTS_TEXT = ("%s: the call has %lld argument(s) and %lld result(s); the handler takes %lld "
+                "and %lld")
 _NOT_BUFFER_TEXT = ("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler takes "
                     "buffers only")
 
@@ -944,9 +946,7 @@ def check_items(frame, n_args, n_rets, context):
     buffer; else the error saying what it has."""
     got_args, got_rets = num_args(frame), num_rets(frame)
     if got_args != n_args or got_rets != n_rets:
-        return report(frame, c_string("%s: the call has %lld argument(s) and %lld result(s); "
-                                      "the handler takes %lld and %lld"),
-                      context, got_args, got_rets, n_args, n_rets)
+        return report(frame, c_string(_COUNTS_TEXT), context, got_args, got_rets, n_args, n_rets)
     arg_types = _load_ptr(frame, _FRAME_ARGS + _TYPES)
     for i in range(got_args):
         kind = _load_i32(arg_types, 4 * i)
