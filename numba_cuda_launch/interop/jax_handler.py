@@ -24,7 +24,7 @@ from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.interop.handler_cache import refusal_cache
+from numba_cuda_launch.interop.handler_cache import refusal_cache, shared_library
 from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
@@ -357,14 +357,21 @@ def _cpu_context():
 @functools.lru_cache(maxsize=None)
 def shared_functions():
     """``{symbol: address}``: the C functions handlers call by symbol,
-    compiled once per process and given to the JIT's symbol table."""
+    compiled (or their machine code loaded from the handler cache) once per
+    process and given to the JIT's symbol table."""
     from numba.core.compiler_lock import global_compiler_lock
 
     context = _cpu_context()
-    with global_compiler_lock:
-        library = context.codegen().create_library("numba_cuda_launch_jax_checks")
+    codegen = context.codegen()
+
+    def build():
+        library = codegen.create_library("numba_cuda_launch_jax_checks")
+        library.enable_object_caching()
         library.add_ir_module(_checks_module(context, library))
         library.finalize()
+        return library
+    with global_compiler_lock:
+        library = shared_library(codegen, build)
     _LIBRARY.append(library)  # the code lives as long as its library
     out = {symbol: library.get_pointer_to_function(symbol) for symbol in _SHARED}
     for symbol, address in out.items():
