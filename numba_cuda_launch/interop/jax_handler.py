@@ -452,8 +452,11 @@ def _check_signature(e, frame, buffers, n_buffers, n_in, table, names, n, indice
                              _ne(b, e.i64(buf, xla_ffi._BUF_RANK), rank))):
             b.ret(xla_ffi._emit_check_buffer(e, frame, b.zext(is_ret, _I64), j, code, rank,
                                              context))
+
+    def index_slot(k):  # where the index of attribute k goes
+        return xla_ffi._field(e.context, b, indices, e.times(8, k), nt.int64)
     with cgutils.for_range(b, n) as loop:
-        b.store(_I64(-1), xla_ffi._field(e.context, b, indices, e.times(8, loop.index), nt.int64))
+        b.store(_I64(-1), index_slot(loop.index))
     # XLA gives the attributes sorted by name: each is found at the first
     # name tried
     cursor = cgutils.alloca_once_value(b, _I64(0))
@@ -467,7 +470,7 @@ def _check_signature(e, frame, buffers, n_buffers, n_in, table, names, n, indice
             entry = b.gep(table, [e.times(40, pos)])
             with b.if_then(xla_ffi._emit_name_is(e, frame, i, b.gep(names, [e.i64(entry, 0)]),
                                                  e.i64(entry, 8))):
-                b.store(i, xla_ffi._field(e.context, b, indices, e.times(8, e.i64(entry, 32)), nt.int64))
+                b.store(i, index_slot(e.i64(entry, 32)))
                 b.store(b.add(pos, _I64(1)), cursor)
                 b.store(ir.Constant(ir.IntType(1), 1), known)
                 inner.do_break()

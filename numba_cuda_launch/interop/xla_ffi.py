@@ -284,7 +284,8 @@ def _offset(typingctx, ptr, n):
 # own (a Numba compile of its own, and machine code again in every caller,
 # cost more than ten times the code they emit).
 
-_POINTERS = ("frame", "buf", "message", "key", "name", "reads", "context")  # the parameters that are addresses
+# the parameters that are addresses
+_POINTERS = ("frame", "buf", "message", "key", "name", "reads", "context")
 
 
 class _Emitter:
