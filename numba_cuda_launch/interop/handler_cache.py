@@ -27,14 +27,14 @@ import numpy as np
 from numba.core import serialize
 from numba.core.dispatcher import Dispatcher
 
-from numba_cuda_launch.compat.numba_caching import KeyedCache, cache_root
+from numba_cuda_launch.compat.numba_caching import KeyedCache, _CheckedFile, cache_root
 from numba_cuda_launch.compat.versions import installed_version
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import package_build
 
 __all__ = ["ENV_VAR", "cache_dir", "clear_cache", "enabled", "handler_cache", "refusal_cache",
-           "rule_digest"]
+           "rule_digest", "shared_library"]
 
 #: Set to ``0`` to compile every handler in every process.
 ENV_VAR = "NUMBA_CUDA_LAUNCH_JAX_CACHE"
@@ -172,3 +172,29 @@ def refusal_cache(kernel_name: str, simulated: bool, source: str) -> KeyedCache 
         return None
     key = ("refusal", kernel_name, simulated, source, _toolchain())
     return KeyedCache(cache_dir(), "refusal." + kernel_name, key)
+
+
+def shared_library(codegen: Any, build: Any) -> Any:
+    """The code library of the C functions every handler calls (made by
+    *build()*, finalized with object caching on), its machine code loaded
+    from the cache when this build of the package made it before for this
+    CPU, else made and saved. Whatever goes wrong reading or writing the
+    file is a miss. Called with Numba's compiler lock held."""
+    key = hashlib.sha256(repr(("shared", _toolchain(), codegen.magic_tuple())).encode()
+                         ).hexdigest()
+    file = _CheckedFile(cache_dir(), "shared-" + key[:24], key)
+    if enabled():
+        try:
+            data = file.load(key)
+            if data is not None:
+                return codegen.unserialize_library(data)
+        except Exception:  # a damaged file, an entry of another layout
+            pass
+    library = build()
+    if enabled():
+        try:
+            os.makedirs(cache_dir(), exist_ok=True)
+            file.save(key, library.serialize_using_object_code())
+        except Exception:  # a read-only or vanished directory
+            pass
+    return library

@@ -18,11 +18,13 @@ from numba.core import cgutils
 from numba.core import types as nt
 from numba.extending import intrinsic, overload
 
-from numba_cuda_launch.compat.numba_cfunc import cached_cfunc, cfunc_code
-from numba_cuda_launch.compat.numba_extending import cacheable, cached_jitable
+from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc
+from numba_cuda_launch.compat.numba_extending import cached_jitable
+from numba_cuda_launch.cudadrv import driver
+from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.interop.handler_cache import refusal_cache
+from numba_cuda_launch.interop.handler_cache import refusal_cache, shared_library
 from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
@@ -254,144 +256,278 @@ def _dim3_ol(dims):
         "integer or a tuple of 1 to 3 integers; it returned %s for one of them" % (dims_type,))
 
 
-@numba.njit(inline="always")
-def _grid_ok(grid):
-    x, y, z = grid
-    return 1 <= x <= _GRID_MAX[0] and 1 <= y <= _GRID_MAX[1] and 1 <= z <= _GRID_MAX[2]
+def _emit_int_attribute(e, frame, i, default):
+    return e.choose(e.builder.icmp_signed("<", i, ir.Constant(i.type, 0)), lambda: default,
+                    lambda: e.i64(e.ptr(xla_ffi._emit_attr_value(e, frame, i), 8), 0))
 
 
-@numba.njit(inline="always")
-def _block_ok(block):
-    x, y, z = block
-    return (1 <= x <= _BLOCK_MAX[0] and 1 <= y <= _BLOCK_MAX[1] and 1 <= z <= _BLOCK_MAX[2]
-            and x * y * z <= BLOCK_THREADS_MAX)
+@xla_ffi._lowered(nt.int64, _emit_int_attribute)
+def _int_attribute(frame: int, i: int, default: int) -> int:
+    """Scalar attribute *i* (checked to be an S64) as int64; *default* when
+    absent (*i* -1). Lowered in place: a load and a compare."""
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def _config_error(frame, grid, block, sharedmem, source, context):
-    """The error saying which of *grid*, *block* and *sharedmem* is outside
-    CUDA's limits and why (*source*: where grid and block came from)."""
-    if not _grid_ok(grid):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_GRID), context, grid[0], grid[1],
-                              grid[2], source)
-    if not _block_ok(block):
-        return xla_ffi.report(frame, xla_ffi.c_string(_BAD_BLOCK), context, block[0], block[1],
-                              block[2], source)
-    return xla_ffi.report(frame, xla_ffi.c_string(_BAD_SHAREDMEM), context, sharedmem)
+_I64 = ir.IntType(64)
+_ONES = (_I64(1),) * 3
 
 
-# Compiled once per process and shared by every handler (inlined into one
-# by LLVM: a few compares).
+def _emit_config_ok(builder, grid, block, sharedmem):
+    """Lowering code: *grid* and *block* (three ``i64`` each) and *sharedmem*
+    are within CUDA's limits (an ``i1``)."""
+    def within(v, low, high):
+        return builder.and_(builder.icmp_signed("<=", _I64(low), v),
+                            builder.icmp_signed("<=", v, _I64(high)))
+    ok = within(sharedmem, 0, 2**32 - 1)
+    for v, high in zip(tuple(grid) + tuple(block), _GRID_MAX + _BLOCK_MAX):
+        ok = builder.and_(ok, within(v, 1, high))
+    threads = builder.mul(builder.mul(block[0], block[1]), block[2])
+    return builder.and_(ok, builder.icmp_signed("<=", threads, _I64(BLOCK_THREADS_MAX)))
 
-@cached_jitable
-def _int_attribute(frame, i, default):
-    """Scalar attribute *i* (checked) as int64; *default* when absent (-1)."""
-    return default if i < 0 else xla_ffi.attr_i64_at(frame, i)
 
-
-@cached_jitable
-def _config_ok(grid, block, sharedmem):
-    """*grid* and *block* (three int64 each) and *sharedmem* are within
-    CUDA's limits."""
-    gx, gy, gz = grid
-    bx, by, bz = block
-    return (1 <= gx <= _GRID_MAX[0] and 1 <= gy <= _GRID_MAX[1] and 1 <= gz <= _GRID_MAX[2]
-            and 1 <= bx <= _BLOCK_MAX[0] and 1 <= by <= _BLOCK_MAX[1]
-            and 1 <= bz <= _BLOCK_MAX[2] and bx * by * bz <= BLOCK_THREADS_MAX
-            and 0 <= sharedmem <= 2**32 - 1)
+@intrinsic
+def _config_ok(typingctx, grid, block, sharedmem):
+    """``_config_ok(grid, block, sharedmem)``: *grid* and *block* (three
+    integers each) and *sharedmem* are within CUDA's limits. Lowered in
+    place: a few compares."""
+    def codegen(context, builder, sig, args):
+        def values(value, ty):
+            return [context.cast(builder, v, t, nt.int64)
+                    for v, t in zip(cgutils.unpack_tuple(builder, value), ty)]
+        return _emit_config_ok(builder, values(args[0], sig.args[0]),
+                               values(args[1], sig.args[1]),
+                               context.cast(builder, args[2], sig.args[2], nt.int64))
+    return nt.boolean(grid, block, sharedmem), codegen
 
 
 # -- the checks every handler calls, compiled once as C functions ---------------------
 # Called by symbol, not linked into each handler: a function a handler links
 # is optimised and made machine code again with every handler (Numba links
 # its callees' IR), and these checks and messages were most of a handler's
-# code. Each is a @cfunc kept in Numba's cache, compiled (or loaded) by the
-# first handler of a process and found by its symbol when a handler's code
-# is made or loaded (docs/jax.md, "How the handler is built").
+# code. They are written as LLVM IR, all in one module compiled once per
+# process by the first handler (a Numba compile of each cost more than the
+# rest of a first handler); handlers find them by symbol (docs/jax.md, "How
+# the handler is built").
 
-_SHARED = {}  # symbol -> (signature, Python function)
+_SHARED = {}  # symbol -> (signature, define(emitter, *params))
 
 
 def _shared(symbol, sig):
-    """Make *pyfunc* the C function *symbol* of Numba signature *sig* (voidptr
-    and int64 arguments), called from nopython code through the intrinsic
-    this returns."""
-    def register(pyfunc):
-        _SHARED[symbol] = (sig, pyfunc)
+    """Make ``define(emitter, *params)``, emitting its body, the C function
+    *symbol* of Numba signature *sig* (voidptr and int64 arguments), called
+    from nopython code through the intrinsic this returns."""
+    def register(define):
+        _SHARED[symbol] = (sig, define)
 
         def call(typingctx, *args):
             def codegen(context, builder, call_sig, values):
                 fnty = ir.FunctionType(context.get_value_type(sig.return_type),
                                        [context.get_value_type(t) for t in sig.args])
-                fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
-                return builder.call(fn, values)
+                callee = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+                return builder.call(callee, values)
             return sig, codegen
-        # Numba binds a call's arguments by the typer's signature: pyfunc's
-        params = list(inspect.signature(pyfunc).parameters.values())
+        # Numba binds a call's arguments by the typer's signature: define's, less the emitter
+        params = list(inspect.signature(define).parameters.values())[1:]
         call.__signature__ = inspect.Signature(
             [inspect.Parameter("typingctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params)
-        call.__doc__ = pyfunc.__doc__
+        call.__doc__ = define.__doc__
         return intrinsic(call)
     return register
 
 
+def _checks_module(context, library):
+    """The LLVM module defining the shared functions."""
+    module = library.create_ir_module("numba_cuda_launch_jax_checks")
+    with context.push_code_library(library):
+        for symbol, (sig, define) in _SHARED.items():
+            fnty = ir.FunctionType(context.get_value_type(sig.return_type),
+                                   [context.get_value_type(t) for t in sig.args])
+            fn = ir.Function(module, fnty, symbol)
+            builder = ir.IRBuilder(fn.append_basic_block("entry"))
+            define(xla_ffi._Emitter(context, builder), *fn.args)
+    return module
+
+
+def _cpu_context():
+    from numba.core.registry import cpu_target
+
+    return cpu_target.target_context
+
+
 @functools.lru_cache(maxsize=None)
 def shared_functions():
-    """``{symbol: cfunc}``: the C functions handlers call by symbol, compiled
-    (or loaded from Numba's cache) once per process and given to the JIT's
-    symbol table."""
-    out = {}
-    for symbol, (sig, pyfunc) in _SHARED.items():
-        cf = numba.cfunc(sig, cache=cacheable(pyfunc))(pyfunc)
-        llvm_binding.add_symbol(symbol, cf.address)
-        out[symbol] = cf
+    """``{symbol: address}``: the C functions handlers call by symbol,
+    compiled (or their machine code loaded from the handler cache) once per
+    process and given to the JIT's symbol table."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    context = _cpu_context()
+    codegen = context.codegen()
+
+    def build():
+        library = codegen.create_library("numba_cuda_launch_jax_checks")
+        library.enable_object_caching()
+        library.add_ir_module(_checks_module(context, library))
+        library.finalize()
+        return library
+    with global_compiler_lock:
+        library = shared_library(codegen, build)
+    _LIBRARY.append(library)  # the code lives as long as its library
+    out = {symbol: library.get_pointer_to_function(symbol) for symbol in _SHARED}
+    for symbol, address in out.items():
+        llvm_binding.add_symbol(symbol, address)
     return out
+
+
+_LIBRARY = []
 
 
 @functools.lru_cache(maxsize=None)
 def shared_code():
-    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, compiled again
-    without Numba's cache (which keeps no LLVM module), for C libraries
-    (:mod:`.aot`)."""
-    return {symbol: cfunc_code(numba.cfunc(sig)(pyfunc))
-            for symbol, (sig, pyfunc) in _SHARED.items()}
+    """``{symbol: CFuncCode}`` of the :func:`shared_functions`, for C
+    libraries (:mod:`.aot`): each the whole module's IR."""
+    context = _cpu_context()
+    codegen = context.codegen()
+    llvm_ir = str(_checks_module(context, codegen.create_library("numba_cuda_launch_jax_checks")))
+    return {symbol: CFuncCode(llvm_ir, symbol, tuple(sig.args), sig.return_type,
+                              *codegen.magic_tuple(), define)
+            for symbol, (sig, define) in _SHARED.items()}
 
 
 _P, _I = nt.voidptr, nt.int64
+_NULL = ir.Constant(ir.IntType(8).as_pointer(), None)
+_I32 = ir.IntType(32)
+
+
+def _ne(builder, a, b):
+    return builder.icmp_signed("!=", a, b)
 
 
 @_shared("numba_cuda_launch_jax_check_items", _P(_P, _I, _I, _P))
-def _check_items(frame, n_args, n_rets, context):
-    """:func:`xla_ffi.check_items`."""
-    return xla_ffi.check_items(frame, n_args, n_rets, context)
+def _check_items(e, frame, n_args, n_rets, context):
+    """NULL when the call has *n_args* arguments and *n_rets* results, each a
+    buffer; else the error saying what it has (:func:`xla_ffi.check_call`)."""
+    b = e.builder
+    got_args, got_rets = (e.i64(frame, xla_ffi._FRAME_ARGS + xla_ffi._SIZE),
+                          e.i64(frame, xla_ffi._FRAME_RETS + xla_ffi._SIZE))
+    with b.if_then(b.or_(_ne(b, got_args, n_args), _ne(b, got_rets, n_rets))):
+        b.ret(xla_ffi._emit_report(e, frame, xla_ffi._COUNTS_TEXT, context, got_args, got_rets,
+                                   n_args, n_rets))
+    for what, offset, count in (("argument", xla_ffi._FRAME_ARGS, got_args),
+                                ("result", xla_ffi._FRAME_RETS, got_rets)):
+        kinds = e.ptr(frame, offset + xla_ffi._TYPES)
+        with cgutils.for_range(b, count) as loop:
+            kind = e.i32(kinds, e.times(4, loop.index))
+            with b.if_then(_ne(b, kind, _I32(xla_ffi._BUFFER))):
+                b.ret(xla_ffi._emit_report(e, frame, xla_ffi._NOT_BUFFER_TEXT, context,
+                                           xla_ffi._text(e, what), loop.index,
+                                           b.sext(kind, _I64)))
+    b.ret(_NULL)
 
 
 @_shared("numba_cuda_launch_jax_check_signature", _P(_P, _P, _I, _I, _P, _P, _I, _P, _P, _P))
-def _check_signature(frame, buffers, n_buffers, n_in, attrs, names, n_attrs, slots, reads,
+def _check_signature(e, frame, buffers, n_buffers, n_in, table, names, n, indices, reads,
                      context):
-    """:func:`xla_ffi.check_buffers`, then :func:`xla_ffi.match_attrs`."""
-    err = xla_ffi.check_buffers(frame, buffers, n_buffers, n_in, context)
-    if xla_ffi.is_error(err):
-        return err
-    return xla_ffi.match_attrs(frame, attrs, names, n_attrs, slots, reads, context)
+    """NULL when the call matches a handler's signature; else the error for
+    the first difference. Its *n_buffers* buffers (the arguments, then the
+    results from index *n_in*) must be of the (XLA type code, rank) int64
+    pairs at *buffers*. Its attributes are found among the *n* the handler
+    reads, described at *table* in name order, five int64 each: offset of
+    the name in *names* (NUL-terminated names), its length, the XLA type
+    code of its scalar, whether it is required, its position; the index of
+    each in the call (-1: absent) is written at its position in *indices*
+    (int64). An attribute missing, of another type or not read (*reads*: a
+    C string listing those read) is an error."""
+    b = e.builder
+    with cgutils.for_range(b, n_buffers) as loop:
+        i = loop.index
+        is_ret = b.icmp_signed(">=", i, n_in)
+        j = b.select(is_ret, b.sub(i, n_in), i)
+        items = b.select(is_ret, e.ptr(frame, xla_ffi._FRAME_RETS + xla_ffi._ITEMS),
+                         e.ptr(frame, xla_ffi._FRAME_ARGS + xla_ffi._ITEMS))
+        buf = e.ptr(items, e.times(8, j))
+        code = e.i64(buffers, e.times(16, i))
+        rank = e.i64(buffers, b.add(e.times(16, i), _I64(8)))
+        with b.if_then(b.or_(_ne(b, b.sext(e.i32(buf, xla_ffi._BUF_DTYPE), _I64), code),
+                             _ne(b, e.i64(buf, xla_ffi._BUF_RANK), rank))):
+            b.ret(xla_ffi._emit_check_buffer(e, frame, b.zext(is_ret, _I64), j, code, rank,
+                                             context))
+
+    def index_slot(k):  # where the index of attribute k goes
+        return xla_ffi._field(e.context, b, indices, e.times(8, k), nt.int64)
+    with cgutils.for_range(b, n) as loop:
+        b.store(_I64(-1), index_slot(loop.index))
+    # XLA gives the attributes sorted by name: each is found at the first
+    # name tried
+    cursor = cgutils.alloca_once_value(b, _I64(0))
+    known = cgutils.alloca_once(b, ir.IntType(1))
+    with cgutils.for_range(b, e.i64(frame, xla_ffi._FRAME_ATTRS + xla_ffi._SIZE)) as outer:
+        i = outer.index
+        b.store(ir.Constant(ir.IntType(1), 0), known)
+        with cgutils.for_range(b, n) as inner:
+            pos = b.add(b.load(cursor), inner.index)
+            pos = b.select(b.icmp_signed(">=", pos, n), b.sub(pos, n), pos)
+            entry = b.gep(table, [e.times(40, pos)])
+            with b.if_then(xla_ffi._emit_name_is(e, frame, i, b.gep(names, [e.i64(entry, 0)]),
+                                                 e.i64(entry, 8))):
+                b.store(i, index_slot(e.i64(entry, 32)))
+                b.store(b.add(pos, _I64(1)), cursor)
+                b.store(ir.Constant(ir.IntType(1), 1), known)
+                inner.do_break()
+        with b.if_then(b.not_(b.load(known))):
+            b.ret(xla_ffi._emit_unknown_attr_error(e, frame, i, reads, context))
+    with cgutils.for_range(b, n) as loop:
+        entry = b.gep(table, [e.times(40, loop.index)])
+        code = e.i64(entry, 16)
+        i = e.i64(indices, e.times(8, e.i64(entry, 32)))
+        bad = e.choose(b.icmp_signed("<", i, _I64(0)), lambda: _ne(b, e.i64(entry, 24), _I64(0)),
+                       lambda: b.not_(xla_ffi._emit_is_scalar(e, frame, i, code)))
+        with b.if_then(bad):
+            b.ret(xla_ffi._emit_check_scalar_attr(e, frame, i, b.gep(names, [e.i64(entry, 0)]),
+                                                  code, context))
+    b.ret(_NULL)
 
 
 @_shared("numba_cuda_launch_jax_config_error", _P(_P, _I, _I, _I, _I, _I, _I, _I, _P, _P))
-def _config_error_c(frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
-    """:func:`_config_error`."""
-    return _config_error(frame, (gx, gy, gz), (bx, by, bz), sharedmem, source, context)
+def _config_error(e, frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
+    """The error saying which of grid ``(gx, gy, gz)``, block ``(bx, by, bz)``
+    and *sharedmem* is outside CUDA's limits and why (*source*: where grid
+    and block came from)."""
+    b = e.builder
+    with b.if_then(b.not_(_emit_config_ok(b, (gx, gy, gz), _ONES, _I64(0)))):
+        b.ret(xla_ffi._emit_report(e, frame, _BAD_GRID, context, gx, gy, gz, source))
+    with b.if_then(b.not_(_emit_config_ok(b, _ONES, (bx, by, bz), _I64(0)))):
+        b.ret(xla_ffi._emit_report(e, frame, _BAD_BLOCK, context, bx, by, bz, source))
+    b.ret(xla_ffi._emit_report(e, frame, _BAD_SHAREDMEM, context, sharedmem))
+
+
+def _snprintf(builder, buf, size, fmt, *values):
+    i8p = ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(_I32, [i8p, _I64, i8p], var_arg=True)
+    snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+    return builder.call(snprintf, [buf, size, fmt] + list(values))
 
 
 @_shared("numba_cuda_launch_jax_launch_failed", _P(_P, _I, _P))
-def _launch_failed(frame, status, prefix):
-    """:func:`xla_ffi._launch_failed`."""
-    return xla_ffi._launch_failed(frame, status, prefix)
-
-
-@_shared("numba_cuda_launch_jax_stream", _P(_P))
-def _stream(frame):
-    """:func:`xla_ffi.stream`."""
-    return xla_ffi.stream(frame)
+def _launch_failed(e, frame, status, prefix):
+    """The error for a failed launch: *prefix* (a C string, e.g. ``"...
+    kernel 'k' failed: "``, cut to 240 bytes), the driver's name of *status*
+    (the package's names where no driver names it, the simulator's or
+    XLA:CPU's) and its code: ``"... failed: CUDA_ERROR_INVALID_VALUE (1)"``."""
+    b = e.builder
+    out = cgutils.alloca_once_value(b, _NULL)
+    driver.call(b, "cuGetErrorName", [b.trunc(status, _I32), out])
+    name = b.load(out)
+    name = b.select(cgutils.is_null(b, name),
+                    xla_ffi._emit_name(e.context, b, _KNOWN_ERROR_NAMES, status), name)
+    name = b.select(cgutils.is_null(b, name), xla_ffi._text(e, ""), name)
+    buf = b.bitcast(xla_ffi.stack_buffer(b, 256), _NULL.type)
+    written = b.sext(_snprintf(b, buf, _I64(256), xla_ffi._text(e, "%.240s"), prefix), _I64)
+    room = b.sub(_I64(240), written)  # the name: at most 64 bytes, within the 240
+    room = b.select(b.icmp_signed("<", room, _I64(64)), room, _I64(64))
+    _snprintf(b, b.gep(buf, [written]), b.sub(_I64(256), written),
+              xla_ffi._text(e, "%.*s (%lld)"), b.trunc(room, _I32), name, status)
+    b.ret(xla_ffi._emit_error(e, frame, buf))
 
 
 # -- the handler --------------------------------------------------------------------
@@ -474,9 +610,9 @@ def _run(frame, kernel, variant, rule, dependent):
         source = xla_ffi.c_string("the launch rule")
     grid, block = _dim3(grid), _dim3(block)
     if not _config_ok(grid, block, shmem):
-        return _config_error_c(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+        return _config_error(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                shmem, source, context), 0
-    cfg = kernel[grid, block, _stream(frame), shmem]
+    cfg = kernel[grid, block, xla_ffi.stream(frame), shmem]
     if dependent is None:
         return err, cfg.launch_status(*args)
     return err, cfg.dependent().launch_status(*args)

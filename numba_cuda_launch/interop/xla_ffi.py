@@ -284,7 +284,8 @@ def _offset(typingctx, ptr, n):
 # own (a Numba compile of its own, and machine code again in every caller,
 # cost more than ten times the code they emit).
 
-_POINTERS = ("frame", "buf", "message", "key")  # the parameters that are addresses
+# the parameters that are addresses
+_POINTERS = ("frame", "buf", "message", "key", "name", "reads", "context")
 
 
 class _Emitter:
@@ -894,21 +895,6 @@ def _name_table(names):
 _cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
 
 
-@_lowered(types.voidptr, lambda e, code: _emit_name(e.context, e.builder, _XLA_TYPE_NAMES, code,
-                                                    "an unknown XLA type"))
-def _type_text(code: int) -> int:
-    """The C string naming XLA data type *code*."""
-    raise NotImplementedError("only in nopython code")
-
-
-@_lowered(types.voidptr, lambda e, kind: _emit_name(e.context, e.builder, _ATTR_KIND_NAMES, kind,
-                                                    "of an unknown kind"))
-def _kind_text(kind: int) -> int:
-    """The C string naming XLA attribute kind *kind* ("a scalar")."""
-    raise NotImplementedError("only in nopython code")
-
-
-
 def stack_buffer(builder, size):
     """An uninitialised ``[size x i8]`` in the entry block of the function
     being lowered (``cgutils.alloca_once`` zero-fills on every call: a
@@ -949,6 +935,8 @@ def report(typingctx, frame, fmt, *values):
     return types.voidptr(frame, fmt, types.StarArgTuple.from_types(values)), codegen
 
 
+_COUNTS_TEXT = ("%s: the call has %lld argument(s) and %lld result(s); the handler takes %lld "
+                "and %lld")
 _NOT_BUFFER_TEXT = ("%s: %s %lld is not a buffer (its XLA FFI type is %lld); the handler takes "
                     "buffers only")
 
@@ -959,9 +947,7 @@ def check_items(frame, n_args, n_rets, context):
     buffer; else the error saying what it has."""
     got_args, got_rets = num_args(frame), num_rets(frame)
     if got_args != n_args or got_rets != n_rets:
-        return report(frame, c_string("%s: the call has %lld argument(s) and %lld result(s); "
-                                      "the handler takes %lld and %lld"),
-                      context, got_args, got_rets, n_args, n_rets)
+        return report(frame, c_string(_COUNTS_TEXT), context, got_args, got_rets, n_args, n_rets)
     arg_types = _load_ptr(frame, _FRAME_ARGS + _TYPES)
     for i in range(got_args):
         kind = _load_i32(arg_types, 4 * i)
@@ -975,111 +961,101 @@ def check_items(frame, n_args, n_rets, context):
     return _null()
 
 
-@cached_jitable
-def check_buffer(frame, is_ret, i, code, ndim, context):
+def _emit_report(e, frame, fmt, *values):
+    """Lowering code of :func:`report`: *values* are ``i64`` or ``i8*``."""
+    types_ = [types.int64 if isinstance(v.type, ir.IntType) else types.voidptr for v in values]
+    message = emit_formatted(e.context, e.builder,
+                             _global_bytes(e.context, e.builder, fmt.encode() + b"\0"),
+                             values, types_)
+    return _emit_error(e, frame, message, ir.Constant(ir.IntType(64), _INVALID_ARGUMENT))
+
+
+def _text(e, text):
+    return _global_bytes(e.context, e.builder, text.encode() + b"\0")
+
+
+def _type_name(e, code):
+    return _emit_name(e.context, e.builder, _XLA_TYPE_NAMES, code, "an unknown XLA type")
+
+
+def _emit_check_buffer(e, frame, is_ret, i, code, ndim, context):
+    builder, i64 = e.builder, ir.IntType(64)
+    ret = builder.icmp_signed("!=", is_ret, i64(0))
+    what = builder.select(ret, _text(e, "result"), _text(e, "argument"))
+    n = builder.select(ret, e.i64(frame, _FRAME_RETS + _SIZE), e.i64(frame, _FRAME_ARGS + _SIZE))
+
+    def buffer_error():
+        table = builder.select(ret, e.ptr(frame, _FRAME_RETS + _ITEMS),
+                               e.ptr(frame, _FRAME_ARGS + _ITEMS))
+        buf = e.ptr(table, e.times(8, i))
+        got, rank = builder.sext(e.i32(buf, _BUF_DTYPE), i64), e.i64(buf, _BUF_RANK)
+        differs = builder.or_(builder.icmp_signed("!=", got, code),
+                              builder.icmp_signed("!=", rank, ndim))
+        return e.choose(differs, lambda: _emit_report(
+            e, frame, "%s: %s %lld is %s of rank %lld; the handler takes %s of rank %lld",
+            context, what, i, _type_name(e, got), rank, _type_name(e, code), ndim),
+            lambda: ir.Constant(ir.IntType(8).as_pointer(), None))
+    outside = builder.or_(builder.icmp_signed("<", i, i64(0)), builder.icmp_signed(">=", i, n))
+    return e.choose(outside, lambda: _emit_report(
+        e, frame, "%s: the call has no %s %lld (it has %lld)", context, what, i, n),
+        buffer_error)
+
+
+@_lowered(types.voidptr, _emit_check_buffer)
+def check_buffer(frame: int, is_ret: int, i: int, code: int, ndim: int, context: int) -> int:
     """NULL when result (*is_ret*) or argument *i* is there, of XLA type
     *code* and rank *ndim*; else the error saying what it is."""
-    what = c_string("result") if is_ret else c_string("argument")
-    n = num_rets(frame) if is_ret else num_args(frame)
-    if i < 0 or i >= n:
-        return report(frame, c_string("%s: the call has no %s %lld (it has %lld)"), context,
-                      what, i, n)
-    buf = ret_buffer(frame, i) if is_ret else arg_buffer(frame, i)
-    got, rank = buffer_dtype(buf), buffer_rank(buf)
-    if got != code or rank != ndim:
-        return report(frame, c_string("%s: %s %lld is %s of rank %lld; the handler takes %s "
-                                      "of rank %lld"),
-                      context, what, i, _type_text(got), rank, _type_text(code), ndim)
-    return _null()
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def check_scalar_attr(frame, i, name, code, context):
+def _emit_check_scalar_attr(e, frame, i, name, code, context):
+    builder, i64 = e.builder, ir.IntType(64)
+    want = _type_name(e, code)
+
+    def present():
+        kind = builder.sext(e.i32(e.ptr(frame, _FRAME_ATTRS + _TYPES), e.times(4, i)), i64)
+
+        def scalar():
+            got = builder.sext(e.i32(_emit_attr_value(e, frame, i), 0), i64)
+            return e.choose(builder.icmp_signed("!=", got, code), lambda: _emit_report(
+                e, frame, "%s: attribute '%s' is a scalar of %s; the handler reads a scalar "
+                "of %s", context, name, _type_name(e, got), want),
+                lambda: ir.Constant(ir.IntType(8).as_pointer(), None))
+        return e.choose(builder.icmp_signed("!=", kind, i64(_ATTR_SCALAR)), lambda: _emit_report(
+            e, frame, "%s: attribute '%s' is %s; the handler reads a scalar of %s", context, name,
+            _emit_name(e.context, builder, _ATTR_KIND_NAMES, kind, "of an unknown kind"), want),
+            scalar)
+    return e.choose(builder.icmp_signed("<", i, i64(0)), lambda: _emit_report(
+        e, frame, "%s: the call has no attribute '%s'; the handler reads it as a scalar of %s",
+        context, name, want), present)
+
+
+@_lowered(types.voidptr, _emit_check_scalar_attr)
+def check_scalar_attr(frame: int, i: int, name: int, code: int, context: int) -> int:
     """NULL when attribute *i* (from :func:`attr_index`; -1: absent) named
     *name* (a C string) is a scalar of XLA type *code*; else the error
     saying it is missing or what it is."""
-    if i < 0:
-        return report(frame, c_string("%s: the call has no attribute '%s'; the handler reads "
-                                      "it as a scalar of %s"), context, name, _type_text(code))
-    kind = _load_i32(_load_ptr(frame, _FRAME_ATTRS + _TYPES), 4 * i)
-    if kind != _ATTR_SCALAR:
-        return report(frame, c_string("%s: attribute '%s' is %s; the handler reads a scalar "
-                                      "of %s"), context, name, _kind_text(kind), _type_text(code))
-    got = _load_i32(_attr_value(frame, i), 0)
-    if got != code:
-        return report(frame, c_string("%s: attribute '%s' is a scalar of %s; the handler "
-                                      "reads a scalar of %s"),
-                      context, name, _type_text(got), _type_text(code))
-    return _null()
+    raise NotImplementedError("only in nopython code")
 
 
-@cached_jitable
-def unknown_attr_error(frame, i, reads, context):
+def _emit_unknown_attr_error(e, frame, i, reads, context):
+    builder, i64 = e.builder, ir.IntType(64)
+    # the name NUL-terminated (XLA's names are spans), cut to 200 bytes
+    span = e.ptr(e.ptr(frame, _FRAME_ATTRS + _ITEMS), e.times(8, i))
+    length = e.i64(span, 8)
+    n = builder.select(builder.icmp_signed("<", length, i64(200)), length, i64(200))
+    name = builder.bitcast(stack_buffer(builder, 208), ir.IntType(8).as_pointer())
+    cgutils.raw_memcpy(builder, name, e.ptr(span, 0), n, 1)
+    builder.store(ir.Constant(ir.IntType(8), 0), builder.gep(name, [n]))
+    return _emit_report(e, frame, "%s: the call has attribute '%s', which the handler does not "
+                        "read (it reads %s)", context, name, reads)
+
+
+@_lowered(types.voidptr, _emit_unknown_attr_error)
+def unknown_attr_error(frame: int, i: int, reads: int, context: int) -> int:
     """The error for attribute *i*, which the handler does not read (*reads*:
     a C string naming those it reads)."""
-    # the name NUL-terminated (XLA's names are spans), cut to 200 bytes
-    span = _load_ptr(_load_ptr(frame, _FRAME_ATTRS + _ITEMS), 8 * i)
-    n = min(_load_i64(span, 8), 200)
-    chars = _load_ptr(span, 0)
-    name = _stack_bytes(208, 0)
-    for j in range(n):
-        _store_u8(name, j, _load_u8(chars, j))
-    return report(frame, c_string("%s: the call has attribute '%s', which the handler does not "
-                                  "read (it reads %s)"), context, name, reads)
-
-
-@cached_jitable
-def check_buffers(frame, table, n, n_in, context):
-    """NULL when the call's *n* buffers (its arguments, then its results
-    from index *n_in*) are of the (XLA type code, rank) int64 pairs at
-    *table*; else the error for the first that is not."""
-    for i in range(n):
-        is_ret = i >= n_in
-        j = i - n_in if is_ret else i
-        buf = ret_buffer(frame, j) if is_ret else arg_buffer(frame, j)
-        code, rank = _load_i64(table, 16 * i), _load_i64(table, 16 * i + 8)
-        if buffer_dtype(buf) != code or buffer_rank(buf) != rank:
-            return check_buffer(frame, is_ret, j, code, rank, context)
-    return _null()
-
-
-@cached_jitable
-def match_attrs(frame, table, names, n, indices, reads, context):
-    """Find the call's attributes among the *n* a handler reads, described
-    at *table* in name order, five int64 each: offset of the name in
-    *names* (NUL-terminated names), its length, the XLA type code of its
-    scalar, whether it is required, its position. Writes the index of each
-    in the call (-1: absent) at its position in *indices* (int64). NULL, or
-    the error for an attribute missing, of another type or not read
-    (*reads*: a C string listing those read)."""
-    for k in range(n):
-        _store_i64(indices, 8 * k, -1)
-    # XLA gives the attributes sorted by name: each is found at the first
-    # name tried
-    cursor = 0
-    for i in range(num_attrs(frame)):
-        known = False
-        for t in range(n):
-            pos = cursor + t
-            if pos >= n:
-                pos -= n
-            entry = _offset(table, 40 * pos)
-            if attr_name_is(frame, i, _offset(names, _load_i64(entry, 0)),
-                            _load_i64(entry, 8)):
-                _store_i64(indices, 8 * _load_i64(entry, 32), i)
-                cursor = pos + 1
-                known = True
-                break
-        if not known:
-            return unknown_attr_error(frame, i, reads, context)
-    for pos in range(n):
-        entry = _offset(table, 40 * pos)
-        code, i = _load_i64(entry, 16), _load_i64(indices, 8 * _load_i64(entry, 32))
-        if (i < 0 and _load_i64(entry, 24) != 0) or (i >= 0 and not attr_is_scalar(frame, i,
-                                                                                 code)):
-            return check_scalar_attr(frame, i, _offset(names, _load_i64(entry, 0)), code,
-                                     context)
-    return _null()
+    raise NotImplementedError("only in nopython code")
 
 
 @_lowered(types.int64, lambda e, frame: e.i64(frame, _FRAME_ATTRS + _SIZE))
@@ -1147,13 +1123,13 @@ def _attr_value(frame: int, i: int) -> int:
 
 @_lowered(types.int64, lambda e, frame, i: e.i64(e.ptr(_emit_attr_value(e, frame, i), 8), 0))
 def attr_i64_at(frame: int, i: int) -> int:
-    """Scalar attribute *i*, checked to be an S64 (:func:`match_attrs`)."""
+    """Scalar attribute *i*, checked to be an S64 (jax_handler's check of the signature)."""
     raise NotImplementedError("only in nopython code")
 
 
 def emit_scalar_at(context, builder, frame, i, fe_type):
     """Lowering code: scalar attribute *i* (``int64``) of *frame*, checked to
-    be of XLA's type for Numba type *fe_type* (:func:`match_attrs`), loaded
+    be of XLA's type for Numba type *fe_type* (jax_handler's check of the signature), loaded
     as such: no conversion from the other scalar types compiled."""
     scalar = _emit_attr_value(_Emitter(context, builder), frame, i)
     value = builder.load(_field(context, builder, scalar, ir.IntType(64)(8), types.voidptr))
@@ -1232,6 +1208,8 @@ def check_ret(frame: int, i: int, dtype: DTypeLike, ndim: int, context: str) -> 
 
 
 def _buffer_check(fn, is_ret):
+    is_ret = int(is_ret)
+
     def typer(frame, i, dtype, ndim, context):
         code = DTYPES[_constant_dtype(dtype, fn, tuple(DTYPES))]
         rank = _constant_ndim(ndim, fn)
