@@ -16,7 +16,7 @@ import numba
 import numba.types as nt
 import numpy as np
 import pytest
-from support import needs_numba_cuda  # noqa: E402
+from support import has_libcuda, needs_numba_cuda  # noqa: E402
 
 needs_numba_cuda()
 
@@ -210,15 +210,7 @@ def test_build_info_names_the_versions(built):
     assert lib.ncltest_abi_version() == aot.ABI_VERSION
 
 
-def _has_libcuda():
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_has_libcuda(), reason="a CUDA driver is installed here")
+@pytest.mark.skipif(has_libcuda(), reason="a CUDA driver is installed here")
 def test_no_driver_fails_cleanly(tmp_path):
     lib = aot.build(str(tmp_path / "libnodrv.so"), {"saxpy_launch": K.saxpy_launch})
     so = ctypes.CDLL(lib.path)
@@ -230,7 +222,7 @@ def test_no_driver_fails_cleanly(tmp_path):
     assert so.nodrv_last_error_name() == b"CUDA_ERROR_NO_DEVICE"
 
 
-@pytest.mark.skipif(_has_libcuda(), reason="a CUDA driver is installed here")
+@pytest.mark.skipif(has_libcuda(), reason="a CUDA driver is installed here")
 def test_threads_racing_on_first_call(built):
     d, lib = built
     exe = str(d / "threads")

@@ -4,7 +4,6 @@ numba_cuda_launch, its function checks its arguments there as in this process,
 and reaches the driver (none here: CUDA_ERROR_NO_DEVICE, raised as a TVM-FFI
 error); what cannot be exported is refused."""
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ pytest.importorskip("tvm_ffi")
 
 from numba_cuda_launch import aot  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
+from support import has_libcuda  # noqa: E402
 from support.kernels import axpy, axpy_blocks  # noqa: E402
 from support.childenv import child_env  # noqa: E402
 
@@ -30,14 +30,6 @@ def library(tmp_path_factory):
                            scalars={"a": np.float32})
     d = tmp_path_factory.mktemp("tvmffi")
     return aot.build(str(d / "libtvmaxpy.so"), tvm_ffi_functions={"axpy": k})
-
-
-def _has_libcuda():
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
 
 
 CHILD = r"""
@@ -71,7 +63,7 @@ def test_loads_and_checks_in_a_process_without_numba(library):
     assert lines[1].startswith("ValueError") and "scalar 'a' (argument 3)" in lines[1]
     assert lines[2] == ("TypeError numba_cuda_launch: CUDA kernel 'axpy' takes 4 arguments "
                         "(x, y, out, a); got 1")
-    if not _has_libcuda():
+    if not has_libcuda():
         assert lines[3] == ("RuntimeError numba_cuda_launch: CUDA kernel 'axpy' failed: "
                             "CUDA_ERROR_NO_DEVICE (100)")
     assert lines[4] == "False False"

@@ -1,8 +1,8 @@
 """Helpers of the test suite (one package, imported as ``support``: tests/
 is on the path of every test run, through its conftest.py).
 
-``HAVE_GPU``, ``SIMULATED`` and ``HAVE_NUMBA_CUDA`` say what the run
-targets (:func:`needs_numba_cuda` skips a module without numba-cuda), :func:`package_source`
+``HAVE_GPU``, ``SIMULATED``, ``HAVE_NUMBA_CUDA`` and :func:`has_libcuda` say what
+the run targets (:func:`needs_numba_cuda` skips a module without numba-cuda), :func:`package_source`
 where the package's sources are; the modules hold
 kernels (:mod:`.kernels`, :mod:`.cluster_kernels`,
 :mod:`.jax_export_kernels`), child-process environments (:mod:`.childenv`),
@@ -12,6 +12,7 @@ counting the shared-memory opt-in's cold path (:mod:`.cold_path`) and a
 fixture ending recordings a GPU test left open (:mod:`.recordings`).
 """
 
+import ctypes
 import os
 
 import pytest
@@ -23,6 +24,15 @@ SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 HAVE_GPU = gpu_available() and not SIMULATED
 #: numba-cuda is installed (the numba-cuda-mlir-only combination has none).
 HAVE_NUMBA_CUDA = has_numba_cuda()
+
+
+def has_libcuda() -> bool:
+    """Whether the CUDA driver library loads here (a GPU need not be present)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def needs_numba_cuda():
