@@ -25,9 +25,14 @@ from numba_cuda_launch.compat.cuda_target import target_compute_capability, \
 from numba_cuda_launch.config import get_compute_capabilities
 from numba_cuda_launch.cudadrv.fatbin import build_fatbin
 
-__all__ = ["KernelSource", "KernelType", "KernelFunction", "SOURCES", "register", "source_of",
-           "on_register", "AnyKernelType", "SOURCE_OF_NUMBA_TYPE", "DispatcherKernels", "flat_param_names",
-           "image_for_architectures"]
+__all__ = ["KernelSource", "KernelType", "KernelFunction", "CONDITION_MAX", "SOURCES",
+           "register", "source_of", "on_register", "AnyKernelType", "SOURCE_OF_NUMBA_TYPE",
+           "DispatcherKernels", "flat_param_names", "image_for_architectures"]
+
+
+#: What ``set_conditional`` stores for a value outside 0..2**32-1: true, and
+#: no SWITCH case (a wrapped value could be either).
+CONDITION_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class KernelFunction:
     64-bit handle (an integer, or a value whose type names its
     ``kernel_integer``: a struct of that one integer) and of an integer or
     boolean value, stored as an unsigned 32-bit condition, a value outside
-    0..2**32-1 as 2**32-1."""
+    0..2**32-1 as :data:`CONDITION_MAX`."""
 
     fn: Callable[..., Any]
     check: Callable[..., None]

@@ -18,7 +18,7 @@ from numba.extending import register_model
 
 from numba_cuda_launch.compat import numba_cuda as compat
 from numba_cuda_launch.compat.numba_cuda import CUDADispatcherType
-from numba_cuda_launch.kernels import DispatcherKernels, flat_param_names, \
+from numba_cuda_launch.kernels import CONDITION_MAX, DispatcherKernels, flat_param_names, \
     image_for_architectures, register
 
 __all__ = ["NumbaCudaKernels", "SOURCE", "kernel_cubin", "kernel_ptx"]
@@ -163,7 +163,6 @@ class NumbaCudaKernels(DispatcherKernels):
                 for v in ([value] if ty == types.float16 else
                           context.get_arg_packer([ty]).as_arguments(builder, [value]))]
 
-
     def add_kernel_functions(self, functions) -> None:
         """Typed and lowered as numba-cuda's own ``cuda.*`` functions are
         (:func:`..compat.numba_cuda.register_kernel_function`)."""
@@ -177,7 +176,6 @@ class NumbaCudaKernels(DispatcherKernels):
 _void = ir.VoidType()
 _i32 = ir.IntType(32)
 _i64 = ir.IntType(64)
-_U32_MAX = 2**32 - 1
 
 
 def _typer(function):
@@ -196,8 +194,8 @@ def _as_condition(builder, value, ty):
     if not ty.signed and ty.bitwidth <= 32:
         return builder.zext(value, _i32) if ty.bitwidth < 32 else value
     wide = value if ty.bitwidth == 64 else builder.sext(value, _i64)
-    outside = builder.icmp_unsigned(">", wide, ir.Constant(_i64, _U32_MAX))  # negatives too
-    return builder.select(outside, ir.Constant(_i32, _U32_MAX), builder.trunc(wide, _i32))
+    outside = builder.icmp_unsigned(">", wide, ir.Constant(_i64, CONDITION_MAX))  # negatives too
+    return builder.select(outside, ir.Constant(_i32, CONDITION_MAX), builder.trunc(wide, _i32))
 
 
 def _lowering(instruction):

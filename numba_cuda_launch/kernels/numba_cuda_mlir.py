@@ -22,8 +22,8 @@ from numba_cuda_launch.compat import numba_cuda_mlir as compat
 from numba_cuda_launch.compat.ptx import ptx_param_sizes
 from numba_cuda_launch.compat.versions import SUPPORTED
 from numba_cuda_launch.compat.overrides import replaced
-from numba_cuda_launch.kernels import DispatcherKernels, KernelType, flat_param_names, \
-    image_for_architectures, register
+from numba_cuda_launch.kernels import CONDITION_MAX, DispatcherKernels, KernelType, \
+    flat_param_names, image_for_architectures, register
 
 __all__ = ["MLIRKernel", "SOURCE", "UntranslatableType", "is_mlir_dispatcher_class",
            "to_mlir_type", "from_mlir_type", "kernel_param_sizes"]
@@ -377,7 +377,6 @@ class NumbaCudaMLIRKernels(DispatcherKernels):
 
 # -- functions kernels call ----------------------------------------------------------
 
-_U32_MAX = 2**32 - 1
 
 
 def _cpu_types(mlir_types):
@@ -419,8 +418,8 @@ def _register_set_conditional(function):
             def impl(handle, value):
                 # outside 0..2**32-1 (negatives wrap above it): 2**32-1, true
                 wide = np.uint64(value)
-                set_value(np.uint64(handle), np.uint32(wide) if wide <= np.uint64(_U32_MAX)
-                          else np.uint32(_U32_MAX))
+                set_value(np.uint64(handle), np.uint32(wide) if wide <= np.uint64(CONDITION_MAX)
+                          else np.uint32(CONDITION_MAX))
         return impl
 
 

@@ -8,8 +8,8 @@ Each kernel source makes them callable in its kernels
 lowering its compiler's), so every compiler types their arguments by the
 same rules. Under numba-cuda's simulator the Python bodies run in the
 simulated kernel; in CPU code each is a typing error saying where it
-belongs. docs/graphs.md, "Conditional nodes"
-and "Programmatic dependent launch"; docs/numba-cuda-mlir.md.
+belongs. docs/graphs.md, "Conditional nodes" and "Programmatic dependent
+launch"; docs/numba-cuda-mlir.md.
 """
 
 from numba.core import types

@@ -179,11 +179,6 @@ class LaunchConfigModel(models.StructModel):
         super().__init__(dmm, fe_type, members)
 
 
-#: Types of kernels ``kernel[...]`` configures (of the installed compilers,
-#: registered before or after this module: a virtual base class).
-KERNEL_TYPES = AnyKernelType
-
-
 @explain_lines
 def _kernel_attribute(line):
     """Attributes of a kernel (``kernel.configure``, ``kernel.forall``) in
@@ -338,7 +333,7 @@ def _configure_signature(context, args, kws):
     return _known(disp_ty.dispatcher, key, make)
 
 
-register_typer(operator.getitem, _configure_signature, KernelTypingError, KERNEL_TYPES)
+register_typer(operator.getitem, _configure_signature, KernelTypingError, AnyKernelType)
 
 
 @infer
@@ -350,7 +345,7 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
     metadata = {"target": "cpu"}
 
     def generic(self, args, kws):
-        if not args or not isinstance(args[0], KERNEL_TYPES) or len(args) != 2 or kws:
+        if not args or not isinstance(args[0], AnyKernelType) or len(args) != 2 or kws:
             return None
         try:
             return _known(args[0].dispatcher, ("static",) + tuple(args),
@@ -410,7 +405,7 @@ def _configured_kernel(inferer, var):
         return None
     if isinstance(expr, nir.Expr) and expr.op in ("getitem", "static_getitem"):
         ty = _known_type(inferer, expr.value)
-        return ty if isinstance(ty, KERNEL_TYPES) else None
+        return ty if isinstance(ty, AnyKernelType) else None
     return None
 
 
@@ -461,7 +456,7 @@ def _refuse_untyped_constant(inferer, name, value):
                 pending.append(target.name)
             elif expr.op in ("static_getitem", "getitem") and var.name != expr.value.name:
                 kernel = _known_type(inferer, expr.value)
-                if isinstance(kernel, KERNEL_TYPES):
+                if isinstance(kernel, AnyKernelType):
                     _refuse_configuration(kernel, _constant(func_ir, var, known))
             elif expr.op == "call" and var in expr.args:
                 _refuse_argument(inferer, expr, expr.args.index(var), value)
