@@ -58,6 +58,23 @@ def test_keyed_cache_saves_then_loads(tmp_path):
     assert len(_files(tmp_path, ".nbi")) == 2
 
 
+def test_code_loaded_from_the_cache_builds_into_a_c_library(tmp_path):
+    # a jax_kernel handler loaded in a new process is such a cfunc: aot.build
+    # compiles it again, as the cache keeps machine code only
+    import ctypes
+
+    from numba_cuda_launch import aot
+
+    _compiled(KeyedCache(str(tmp_path / "cache"), "f", ("one",)))
+    loaded = _compiled(KeyedCache(str(tmp_path / "cache"), "f", ("one",)))
+    assert loaded.cache_hits == 1
+    lib = aot.build(str(tmp_path / "libloaded.so"), {"twice_plus": loaded})
+    so = ctypes.CDLL(lib.path)
+    so.twice_plus.restype, so.twice_plus.argtypes = ctypes.c_int64, [ctypes.c_int64]
+    x = int(rng.integers(-10**6, 10**6))
+    assert so.twice_plus(x) == 2 * x + 7
+
+
 @pytest.mark.parametrize("damage", ["garbage index", "truncated index", "truncated data",
                                     "changed data", "garbage data", "empty data"])
 def test_damaged_cache_files_are_a_miss(tmp_path, damage):

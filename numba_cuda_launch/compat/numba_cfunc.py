@@ -71,8 +71,11 @@ def is_cfunc(obj):
 
 def cfunc_code(cf):
     """The :class:`CFuncCode` of compiled cfunc *cf*; ValueError when its
-    code came from Numba's cache (no LLVM module to rebuild from)."""
+    code came from Numba's cache (no LLVM module to rebuild from), unless
+    *cf* is a :func:`cached_cfunc`, compiled again for it uncached."""
     library = cf._library
+    if getattr(library, "_disable_inspection", False) and isinstance(cf, _CachedCFunc):
+        return cfunc_code(cached_cfunc(cf._sig, cf.__wrapped__, None))
     if getattr(library, "_disable_inspection", False):
         raise ValueError("its code was loaded from Numba's cache (cache=True), which keeps "
                          "no LLVM module to build from: build it without cache=True")
