@@ -4,6 +4,7 @@
 # (apache-tvm-ffi, jax-tvm-ffi wheels). Steps (STEPS, default all):
 #   probe  what the driver does with recording states (ci/gpu_round5_probe.py)
 #   both   the whole suite with numba-cuda and numba-cuda-mlir, and examples
+#   gpu    (instead of both, for a short lease) the GPU-marked tests only
 #   mlir   numba-cuda uninstalled (the machine is fresh each lease): the
 #          suite again (numba-cuda's modules skip), the numba-cuda-mlir GPU
 #          tests and example, and `import numba_cuda_launch` not importing
@@ -29,6 +30,11 @@ if has both; then
   for e in mlir_converging_loop tvm_ffi_axpy converging_solver; do
     echo "-- examples/$e.py"; timeout 60 python3 examples/$e.py 2>&1 | tail -2
   done
+fi
+if has gpu; then
+  echo "== GPU-marked tests, numba-cuda and numba-cuda-mlir"
+  timeout 300 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 -m gpu tests 2>&1 \
+    | tee "$OUT/tests_gpu.log" | grep -E "passed|failed|FAILED|ERROR" | tail -40
 fi
 if has mlir; then
   echo "== without numba-cuda"
