@@ -16,7 +16,7 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils
 from numba.core import types as nt
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc
 from numba_cuda_launch.compat.numba_extending import cached_jitable
@@ -233,27 +233,27 @@ _BAD_SHAREDMEM = ("%s: sharedmem must be between 0 and 2**32-1 bytes, got %lld (
                   "attribute ncl_sharedmem)")
 
 
-def _dim3(dims):
-    """A launch dimension (an integer or a tuple of 1 to 3) as three int64."""
-    raise NotImplementedError("only in nopython code")
+@intrinsic
+def _dim3(typingctx, dims):
+    """A launch dimension (an integer or a tuple of 1 to 3 integers) as three
+    int64 (missing ones 1). Lowered in place: no function of its own to
+    compile and link into each handler."""
+    items = [dims] if isinstance(dims, nt.Integer) else \
+        list(dims) if isinstance(dims, nt.BaseTuple) else None
+    if items is None or not 1 <= len(items) <= 3 or \
+            not all(isinstance(t, nt.Integer) for t in items):
+        # a float item would be truncated
+        raise NopythonUsageError(
+            "the launch rule (jax_kernel's launch=) must return (griddim, blockdim), each an "
+            "integer or a tuple of 1 to 3 integers; it returned %s for one of them" % (dims,))
+    ty = nt.UniTuple(nt.int64, 3)
 
-
-@overload(_dim3)
-def _dim3_ol(dims):
-    dims_type = dims
-    if isinstance(dims, nt.BaseTuple) and not all(isinstance(t, nt.Integer) for t in dims):
-        dims = None  # a float item would be truncated: refused below
-    if isinstance(dims, nt.Integer):
-        return lambda dims: (np.int64(dims), np.int64(1), np.int64(1))
-    if isinstance(dims, nt.BaseTuple) and len(dims) == 1:
-        return lambda dims: (np.int64(dims[0]), np.int64(1), np.int64(1))
-    if isinstance(dims, nt.BaseTuple) and len(dims) == 2:
-        return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(1))
-    if isinstance(dims, nt.BaseTuple) and len(dims) == 3:
-        return lambda dims: (np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2]))
-    raise NopythonUsageError(
-        "the launch rule (jax_kernel's launch=) must return (griddim, blockdim), each an "
-        "integer or a tuple of 1 to 3 integers; it returned %s for one of them" % (dims_type,))
+    def codegen(context, builder, sig, args):
+        values = [args[0]] if isinstance(dims, nt.Integer) else \
+            cgutils.unpack_tuple(builder, args[0], len(items))
+        values = [context.cast(builder, v, t, nt.int64) for v, t in zip(values, items)]
+        return context.make_tuple(builder, ty, values + [_I64(1)] * (3 - len(values)))
+    return ty(dims), codegen
 
 
 def _emit_int_attribute(e, frame, i, default):
@@ -533,19 +533,21 @@ def _launch_failed(e, frame, status, prefix):
 # -- the handler --------------------------------------------------------------------
 
 # The pieces of the handler below are inlined into its IR before typing: a
-# Numba function inlined so is typed with the handler and not compiled on
-# its own (an inlined overload or register_jitable would be).
-
-
-@numba.njit(inline="always")
-def _attribute_config(frame, indices):
+@intrinsic
+def _attribute_config(typingctx, frame, indices):
     """Grid and block from the call's attributes (y and z default to 1),
-    at the first six of *indices*."""
-    grid = (_int_attribute(frame, indices[0], 1), _int_attribute(frame, indices[1], 1),
-            _int_attribute(frame, indices[2], 1))
-    block = (_int_attribute(frame, indices[3], 1), _int_attribute(frame, indices[4], 1),
-             _int_attribute(frame, indices[5], 1))
-    return grid, block
+    at the first six of *indices*. Lowered in place."""
+    ty = nt.UniTuple(nt.int64, 3)
+
+    def codegen(context, builder, sig, args):
+        e = xla_ffi._Emitter(context, builder)
+        frame_ptr = builder.bitcast(args[0], ir.IntType(8).as_pointer())
+        at = cgutils.unpack_tuple(builder, args[1])
+        values = [_emit_int_attribute(e, frame_ptr, at[i], _I64(1)) for i in range(6)]
+        return context.make_tuple(builder, sig.return_type, (
+            context.make_tuple(builder, ty, values[:3]),
+            context.make_tuple(builder, ty, values[3:])))
+    return nt.Tuple((ty, ty))(frame, indices), codegen
 
 
 _UNIMPLEMENTED = 12  # XLA_FFI_Error_Code_UNIMPLEMENTED
