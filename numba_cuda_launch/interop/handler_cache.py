@@ -33,7 +33,7 @@ from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import package_build
 
-__all__ = ["ENV_VAR", "cache_dir", "clear_cache", "enabled", "handler_cache", "refusal_cache",
+__all__ = ["ENV_VAR", "cache_dir", "clear_cache", "enabled", "handler_cache",
            "rule_digest", "shared_library"]
 
 #: Set to ``0`` to compile every handler in every process.
@@ -164,14 +164,6 @@ def handler_cache(name: str, plans: list, rule: Any, parts: tuple) -> KeyedCache
     key = ("handler", name, _toolchain(), BACKEND.cache_target(), tuple(plan_keys), rule_key,
            parts)
     return KeyedCache(cache_dir(), name, key)
-
-
-def refusal_cache(kernel_name: str, simulated: bool, source: str) -> KeyedCache | None:
-    """The cache of the handler refusing calls of a kernel on the platform it cannot run on."""
-    if not enabled():
-        return None
-    key = ("refusal", kernel_name, simulated, source, _toolchain())
-    return KeyedCache(cache_dir(), "refusal." + kernel_name, key)
 
 
 def shared_library(codegen: Any, build: Any) -> Any:

@@ -5,10 +5,14 @@ handler is one function body whose constants carry what differs between signatur
 (docs/jax.md, "How the handler is built").
 """
 
+import ctypes
 import functools
+import hashlib
 import inspect
 import itertools
 import struct
+from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -24,12 +28,12 @@ from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.interop.handler_cache import refusal_cache, shared_library
+from numba_cuda_launch.interop.handler_cache import shared_library
 from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
 
-__all__ = ["make_handler", "refusal", "shared_code", "shared_functions"]
+__all__ = ["Refusal", "make_handler", "refusal", "shared_code", "shared_functions"]
 
 
 # float16 from IEEE binary16 bits: a bitcast, which needs no runtime helper
@@ -530,6 +534,17 @@ def _launch_failed(e, frame, status, prefix):
     b.ret(xla_ffi._emit_error(e, frame, buf))
 
 
+@_shared("numba_cuda_launch_jax_refuse", _P(_P, _P, _I, _I))
+def _refuse(e, frame, message, major, minor):
+    """The handler of a platform a kernel cannot run on: the metadata query
+    answered (API *major*.*minor*, no traits), every call the UNIMPLEMENTED
+    error *message*."""
+    b = e.builder
+    with b.if_then(xla_ffi._emit_is_metadata_query(e, frame)):
+        b.ret(xla_ffi._emit_answer(e, frame, _I64(0), major, minor))
+    b.ret(xla_ffi._emit_error(e, frame, message, _I64(_UNIMPLEMENTED)))
+
+
 # -- the handler --------------------------------------------------------------------
 
 # The pieces of the handler below are inlined into its IR before typing: a
@@ -563,10 +578,25 @@ _ON_CUDA = ("numba_cuda_launch: jax_kernel of CUDA kernel '%s' was called on a G
             "on XLA:CPU only: call it on a CPU device (JAX_PLATFORMS=cpu)")
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """The handler of the platform a kernel cannot run on (:func:`refusal`):
+    its address and a ctypes function pointer to it."""
+
+    address: int
+    ctypes: Any
+    library: Any  # the code library holding the machine code
+
+
 @functools.lru_cache(maxsize=None)
 def refusal(kernel_name, simulated, source="numba-cuda"):
-    """The handler (a cfunc) of the platform a kernel cannot run on: it fails every
-    call saying why. *source* names the kernel's compiler."""
+    """The handler of the platform a kernel cannot run on: it fails every call
+    saying why. *source* names the kernel's compiler. A few instructions
+    calling the shared refusal with the message, made as LLVM IR (no Numba
+    compile, nothing worth caching)."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    shared_functions()  # the shared refusal, found by symbol
     major, minor = xla_ffi.api_version()
     if simulated:
         message = _ON_CUDA % kernel_name
@@ -574,13 +604,24 @@ def refusal(kernel_name, simulated, source="numba-cuda"):
         message = _ON_CPU % kernel_name
     else:
         message = _ON_CPU_UNSIMULATED % (kind(source), kernel_name)
-
-    def refuse(frame):
-        if xla_ffi.is_metadata_query(frame):
-            return xla_ffi.answer_metadata_query(frame, 0, major, minor)
-        return xla_ffi.error(frame, xla_ffi.c_string(message), _UNIMPLEMENTED)
-    return cached_cfunc(nt.voidptr(nt.voidptr), refuse,
-                        refusal_cache(kernel_name, simulated, source))
+    context = _cpu_context()
+    symbol = "numba_cuda_launch_jax_refusal_" + hashlib.sha256(
+        message.encode()).hexdigest()[:24]
+    with global_compiler_lock:
+        library = context.codegen().create_library(symbol)
+        module = library.create_ir_module(symbol)
+        fn = ir.Function(module, ir.FunctionType(_NULL.type, [_NULL.type]), symbol)
+        builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        sig, _ = _SHARED["numba_cuda_launch_jax_refuse"]
+        refuse = ir.Function(module, ir.FunctionType(
+            _NULL.type, [context.get_value_type(t) for t in sig.args]),
+            "numba_cuda_launch_jax_refuse")
+        text = xla_ffi._text(xla_ffi._Emitter(context, builder), message)
+        builder.ret(builder.call(refuse, [fn.args[0], text, _I64(major), _I64(minor)]))
+        library.add_ir_module(module)
+        library.finalize()
+        address = library.get_pointer_to_function(symbol)
+    return Refusal(address, ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address), library)
 
 
 @numba.njit(inline="always")
