@@ -6,9 +6,9 @@
 #   both   the whole suite with numba-cuda and numba-cuda-mlir, and examples
 #   gpu    (instead of both, for a short lease) the GPU-marked tests only
 #   mlir   numba-cuda uninstalled (the machine is fresh each lease): the
-#          suite again (numba-cuda's modules skip), the numba-cuda-mlir GPU
-#          tests and example, and `import numba_cuda_launch` not importing
-#          numba.cuda
+#          numba-cuda-mlir GPU and CPU tests and example, and `import
+#          numba_cuda_launch` not importing numba.cuda; with suite-mlir too,
+#          every GPU-marked test there (numba-cuda's skip)
 # Logs under $OUT.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
@@ -43,6 +43,10 @@ if has mlir; then
   timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 tests/test_mlir_only_gpu.py \
     tests/test_mlir_only_cpu.py tests/test_mlir_cpu.py tests/test_versions.py 2>&1 \
     | tee "$OUT/tests_mlir_only.log" | grep -E "passed|failed|FAILED|ERROR" | tail -20
+  if has suite-mlir; then  # every GPU-marked test there (numba-cuda's skip, saying so)
+    timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 -m gpu tests 2>&1 \
+      | tee "$OUT/tests_gpu_mlir_only.log" | grep -E "passed|failed|FAILED|ERROR" | tail -20
+  fi
   echo "-- examples/mlir_converging_loop.py"
   timeout 60 python3 examples/mlir_converging_loop.py 2>&1 | tail -2
 fi
