@@ -26,7 +26,7 @@ jax = pytest.importorskip("jax")
 
 from numba_cuda_launch import as_voidptr  # noqa: E402
 from numba_cuda_launch.compat.numba_caching import KeyedCache  # noqa: E402
-from numba_cuda_launch.compat.numba_cfunc import cached_cfunc  # noqa: E402
+from numba_cuda_launch.compat.numba_cfunc import cached_cfunc, cfunc_code  # noqa: E402
 from numba_cuda_launch.interop import handler_cache  # noqa: E402
 from numba_cuda_launch.launch import caching  # noqa: E402
 
@@ -68,6 +68,10 @@ def test_code_loaded_from_the_cache_builds_into_a_c_library(tmp_path):
     _compiled(KeyedCache(str(tmp_path / "cache"), "f", ("one",)))
     loaded = _compiled(KeyedCache(str(tmp_path / "cache"), "f", ("one",)))
     assert loaded.cache_hits == 1
+    # compiled again once: one symbol, so a second export of it is refused as such
+    assert cfunc_code(loaded).symbol == cfunc_code(loaded).symbol
+    with pytest.raises(aot.AotBuildError, match="already exported"):
+        aot.build(str(tmp_path / "libtwice.so"), {"twice_plus": loaded, "again": loaded})
     lib = aot.build(str(tmp_path / "libloaded.so"), {"twice_plus": loaded})
     so = ctypes.CDLL(lib.path)
     so.twice_plus.restype, so.twice_plus.argtypes = ctypes.c_int64, [ctypes.c_int64]

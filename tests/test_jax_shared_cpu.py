@@ -117,3 +117,32 @@ def test_cache_turned_off_compiles(cache, monkeypatch):
     _library(builds)
     _check(_library(builds))
     assert builds == [1, 1] and not cache.exists()
+
+
+def test_refusing_handler_says_why_with_unimplemented():
+    # what XLA:CPU gets for a CUDA kernel's target: made once per message
+    messages = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    def error_create(args):
+        messages.append((ctypes.string_at(ctypes.c_void_p.from_address(args + _MESSAGE).value),
+                         ctypes.c_int32.from_address(args + 24).value))
+        return 4321
+
+    api = (ctypes.c_uint8 * 256)()
+    ctypes.c_void_p.from_address(ctypes.addressof(api) + _ERROR_CREATE).value = \
+        ctypes.cast(error_create, ctypes.c_void_p).value
+    frame = (ctypes.c_uint8 * 256)()  # no extension: an execute call, not a metadata query
+    ctypes.c_void_p.from_address(ctypes.addressof(frame) + _FRAME_API).value = \
+        ctypes.addressof(api)
+    refusal = jax_handler.refusal("kern_x", False)
+    assert refusal.ctypes(ctypes.addressof(frame)) == 4321
+    assert messages == [(b"numba_cuda_launch: jax_kernel of CUDA kernel 'kern_x' was called on "
+                         b"XLA:CPU; its handlers run on CUDA GPUs only. To run it on the CPU, in "
+                         b"numba-cuda's CUDA simulator, set NUMBA_ENABLE_CUDASIM=1 before numba "
+                         b"is imported (docs/jax.md)", 12)]  # 12: UNIMPLEMENTED
+    assert jax_handler.refusal("kern_x", False) is refusal
+    # the simulator's refusal says the same for every compiler: one handler
+    assert jax_handler.refusal("kern_x", True) is \
+        jax_handler.refusal("kern_x", True, "numba-cuda-mlir")
+    assert jax_handler.refusal("kern_y", False).address != refusal.address

@@ -27,6 +27,7 @@ class _CachedCFunc(CFunc):
         if cache is not None:
             self._cache = cache
         self._cres = None
+        self._rebuilt = None  # compiled again, uncached, for cfunc_code
 
     def _compile_uncached(self):
         self._cres = super()._compile_uncached()
@@ -72,10 +73,13 @@ def is_cfunc(obj):
 def cfunc_code(cf):
     """The :class:`CFuncCode` of compiled cfunc *cf*; ValueError when its
     code came from Numba's cache (no LLVM module to rebuild from), unless
-    *cf* is a :func:`cached_cfunc`, compiled again for it uncached."""
+    *cf* is a :func:`cached_cfunc`, compiled again for it uncached (once:
+    the same symbol for every build that takes it)."""
     library = cf._library
     if getattr(library, "_disable_inspection", False) and isinstance(cf, _CachedCFunc):
-        return cfunc_code(cached_cfunc(cf._sig, cf.__wrapped__, None))
+        if cf._rebuilt is None:
+            cf._rebuilt = cached_cfunc(cf._sig, cf.__wrapped__, None)
+        return cfunc_code(cf._rebuilt)
     if getattr(library, "_disable_inspection", False):
         raise ValueError("its code was loaded from Numba's cache (cache=True), which keeps "
                          "no LLVM module to build from: build it without cache=True")

@@ -547,7 +547,6 @@ def _refuse(e, frame, message, major, minor):
 
 # -- the handler --------------------------------------------------------------------
 
-# The pieces of the handler below are inlined into its IR before typing: a
 @intrinsic
 def _attribute_config(typingctx, frame, indices):
     """Grid and block from the call's attributes (y and z default to 1),
@@ -588,42 +587,54 @@ class Refusal:
     library: Any  # the code library holding the machine code
 
 
-@functools.lru_cache(maxsize=None)
 def refusal(kernel_name, simulated, source="numba-cuda"):
     """The handler of the platform a kernel cannot run on: it fails every call
     saying why. *source* names the kernel's compiler. A few instructions
     calling the shared refusal with the message, made as LLVM IR (no Numba
-    compile, nothing worth caching)."""
+    compile, nothing worth caching), once per message and process."""
     from numba.core.compiler_lock import global_compiler_lock
 
-    shared_functions()  # the shared refusal, found by symbol
-    major, minor = xla_ffi.api_version()
     if simulated:
         message = _ON_CUDA % kernel_name
     elif source == "numba-cuda":
         message = _ON_CPU % kernel_name
     else:
         message = _ON_CPU_UNSIMULATED % (kind(source), kernel_name)
+    shared_functions()  # the shared refusal, found by symbol
+    with global_compiler_lock:  # one definition of each symbol in the JIT
+        made = _REFUSALS.get(message)
+        if made is None:
+            made = _REFUSALS[message] = _make_refusal(message)
+    return made
+
+
+_REFUSALS = {}  # message -> Refusal
+
+
+def _make_refusal(message):
+    major, minor = xla_ffi.api_version()
     context = _cpu_context()
     symbol = "numba_cuda_launch_jax_refusal_" + hashlib.sha256(
         message.encode()).hexdigest()[:24]
-    with global_compiler_lock:
-        library = context.codegen().create_library(symbol)
-        module = library.create_ir_module(symbol)
-        fn = ir.Function(module, ir.FunctionType(_NULL.type, [_NULL.type]), symbol)
-        builder = ir.IRBuilder(fn.append_basic_block("entry"))
-        sig, _ = _SHARED["numba_cuda_launch_jax_refuse"]
-        refuse = ir.Function(module, ir.FunctionType(
-            _NULL.type, [context.get_value_type(t) for t in sig.args]),
-            "numba_cuda_launch_jax_refuse")
-        text = xla_ffi._text(xla_ffi._Emitter(context, builder), message)
-        builder.ret(builder.call(refuse, [fn.args[0], text, _I64(major), _I64(minor)]))
-        library.add_ir_module(module)
-        library.finalize()
-        address = library.get_pointer_to_function(symbol)
+    library = context.codegen().create_library(symbol)
+    module = library.create_ir_module(symbol)
+    fn = ir.Function(module, ir.FunctionType(_NULL.type, [_NULL.type]), symbol)
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    sig, _ = _SHARED["numba_cuda_launch_jax_refuse"]
+    refuse = ir.Function(module, ir.FunctionType(
+        _NULL.type, [context.get_value_type(t) for t in sig.args]),
+        "numba_cuda_launch_jax_refuse")
+    text = xla_ffi._text(xla_ffi._Emitter(context, builder), message)
+    builder.ret(builder.call(refuse, [fn.args[0], text, _I64(major), _I64(minor)]))
+    library.add_ir_module(module)
+    library.finalize()
+    address = library.get_pointer_to_function(symbol)
     return Refusal(address, ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address), library)
 
 
+# The launch body is inlined into the handler's IR before typing: a Numba
+# function inlined so is typed with the handler and not compiled on its own
+# (an inlined overload or register_jitable would be).
 @numba.njit(inline="always")
 def _run(frame, kernel, variant, rule, dependent):
     """``(error, status)``: the error for a call frame that does not match the
