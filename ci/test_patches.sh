@@ -37,7 +37,17 @@ for line in "${lines[@]}"; do
   echo "== $dist $v + ${series#$ROOT/}"
   # from outside the checkout, so that only the alias (tests/_patched) can
   # provide the name numba_cuda_launch
-  (cd "$work" && env -u PYTHONPATH NCL_TEST_PATCHED=$alias "$work/env/bin/python" -m pytest -q \
-     -p no:cacheprovider -n 2 --rootdir "$ROOT" "$ROOT/tests" 2>&1 | tail -${NCL_PATCH_LOG_LINES:-3})
+  # a failing line is reported with its failures and the log's end, and the
+  # next line still runs; the script fails at the end
+  if (cd "$work" && env -u PYTHONPATH NCL_TEST_PATCHED=$alias "$work/env/bin/python" -m pytest -q \
+        -rfE -p no:cacheprovider -n 2 --rootdir "$ROOT" "$ROOT/tests" > "$work/pytest.log" 2>&1); then
+    tail -${NCL_PATCH_LOG_LINES:-3} "$work/pytest.log"
+  else
+    grep -E "^(FAILED|ERROR) " "$work/pytest.log" | head -50 || true
+    tail -${NCL_PATCH_FAIL_LINES:-60} "$work/pytest.log"
+    echo "== $dist $v + ${series#$ROOT/}: FAILED"
+    failed=1
+  fi
   rm -rf "$work"
 done
+exit ${failed:-0}
