@@ -24,8 +24,6 @@ from numba.extending import intrinsic
 
 from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc
 from numba_cuda_launch.compat.numba_extending import cached_jitable
-from numba_cuda_launch.cudadrv import driver
-from numba_cuda_launch.errors import _KNOWN_NAMES as _KNOWN_ERROR_NAMES
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import shared_library
@@ -325,10 +323,7 @@ def _shared(symbol, sig):
 
         def call(typingctx, *args):
             def codegen(context, builder, call_sig, values):
-                fnty = ir.FunctionType(context.get_value_type(sig.return_type),
-                                       [context.get_value_type(t) for t in sig.args])
-                callee = cgutils.get_or_insert_function(builder.module, fnty, symbol)
-                return builder.call(callee, values)
+                return builder.call(_declare(context, builder.module, symbol), values)
             return sig, codegen
         # Numba binds a call's arguments by the typer's signature: define's, less the emitter
         params = list(inspect.signature(define).parameters.values())[1:]
@@ -339,14 +334,20 @@ def _shared(symbol, sig):
     return register
 
 
+def _declare(context, module, symbol):
+    """Shared function *symbol* in *module* (declared there if not yet)."""
+    sig, _ = _SHARED[symbol]
+    fnty = ir.FunctionType(context.get_value_type(sig.return_type),
+                           [context.get_value_type(t) for t in sig.args])
+    return cgutils.get_or_insert_function(module, fnty, symbol)
+
+
 def _checks_module(context, library):
     """The LLVM module defining the shared functions."""
     module = library.create_ir_module("numba_cuda_launch_jax_checks")
     with context.push_code_library(library):
         for symbol, (sig, define) in _SHARED.items():
-            fnty = ir.FunctionType(context.get_value_type(sig.return_type),
-                                   [context.get_value_type(t) for t in sig.args])
-            fn = ir.Function(module, fnty, symbol)
+            fn = _declare(context, module, symbol)
             builder = ir.IRBuilder(fn.append_basic_block("entry"))
             define(xla_ffi._Emitter(context, builder), *fn.args)
     return module
@@ -505,33 +506,12 @@ def _config_error(e, frame, gx, gy, gz, bx, by, bz, sharedmem, source, context):
     b.ret(xla_ffi._emit_report(e, frame, _BAD_SHAREDMEM, context, sharedmem))
 
 
-def _snprintf(builder, buf, size, fmt, *values):
-    i8p = ir.IntType(8).as_pointer()
-    fnty = ir.FunctionType(_I32, [i8p, _I64, i8p], var_arg=True)
-    snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
-    return builder.call(snprintf, [buf, size, fmt] + list(values))
-
-
 @_shared("numba_cuda_launch_jax_launch_failed", _P(_P, _I, _P))
 def _launch_failed(e, frame, status, prefix):
     """The error for a failed launch: *prefix* (a C string, e.g. ``"...
-    kernel 'k' failed: "``, cut to 240 bytes), the driver's name of *status*
-    (the package's names where no driver names it, the simulator's or
-    XLA:CPU's) and its code: ``"... failed: CUDA_ERROR_INVALID_VALUE (1)"``."""
-    b = e.builder
-    out = cgutils.alloca_once_value(b, _NULL)
-    driver.call(b, "cuGetErrorName", [b.trunc(status, _I32), out])
-    name = b.load(out)
-    name = b.select(cgutils.is_null(b, name),
-                    xla_ffi._emit_name(e.context, b, _KNOWN_ERROR_NAMES, status), name)
-    name = b.select(cgutils.is_null(b, name), xla_ffi._text(e, ""), name)
-    buf = b.bitcast(xla_ffi.stack_buffer(b, 256), _NULL.type)
-    written = b.sext(_snprintf(b, buf, _I64(256), xla_ffi._text(e, "%.240s"), prefix), _I64)
-    room = b.sub(_I64(240), written)  # the name: at most 64 bytes, within the 240
-    room = b.select(b.icmp_signed("<", room, _I64(64)), room, _I64(64))
-    _snprintf(b, b.gep(buf, [written]), b.sub(_I64(256), written),
-              xla_ffi._text(e, "%.*s (%lld)"), b.trunc(room, _I32), name, status)
-    b.ret(xla_ffi._emit_error(e, frame, buf))
+    kernel 'k' failed: "``) with the driver's name of *status* and its code
+    (:func:`xla_ffi.launch_error`)."""
+    e.builder.ret(xla_ffi._emit_launch_failed(e, frame, status, prefix))
 
 
 @_shared("numba_cuda_launch_jax_refuse", _P(_P, _P, _I, _I))
@@ -620,10 +600,7 @@ def _make_refusal(message):
     module = library.create_ir_module(symbol)
     fn = ir.Function(module, ir.FunctionType(_NULL.type, [_NULL.type]), symbol)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    sig, _ = _SHARED["numba_cuda_launch_jax_refuse"]
-    refuse = ir.Function(module, ir.FunctionType(
-        _NULL.type, [context.get_value_type(t) for t in sig.args]),
-        "numba_cuda_launch_jax_refuse")
+    refuse = _declare(context, module, "numba_cuda_launch_jax_refuse")
     text = xla_ffi._text(xla_ffi._Emitter(context, builder), message)
     builder.ret(builder.call(refuse, [fn.args[0], text, _I64(major), _I64(minor)]))
     library.add_ir_module(module)

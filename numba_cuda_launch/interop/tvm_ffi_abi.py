@@ -410,8 +410,6 @@ def _who(typingctx, what, name, i):
     def codegen(context, builder, sig, args):
         i8p, i64 = ir.IntType(8).as_pointer(), ir.IntType(64)
         buf = builder.bitcast(xla_ffi.stack_buffer(builder, 256), i8p)
-        fnty = ir.FunctionType(ir.IntType(32), [i8p, i64, i8p], var_arg=True)
-        snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
         index = context.cast(builder, args[2], sig.args[2], types.int64)
         size = ir.Constant(i64, 256)
         unnamed = builder.icmp_unsigned("==", builder.load(args[1]),
@@ -419,10 +417,10 @@ def _who(typingctx, what, name, i):
         with builder.if_else(unnamed) as (then, otherwise):
             with then:
                 fmt = xla_ffi._global_bytes(context, builder, b"argument %lld\0")
-                builder.call(snprintf, [buf, size, fmt, index])
+                xla_ffi.emit_snprintf(builder, buf, size, fmt, index)
             with otherwise:
                 fmt = xla_ffi._global_bytes(context, builder, b"%s '%s' (argument %lld)\0")
-                builder.call(snprintf, [buf, size, fmt, args[0], args[1], index])
+                xla_ffi.emit_snprintf(builder, buf, size, fmt, args[0], args[1], index)
         return buf
     return types.voidptr(what, name, i), codegen
 

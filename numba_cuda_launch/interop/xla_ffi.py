@@ -151,16 +151,6 @@ def _make_load(fe_type):
     return load
 
 
-def _make_store(fe_type):
-    @intrinsic
-    def store(typingctx, base, offset, value):
-        def codegen(context, builder, sig, args):
-            val = context.cast(builder, args[2], sig.args[2], fe_type)
-            builder.store(val, _field(context, builder, args[0], args[1], fe_type))
-        return types.void(base, offset, value), codegen
-    return store
-
-
 _load_ptr = _make_load(types.voidptr)
 _load_i64 = _make_load(types.int64)
 _load_i32 = _make_load(types.int32)
@@ -168,9 +158,6 @@ _load_u8 = _make_load(types.uint8)
 _load_u16 = _make_load(types.uint16)
 _load_f32 = _make_load(types.float32)
 _load_f64 = _make_load(types.float64)
-_store_i32 = _make_store(types.int32)
-_store_i64 = _make_store(types.int64)
-_store_u8 = _make_store(types.uint8)
 
 
 def _make_bitcast(from_type, to_type):
@@ -191,23 +178,6 @@ _f32_from_bits = _make_bitcast(types.int32, types.float32)
 def bfloat16_bits_to_float(bits: int) -> float:
     """The float64 value of bfloat16 *bits* (the top half of a float32)."""
     return np.float64(_f32_from_bits(np.int32((np.int64(bits) & 0xFFFF) << 16)))
-
-
-@intrinsic
-def _stack_bytes(typingctx, size, struct_size):
-    """A zeroed stack buffer of *size* (a constant) bytes, as voidptr, starting with
-    the int64 *struct_size* (the field every ``XLA_FFI_*_Args`` struct begins with;
-    0 for a plain buffer)."""
-    if not isinstance(size, types.IntegerLiteral):
-        raise NopythonUsageError("_stack_bytes needs a constant size")
-    n = size.literal_value
-
-    def codegen(context, builder, sig, args):
-        buf = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8), n), zfill=True)
-        builder.store(ir.Constant(buf.type.pointee, None), buf)
-        builder.store(args[1], builder.bitcast(buf, ir.IntType(64).as_pointer()))
-        return builder.bitcast(buf, ir.IntType(8).as_pointer())
-    return types.voidptr(size, types.int64), codegen
 
 
 @intrinsic
@@ -798,50 +768,42 @@ def _launch_error(frame, status, context):
     return impl
 
 
-@cached_jitable
-def _launch_failed(frame, status, prefix):
+def emit_snprintf(builder, buf, size, fmt, *values):
+    """Emit ``snprintf(buf, size, fmt, values...)`` (*size* an ``i64``); its
+    ``i32`` result."""
+    i8p = ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
+    snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
+    return builder.call(snprintf, [buf, size, fmt] + list(values))
+
+
+def _emit_launch_failed(e, frame, status, context):
+    b, i64 = e.builder, ir.IntType(64)
+    voidp = ir.IntType(8).as_pointer()
+    out = cgutils.alloca_once_value(b, ir.Constant(voidp, None))
+    driver.call(b, "cuGetErrorName", [b.trunc(status, ir.IntType(32)), out])
+    name = b.load(out)
+    # no driver (the simulator, XLA:CPU): the package's names
+    name = b.select(cgutils.is_null(b, name), _emit_name(e.context, b, _KNOWN_ERROR_NAMES,
+                                                         status), name)
+    name = b.select(cgutils.is_null(b, name), _text(e, ""), name)
+    buf = b.bitcast(stack_buffer(b, 256), voidp)
+    written = b.sext(emit_snprintf(b, buf, i64(256), _text(e, "%.240s"), context), i64)
+    room = b.sub(i64(240), written)  # the name: at most 64 bytes, within the 240
+    room = b.select(b.icmp_signed("<", room, i64(64)), room, i64(64))
+    emit_snprintf(b, b.gep(buf, [written]), b.sub(i64(256), written),
+                  _text(e, "%.*s (%lld)"), b.trunc(room, ir.IntType(32)), name, status)
+    return _emit_error(e, frame, buf)
+
+
+@_lowered(types.voidptr, _emit_launch_failed)
+def _launch_failed(frame: int, status: int, context: int) -> int:
     """:func:`launch_error` with the message's start given as a C string
-    (*prefix*, e.g. ``"... kernel 'k' failed: "``): compiled once, for every
-    kernel, where :func:`launch_error` is compiled per context."""
-    buf = _stack_bytes(256, 0)
-    limit = 240
-    pos = 0
-    for j in range(limit):
-        c = _load_u8(prefix, j)
-        if c == 0:
-            break
-        _store_u8(buf, pos, c)
-        pos += 1
-    name = _driver_error_name(np.int32(status))
-    if _is_null(name):  # no driver (the simulator, XLA:CPU): the package's names
-        name = _cuda_error_name(status)
-    if not _is_null(name):
-        for j in range(64):
-            c = _load_u8(name, j)
-            if c == 0 or pos >= limit:
-                break
-            _store_u8(buf, pos, c)
-            pos += 1
-    # " (code)"
-    _store_u8(buf, pos, 32)
-    _store_u8(buf, pos + 1, 40)
-    pos += 2
-    v = np.int64(status)
-    if v < 0:
-        _store_u8(buf, pos, 45)
-        pos += 1
-        v = -v
-    digits = 1
-    t = v
-    while t >= 10:
-        t //= 10
-        digits += 1
-    for k in range(digits):
-        _store_u8(buf, pos + digits - 1 - k, 48 + v % 10)
-        v //= 10
-    pos += digits
-    _store_u8(buf, pos, 41)
-    return error(frame, buf)
+    (*context*, e.g. ``"... kernel 'k' failed: "``, cut to 240 bytes), the
+    driver's name of *status* (the package's names where no driver names it)
+    and its code: ``"... failed: CUDA_ERROR_INVALID_VALUE (1)"``. Lowered in
+    place."""
+    raise NotImplementedError("only in nopython code")
 
 
 # -- checking a call frame against a signature ----------------------------------
@@ -912,9 +874,7 @@ def emit_formatted(context, builder, fmt, values, value_types, size=_MESSAGE_BYT
               if isinstance(t, (types.Integer, types.Boolean)) else v
               for v, t in zip(values, value_types)]
     buf = builder.bitcast(stack_buffer(builder, size), i8p)
-    fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64), i8p], var_arg=True)
-    snprintf = cgutils.get_or_insert_function(builder.module, fnty, "snprintf")
-    builder.call(snprintf, [buf, ir.Constant(ir.IntType(64), size), fmt] + values)
+    emit_snprintf(builder, buf, ir.Constant(ir.IntType(64), size), fmt, *values)
     return buf
 
 
