@@ -20,6 +20,7 @@ from numba_cuda_launch.interop import handler_cache, jax_handler  # noqa: E402
 _ERROR_CREATE = 48  # XLA_FFI_Api: the offset of XLA_FFI_Error_Create
 _FRAME_API = 16  # XLA_FFI_CallFrame: the offset of api
 _MESSAGE = 16  # XLA_FFI_Error_Create_Args: the offset of message
+_CODE = 24  # ... and of the error code
 _CONFIG_ERROR = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7,
                                  ctypes.c_char_p, ctypes.c_char_p)
 
@@ -40,14 +41,16 @@ def _library(builds):
         return handler_cache.shared_library(codegen, build)
 
 
-def _config_message(library, grid, block, sharedmem):
-    """The message the library's configuration error gives XLA, through a
-    call frame whose API table records the error it is asked to create."""
-    messages = []
+def _recording_frame():
+    """``(frame, errors)``: a call frame (no extension: an execute call)
+    whose API table's error creation appends ``(message, code)`` to
+    *errors* and returns 1234; the objects are kept alive with the frame."""
+    errors = []
 
     @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
     def error_create(args):
-        messages.append(ctypes.string_at(ctypes.c_void_p.from_address(args + _MESSAGE).value))
+        errors.append((ctypes.string_at(ctypes.c_void_p.from_address(args + _MESSAGE).value),
+                       ctypes.c_int32.from_address(args + _CODE).value))
         return 1234
 
     api = (ctypes.c_uint8 * 256)()
@@ -56,9 +59,16 @@ def _config_message(library, grid, block, sharedmem):
     frame = (ctypes.c_uint8 * 256)()
     ctypes.c_void_p.from_address(ctypes.addressof(frame) + _FRAME_API).value = \
         ctypes.addressof(api)
+    frame._keep = (api, error_create)  # type: ignore[attr-defined]
+    return frame, errors
+
+
+def _config_message(library, grid, block, sharedmem):
+    """The message the library's configuration error gives XLA."""
+    frame, errors = _recording_frame()
     fn = _CONFIG_ERROR(library.get_pointer_to_function("numba_cuda_launch_jax_config_error"))
     assert fn(ctypes.addressof(frame), *grid, *block, sharedmem, b"the rule", b"k") == 1234
-    return messages[0].decode()
+    return errors[0][0].decode()
 
 
 # what the launch configuration's check says (launchconfig.LIMITS), written out
@@ -121,23 +131,10 @@ def test_cache_turned_off_compiles(cache, monkeypatch):
 
 def test_refusing_handler_says_why_with_unimplemented():
     # what XLA:CPU gets for a CUDA kernel's target: made once per message
-    messages = []
-
-    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
-    def error_create(args):
-        messages.append((ctypes.string_at(ctypes.c_void_p.from_address(args + _MESSAGE).value),
-                         ctypes.c_int32.from_address(args + 24).value))
-        return 4321
-
-    api = (ctypes.c_uint8 * 256)()
-    ctypes.c_void_p.from_address(ctypes.addressof(api) + _ERROR_CREATE).value = \
-        ctypes.cast(error_create, ctypes.c_void_p).value
-    frame = (ctypes.c_uint8 * 256)()  # no extension: an execute call, not a metadata query
-    ctypes.c_void_p.from_address(ctypes.addressof(frame) + _FRAME_API).value = \
-        ctypes.addressof(api)
+    frame, errors = _recording_frame()
     refusal = jax_handler.refusal("kern_x", False)
-    assert refusal.ctypes(ctypes.addressof(frame)) == 4321
-    assert messages == [(b"numba_cuda_launch: jax_kernel of CUDA kernel 'kern_x' was called on "
+    assert refusal.ctypes(ctypes.addressof(frame)) == 1234
+    assert errors == [(b"numba_cuda_launch: jax_kernel of CUDA kernel 'kern_x' was called on "
                          b"XLA:CPU; its handlers run on CUDA GPUs only. To run it on the CPU, in "
                          b"numba-cuda's CUDA simulator, set NUMBA_ENABLE_CUDASIM=1 before numba "
                          b"is imported (docs/jax.md)", 12)]  # 12: UNIMPLEMENTED

@@ -10,21 +10,16 @@ program using numba-cuda-mlir alone never imports ``numba.cuda``
 
 import contextlib
 import os
-import sys
 
 from numba.core import types
 
-from numba_cuda_launch.compat.versions import has_numba_cuda
+from numba_cuda_launch.compat.versions import has_numba_cuda, numba_cuda_imported
 from numba_cuda_launch.config import get_compute_capability, setting
 
-# Whether numba-cuda is installed (the hints name its extra).
+# Whether numba-cuda is installed (the hints name its extra). Where it is
+# imported too (numba_cuda_imported), it answers (its context, its errors);
+# else the driver does.
 _NUMBA_CUDA = has_numba_cuda()
-
-
-def _numba_cuda_answers():
-    """Whether numba-cuda answers (its context, its errors): installed and
-    imported; else the driver does."""
-    return _NUMBA_CUDA and "numba.cuda" in sys.modules
 
 __all__ = [
     "gpu_available", "deviceless", "current_compute_capability", "image_target",
@@ -65,7 +60,7 @@ def gpu_available() -> bool:
     ``cuda.is_available()`` when installed: it loads NVVM too, and its
     failure names the extra that installs it)."""
     if not _available:
-        if _numba_cuda_answers():
+        if numba_cuda_imported():
             from numba import cuda
 
             with hinted(with_toolkit_hint):
@@ -86,7 +81,7 @@ def current_compute_capability():
     """The compute capability of the current device (the current context's,
     else device 0); None when there is no driver or device."""
     try:
-        if _numba_cuda_answers():
+        if numba_cuda_imported():
             from numba import cuda
 
             return tuple(cuda.get_current_device().compute_capability)
@@ -126,7 +121,7 @@ def supported_architectures():
     """The compute capabilities the installed CUDA toolkit (NVRTC) builds
     for, sorted; None when NVRTC cannot be asked."""
     try:
-        if _numba_cuda_answers():
+        if numba_cuda_imported():
             from numba.cuda.cudadrv import nvrtc
 
             return tuple(sorted(tuple(cc) for cc in nvrtc.get_supported_ccs()))
@@ -157,7 +152,7 @@ def cai_sync_enabled() -> bool:
     """Whether a kernel's launch waits for a CUDA Array Interface argument's
     stream (``NUMBA_CUDA_ARRAY_INTERFACE_SYNC``, on by default): numba-cuda's
     setting as it is now where it is installed, else the variable."""
-    if _numba_cuda_answers():
+    if numba_cuda_imported():
         from numba.cuda import config
 
         return getattr(config, "CUDA_ARRAY_INTERFACE_SYNC", True)
@@ -169,7 +164,7 @@ def cai_sync_enabled() -> bool:
 def _sigutils():
     # numba-cuda's parser knows its own types (bfloat16, dim3, ...); Numba's
     # parses the rest the same way.
-    if _numba_cuda_answers():
+    if numba_cuda_imported():
         from numba.cuda.core import sigutils
     else:
         from numba.core import sigutils

@@ -18,7 +18,7 @@ from numba_cuda_launch.compat import numba_cuda_mlir as _mlir
 from numba_cuda_launch.compat import numba_dispatcher as _nd
 from numba_cuda_launch.compat import numba_float16 as _f16
 from numba_cuda_launch.compat import simulator as _sim
-from numba_cuda_launch.compat.versions import has_numba_cuda, has_numba_cuda_mlir
+from numba_cuda_launch.compat.versions import has_numba_cuda, has_numba_cuda_mlir, numba_cuda_imported
 
 __all__ = ["Override", "InstanceAttribute", "OVERRIDES", "INSTANCE_ATTRIBUTES", "install",
            "installed", "replaced", "set_instance_attribute", "markdown_table"]
@@ -36,11 +36,11 @@ def _always():
 
 def _numba_cuda_target():
     """numba-cuda is imported and its CUDA target (not the simulator) is on."""
-    return "numba.cuda" in sys.modules and has_numba_cuda() and _sim.disabled()
+    return numba_cuda_imported() and _sim.disabled()
 
 
 def _numba_cuda_simulator():
-    return "numba.cuda" in sys.modules and has_numba_cuda() and _sim.enabled()
+    return numba_cuda_imported() and _sim.enabled()
 
 
 def _mlir_imported():

@@ -14,7 +14,7 @@ import weakref
 
 from numba.core import types
 
-from numba_cuda_launch.compat.versions import has_numba_cuda
+from numba_cuda_launch.compat.versions import has_numba_cuda, numba_cuda_imported
 
 __all__ = ["enabled", "disabled", "refuse_builtin_cuda", "simulated_kernel_class",
            "array_class", "stream_class", "signature_recording_jit", "declared_signatures",
@@ -45,10 +45,9 @@ def refuse_builtin_cuda():
     """Where numba-cuda is installed and ``numba.cuda`` imported, refuse
     numba's deprecated built-in CUDA target in its place (numba-cuda's
     simulator has no ``implementation`` marker)."""
-    cuda = sys.modules.get("numba.cuda")
-    if not has_numba_cuda() or cuda is None:
+    if not numba_cuda_imported():
         return
-
+    cuda = sys.modules["numba.cuda"]
     if not enabled() and getattr(cuda, "implementation", None) != "NVIDIA":
         raise ImportError(
             "numba_cuda_launch needs the numba-cuda package (NVIDIA's CUDA "

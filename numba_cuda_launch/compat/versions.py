@@ -7,11 +7,12 @@ distribution's metadata is there: nothing is imported to find out.
 """
 
 import functools
+import sys
 import warnings
 from importlib import metadata
 
 __all__ = ["SUPPORTED", "COMPILERS", "check_versions", "check_version", "installed_version",
-           "has_numba_cuda", "has_numba_cuda_mlir"]
+           "has_numba_cuda", "numba_cuda_imported", "has_numba_cuda_mlir"]
 
 #: distribution -> (oldest supported, newest checked) release.
 SUPPORTED = {
@@ -73,6 +74,12 @@ def has_numba_cuda() -> bool:
     """Whether numba-cuda (NVIDIA's ``numba.cuda``) is installed; without
     it ``numba.cuda`` is never imported (numba's own is deprecated)."""
     return _installed("numba-cuda")
+
+
+def numba_cuda_imported() -> bool:
+    """Whether numba-cuda is installed and ``numba.cuda`` imported (by the
+    user, or for the simulator): until then nothing of it is asked."""
+    return "numba.cuda" in sys.modules and has_numba_cuda()
 
 
 def has_numba_cuda_mlir() -> bool:
