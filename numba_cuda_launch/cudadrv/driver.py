@@ -402,6 +402,10 @@ def link_runtime(context):
             fn.linkage = "weak_odr"
             fn.attributes.add("noinline")
             fn.attributes.add("cold")
+            # not optimised: each library that links the runtime would
+            # otherwise run LLVM's O3 and instruction selection over it again
+            # (half a jax_kernel handler's module); it runs once per load
+            fn.attributes.add("optnone")
             define(fn, ir.IRBuilder(fn.append_basic_block("entry")))
         _runtime_ir.append(str(module).replace("define weak_odr ", "define weak_odr hidden "))
     library.add_llvm_module(llvm_binding.parse_assembly(_runtime_ir[0]))

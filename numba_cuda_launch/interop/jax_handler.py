@@ -1,8 +1,9 @@
 """The XLA FFI handler of one :func:`~numba_cuda_launch.jax.jax_kernel` signature: a
 nopython ``@cfunc`` that reads the call frame (:mod:`.xla_ffi`) and launches the kernel
 on C-ordered views of XLA's buffers, or preloads it in XLA's initialize stage. Every
-handler is one function body whose constants carry what differs between signatures
-(docs/jax.md, "How the handler is built").
+handler's body is made from one template per launch variant (batch-aware or not, grid
+and block from attributes or a launch rule, dependent or not); its constants carry what
+differs between signatures (docs/jax.md, "How the handler is built").
 """
 
 import ctypes
@@ -11,6 +12,7 @@ import hashlib
 import inspect
 import itertools
 import struct
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -609,44 +611,81 @@ def _make_refusal(message):
     return Refusal(address, ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address), library)
 
 
-# The launch body is inlined into the handler's IR before typing: a Numba
-# function inlined so is typed with the handler and not compiled on its own
-# (an inlined overload or register_jitable would be).
-@numba.njit(inline="always")
-def _run(frame, kernel, variant, rule, dependent):
-    """``(error, status)``: the error for a call frame that does not match the
-    *variant* or a launch configuration out of CUDA's limits (NULL when
-    none), and the driver's status of the preload (initialize stage) or
-    launch of *kernel* on the buffers. *rule* (None: the attributes' grid
-    and block) and *dependent* (None: a plain launch) are constants."""
-    buffers, n_buffers, n_in, attrs, names, n_attrs, reads, context = _signature(variant)
-    slots = _attribute_slots(variant)
-    err = _check_signature(frame, buffers, n_buffers, n_in, attrs, names, n_attrs, slots, reads,
-                           context)
+# The handler's source, made from these templates per launch variant (a
+# batch-aware kernel's handler holds the launch twice, once per rank
+# variant, the variant a constant of each): one function body for Numba to
+# type, with no call to inline (Numba's inliner copied a launch body's IR
+# into every handler, a sixth of another signature's compile).
+_HANDLER = """\
+def handler(frame):
+    if xla_ffi.is_metadata_query(frame):
+        return xla_ffi.answer_metadata_query(frame, traits, major, minor)
+    err = _check_items(frame, n_in, n_out, xla_ffi.c_string(context))
     if xla_ffi.is_error(err):
-        return err, 0
-    indices = _attribute_indices(slots, variant)
-    inputs, outputs = _buffer_views(frame, variant)
-    scalars = _scalar_values(frame, variant, indices)
-    args = inputs + outputs + scalars
-    if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
-        return err, kernel[1, 1].preload(*args)
-    if rule is None:
-        grid, block = _attribute_config(frame, indices)
-        shmem = _int_attribute(frame, indices[6], 0)
-        source = xla_ffi.c_string("the attributes ncl_grid_x/y/z and ncl_block_x/y/z")
-    else:
-        grid, block = rule(*(_shapes(inputs) + scalars))
-        shmem = _int_attribute(frame, indices[0], 0)
-        source = xla_ffi.c_string("the launch rule")
+        return err
+{body}"""
+
+# a batch-aware kernel's: the first buffer's rank selects the variant
+_BY_RANK = """\
+rank = xla_ffi.buffer_rank(first(frame, 0))
+if rank == rank1:
+{batched}
+if rank != rank0:
+    return xla_ffi.report(frame, xla_ffi.c_string(
+        "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a "
+        "leading batch dimension"), xla_ffi.c_string(context),
+        xla_ffi.c_string(first_what), rank, rank0, rank1)
+{unbatched}"""
+
+# The launch of one variant: the frame checked against it (an error when
+# it differs), its buffers and scalars read, the kernel preloaded (XLA's
+# initialize stage) or launched, a configuration out of CUDA's limits an
+# error; the driver's failure an error naming its status.
+_LAUNCH = """\
+buffers, n_buffers, n_in_, attrs, names, n_attrs, reads, ctx = _signature({variant})
+slots = _attribute_slots({variant})
+err = _check_signature(frame, buffers, n_buffers, n_in_, attrs, names, n_attrs, slots, reads,
+                       ctx)
+if xla_ffi.is_error(err):
+    return err
+indices = _attribute_indices(slots, {variant})
+inputs, outputs = _buffer_views(frame, {variant})
+scalars = _scalar_values(frame, {variant}, indices)
+args = inputs + outputs + scalars
+if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
+    status = kernel[1, 1].preload(*args)
+else:
+{config}
     grid, block = _dim3(grid), _dim3(block)
     if not _config_ok(grid, block, shmem):
         return _config_error(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                               shmem, source, context), 0
-    cfg = kernel[grid, block, xla_ffi.stream(frame), shmem]
-    if dependent is None:
-        return err, cfg.launch_status(*args)
-    return err, cfg.dependent().launch_status(*args)
+                             shmem, xla_ffi.c_string(source), ctx)
+    status = kernel[grid, block, xla_ffi.stream(frame), shmem]{dependent}.launch_status(*args)
+if status != 0:
+    return _launch_failed(frame, status, xla_ffi.c_string(failed))
+return xla_ffi.ok()"""
+
+# grid and block from the call's attributes, or from the @njit launch rule
+_FROM_ATTRIBUTES = """\
+    grid, block = _attribute_config(frame, indices)
+    shmem = _int_attribute(frame, indices[6], 0)"""
+_FROM_RULE = """\
+    grid, block = rule(*(_shapes(inputs) + scalars))
+    shmem = _int_attribute(frame, indices[0], 0)"""
+
+
+def _handler_source(batch_aware, rule, dependent):
+    """The handler's Python source for the launch variant."""
+    def launch(variant, indent):
+        return textwrap.indent(_LAUNCH.format(
+            variant=variant, config=_FROM_RULE if rule else _FROM_ATTRIBUTES,
+            dependent=".dependent()" if dependent else ""), indent)
+    if batch_aware:
+        body = _BY_RANK.format(batched=launch("batched", "    "),
+                               unbatched=launch("unbatched", ""))
+    else:
+        body = launch("unbatched", "")
+    return _HANDLER.format(body=textwrap.indent(body, "    "))
 
 
 def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule,
@@ -662,9 +701,6 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     (:func:`.handler_cache.handler_cache`), or None."""
     shared_functions()  # before the handler's code is made or loaded
     major, minor = xla_ffi.api_version()
-    # None (not False) for a plain launch: Numba prunes `is None` branches
-    # before typing, so .dependent() is typed only where it is asked for
-    dependent = True if dependent else None
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     failed = context + " failed: "
@@ -680,31 +716,13 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     rank0, rank1 = (a[0].ndim for a in arrays)
     first_what = "argument" if n_in else "result"
 
-    # batch_aware and launch_rule are constants: Numba prunes the branches
-    # they rule out before typing. Without a batch, the buffers' checks say
-    # what a first buffer of another rank is.
-    def handler(frame):
-        if xla_ffi.is_metadata_query(frame):
-            return xla_ffi.answer_metadata_query(frame, traits, major, minor)
-        err = _check_items(frame, n_in, n_out, xla_ffi.c_string(context))
-        if xla_ffi.is_error(err):
-            return err
-        if batch_aware:
-            rank = xla_ffi.buffer_rank(first(frame, 0))
-            if rank == rank0:
-                err, status = _run(frame, kernel, unbatched, launch_rule, dependent)
-            elif rank == rank1:
-                err, status = _run(frame, kernel, batched, launch_rule, dependent)
-            else:
-                return xla_ffi.report(frame, xla_ffi.c_string(
-                    "%s: %s 0 has rank %lld; the handler takes rank %lld, or %lld with a "
-                    "leading batch dimension"), xla_ffi.c_string(context),
-                    xla_ffi.c_string(first_what), rank, rank0, rank1)
-        else:
-            err, status = _run(frame, kernel, unbatched, launch_rule, dependent)
-        if xla_ffi.is_error(err):
-            return err
-        if status != 0:
-            return _launch_failed(frame, status, xla_ffi.c_string(failed))
-        return xla_ffi.ok()
-    return cached_cfunc(nt.voidptr(nt.voidptr), handler, cache)
+    # the template's names: these constants and the module's functions
+    namespace = dict(globals(), traits=traits, major=major, minor=minor, n_in=n_in,
+                     n_out=n_out, context=context, failed=failed, kernel=kernel,
+                     unbatched=unbatched, batched=batched, rule=launch_rule, first=first,
+                     rank0=rank0, rank1=rank1, first_what=first_what,
+                     source="the launch rule" if launch_rule is not None else
+                     "the attributes ncl_grid_x/y/z and ncl_block_x/y/z")
+    exec(compile(_handler_source(batch_aware, launch_rule is not None, dependent),
+                 "<jax_kernel handler of %s>" % kernel_name, "exec"), namespace)
+    return cached_cfunc(nt.voidptr(nt.voidptr), namespace["handler"], cache)
