@@ -369,14 +369,17 @@ _runtime_ir = []  # [the runtime's LLVM IR text], once made
 _linked = weakref.WeakSet()  # code libraries the runtime is linked into
 
 
-def cold_function(name, argtypes):
+def cold_function(name, argtypes, optimised=False):
     """Decorator: ``define(fn, builder)`` emits the body of the never-inlined
     ``i32 name(argtypes...)`` for rarely run driver work (first loads,
     context binding), part of the package's runtime. The decorated name
     becomes ``get(module)``: its declaration in *module*; code lowered in a
-    context that calls it must take the runtime in with :func:`link_runtime`."""
+    context that calls it must take the runtime in with :func:`link_runtime`.
+    Not *optimised* (LLVM's ``optnone``), unless it is on a path run often:
+    every library that links the runtime would otherwise run LLVM's O3 over
+    it again (half a ``jax_kernel`` handler's module)."""
     def decorate(define):
-        _COLD[name] = (tuple(argtypes), define)
+        _COLD[name] = (tuple(argtypes), define, optimised)
 
         @functools.wraps(define)
         def get(module):
@@ -396,16 +399,14 @@ def link_runtime(context):
         return
     if not _runtime_ir:
         module = context.create_module("numba_cuda_launch_runtime")
-        for name, (argtypes, define) in _COLD.items():
+        for name, (argtypes, define, optimised) in _COLD.items():
             fn = module.globals.get(name) or \
                 ir.Function(module, ir.FunctionType(_i32, argtypes), name)
             fn.linkage = "weak_odr"
             fn.attributes.add("noinline")
             fn.attributes.add("cold")
-            # not optimised: each library that links the runtime would
-            # otherwise run LLVM's O3 and instruction selection over it again
-            # (half a jax_kernel handler's module); it runs once per load
-            fn.attributes.add("optnone")
+            if not optimised:
+                fn.attributes.add("optnone")
             define(fn, ir.IRBuilder(fn.append_basic_block("entry")))
         _runtime_ir.append(str(module).replace("define weak_odr ", "define weak_odr hidden "))
     library.add_llvm_module(llvm_binding.parse_assembly(_runtime_ir[0]))

@@ -91,7 +91,9 @@ def _note(fn, builder):
     builder.ret(ir.Constant(_i32, 0))
 
 
-@driver.cold_function("numba_cuda_launch_graph_device_of", (_i64,))
+# optimised: every graph launch asks it once a graph with conditional nodes
+# was noted
+@driver.cold_function("numba_cuda_launch_graph_device_of", (_i64,), optimised=True)
 def _device_of(fn, builder):
     """``i32 device_of(handle)``: its device, -1 when not noted."""
     (handle,) = fn.args

@@ -657,7 +657,7 @@ def _check_outputs(path, header, exports):
             source = inspect.getsourcefile(e.code.pyfunc)
         except TypeError:
             source = None
-        if source:
+        if source and os.path.exists(source):  # not "<...>" (generated source)
             inputs.setdefault(source, "the Python source of %s" % e.what)
     for what, out in outputs:
         if os.path.isdir(out):

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import inspect
 import itertools
+import linecache
 import struct
 import textwrap
 from dataclasses import dataclass
@@ -723,6 +724,10 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
                      rank0=rank0, rank1=rank1, first_what=first_what,
                      source="the launch rule" if launch_rule is not None else
                      "the attributes ncl_grid_x/y/z and ncl_block_x/y/z")
-    exec(compile(_handler_source(batch_aware, launch_rule is not None, dependent),
-                 "<jax_kernel handler of %s>" % kernel_name, "exec"), namespace)
+    text = _handler_source(batch_aware, launch_rule is not None, dependent)
+    # one name per source: Numba's messages quote the line a typing error is at
+    filename = "<jax_kernel handler: batch-aware %s, launch rule %s, dependent %s>" % (
+        batch_aware, launch_rule is not None, bool(dependent))
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    exec(compile(text, filename, "exec"), namespace)
     return cached_cfunc(nt.voidptr(nt.voidptr), namespace["handler"], cache)
