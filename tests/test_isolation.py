@@ -3,6 +3,7 @@ generated code, and cache=True across processes."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -237,6 +238,28 @@ def test_generated_ir_is_a_direct_driver_call():
         assert forbidden not in body.split("define")[1], forbidden
     asm = list(ir_launch.inspect_asm().values())[0]
     assert "load atomic" not in asm  # (sanity: this is machine code)
+
+
+def _attributes(ir, symbol):
+    """The attributes of function *symbol* defined in LLVM module text *ir*."""
+    define = re.search(r"^define [^\n]*@%s\([^\n]*?\)[^#\n]* (#\d+)" % symbol, ir, re.M)
+    assert define, "%s is not defined in the launch site's module" % symbol
+    group = re.search(r"^attributes %s = \{ ([^}]*) \}" % define.group(1), ir, re.M)
+    return group.group(1).split()
+
+
+def test_runtime_is_optimised_only_where_it_runs_often():
+    # Every library that launches links the package's runtime: the work run
+    # once per load is left unoptimised (LLVM's O3 over it again in every
+    # jax_kernel handler cost more than the handler's own body), the
+    # graph-device lookup every graph launch makes is optimised.
+    ir_launch(0x10, 4, 0)
+    (ir,) = ir_launch.inspect_llvm().values()
+    for symbol in ("numba_cuda_launch_load_kernel", "numba_cuda_launch_ensure_context"):
+        attributes = _attributes(ir, symbol)
+        assert "optnone" in attributes and "noinline" in attributes, (symbol, attributes)
+    attributes = _attributes(ir, "numba_cuda_launch_graph_device_of")
+    assert "optnone" not in attributes and "noinline" in attributes, attributes
 
 
 CACHE_MODULE = """

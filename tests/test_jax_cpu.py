@@ -1054,3 +1054,5 @@ def test_a_launch_rule_returning_a_float_grid_is_refused_saying_so(grid):
     assert first.startswith("the launch rule (jax_kernel's launch=) must return (griddim, "
                             "blockdim), each an integer or a tuple of 1 to 3 integers; it "
                             "returned "), first
+    # the handler's (generated) line the error is at is quoted
+    assert "grid, block = _dim3(grid), _dim3(block)" in str(info.value), str(info.value)

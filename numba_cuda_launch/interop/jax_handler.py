@@ -1,9 +1,10 @@
 """The XLA FFI handler of one :func:`~numba_cuda_launch.jax.jax_kernel` signature: a
 nopython ``@cfunc`` that reads the call frame (:mod:`.xla_ffi`) and launches the kernel
 on C-ordered views of XLA's buffers, or preloads it in XLA's initialize stage. Every
-handler's body is made from one template per launch variant (batch-aware or not, grid
-and block from attributes or a launch rule, dependent or not); its constants carry what
-differs between signatures (docs/jax.md, "How the handler is built").
+handler's body is put together from a few templates for its launch variant
+(batch-aware or not, grid and block from attributes or a launch rule, dependent or not);
+its constants carry what differs between signatures (docs/jax.md, "How the handler is
+built").
 """
 
 import ctypes
