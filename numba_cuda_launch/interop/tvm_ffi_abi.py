@@ -718,9 +718,7 @@ def _launch_error(status, context):
 @register_jitable
 def launch_error_at(status, context):
     """:func:`launch_error` with *context* a C string."""
-    name = xla_ffi._driver_error_name(np.int32(status))
-    if _is_null(name):  # no driver (the simulator): the package's names
-        name = xla_ffi._cuda_error_name(status)
+    name = xla_ffi._error_name(status)  # the driver's, else the package's
     if _is_null(name):
         name = c_string("an unknown CUDA error")
     return report(c_string("RuntimeError"), c_string("%s failed: %s (%lld)"), (context, name,

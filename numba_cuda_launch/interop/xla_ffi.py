@@ -180,15 +180,26 @@ def bfloat16_bits_to_float(bits: int) -> float:
     return np.float64(_f32_from_bits(np.int32((np.int64(bits) & 0xFFFF) << 16)))
 
 
+def _emit_error_name(context, builder, status):
+    """Lowering code: the C string naming CUDA status *status* (an ``i64``):
+    the driver's name (``cuGetErrorName`` through the driver table), else,
+    with no driver (the simulator, XLA:CPU), the package's; NULL when
+    neither knows it."""
+    voidp = ir.IntType(8).as_pointer()
+    out = cgutils.alloca_once_value(builder, ir.Constant(voidp, None))
+    driver.call(builder, "cuGetErrorName", [builder.trunc(status, ir.IntType(32)), out])
+    name = builder.load(out)
+    return builder.select(cgutils.is_null(builder, name),
+                          _emit_name(context, builder, _KNOWN_ERROR_NAMES, status), name)
+
+
 @intrinsic
-def _driver_error_name(typingctx, status):
-    """``cuGetErrorName(status)`` through the driver table (NULL if unknown)."""
+def _error_name(typingctx, status):
+    """The C string naming CUDA status *status* (:func:`_emit_error_name`), or NULL."""
     def codegen(context, builder, sig, args):
-        voidp = ir.IntType(8).as_pointer()
-        out = cgutils.alloca_once_value(builder, ir.Constant(voidp, None))
-        driver.call(builder, "cuGetErrorName", [args[0], out])
-        return builder.load(out)
-    return types.voidptr(types.int32), codegen
+        return _emit_error_name(context, builder,
+                                context.cast(builder, args[0], sig.args[0], types.int64))
+    return types.voidptr(status), codegen
 
 
 @intrinsic
@@ -780,12 +791,7 @@ def emit_snprintf(builder, buf, size, fmt, *values):
 def _emit_launch_failed(e, frame, status, context):
     b, i64 = e.builder, ir.IntType(64)
     voidp = ir.IntType(8).as_pointer()
-    out = cgutils.alloca_once_value(b, ir.Constant(voidp, None))
-    driver.call(b, "cuGetErrorName", [b.trunc(status, ir.IntType(32)), out])
-    name = b.load(out)
-    # no driver (the simulator, XLA:CPU): the package's names
-    name = b.select(cgutils.is_null(b, name), _emit_name(e.context, b, _KNOWN_ERROR_NAMES,
-                                                         status), name)
+    name = _emit_error_name(e.context, b, status)
     name = b.select(cgutils.is_null(b, name), _text(e, ""), name)
     buf = b.bitcast(stack_buffer(b, 256), voidp)
     written = b.sext(emit_snprintf(b, buf, i64(256), _text(e, "%.240s"), context), i64)
@@ -852,9 +858,6 @@ def _name_table(names):
             return _emit_name(context, builder, names, value)
         return types.voidptr(code), codegen
     return name_of
-
-
-_cuda_error_name = _name_table(_KNOWN_ERROR_NAMES)
 
 
 def stack_buffer(builder, size):
