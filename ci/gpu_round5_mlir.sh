@@ -33,8 +33,11 @@ if has both; then
 fi
 if has gpu; then
   echo "== GPU-marked tests, numba-cuda and numba-cuda-mlir"
-  timeout 300 python3 -m pytest -q -rfE -p no:cacheprovider -n 12 -m gpu tests 2>&1 \
-    | tee "$OUT/tests_gpu.log" | grep -E "passed|failed|FAILED|ERROR" | tail -40
+  # -v: one line per finished test, so a test that never ends shows as the
+  # one missing; faulthandler prints the stacks of a test past 120 s
+  timeout 300 python3 -m pytest -v -rfE -p no:cacheprovider -n 12 -m gpu \
+    -o faulthandler_timeout=120 tests > "$OUT/tests_gpu.log" 2>&1
+  grep -E "^(FAILED|ERROR)|Timeout|passed|failed" "$OUT/tests_gpu.log" | tail -40
 fi
 if has mlir; then
   echo "== without numba-cuda"
@@ -44,7 +47,8 @@ if has mlir; then
     tests/test_mlir_only_cpu.py tests/test_mlir_cpu.py tests/test_versions.py 2>&1 \
     | tee "$OUT/tests_mlir_only.log" | grep -E "passed|failed|FAILED|ERROR" | tail -20
   if has suite-mlir; then  # every GPU-marked test there (numba-cuda's skip, saying so)
-    timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 -m gpu tests 2>&1 \
+    timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider -n 12 -m gpu \
+      -o faulthandler_timeout=120 tests 2>&1 \
       | tee "$OUT/tests_gpu_mlir_only.log" | grep -E "passed|failed|FAILED|ERROR" | tail -20
   fi
   echo "-- examples/mlir_converging_loop.py"

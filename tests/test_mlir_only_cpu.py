@@ -11,6 +11,7 @@ never imported."""
 import ctypes
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -35,7 +36,9 @@ if not HAVE_GPU:
     ncl.set_compute_capability(ncl.get_compute_capability() or (9, 0))
 
 from support.mlir_kernels import (chain, consumer, producer,  # noqa: E402
-                                  record_solver, sweep)
+                                  record_solver, scale_add, scale_add_blocks, sweep)
+
+rng = np.random.default_rng()
 
 
 @numba.njit
@@ -77,6 +80,34 @@ def test_dependent_launch_of_mlir_kernels_calling_griddepcontrol():
     ptx = next(iter(consumer.overloads.values())).ptx
     assert "griddepcontrol.wait;" in ptx
     assert "griddepcontrol.launch_dependents;" in next(iter(producer.overloads.values())).ptx
+
+
+def memref(a):
+    """numba-cuda-mlir's parameters of array *a*'s memory: the data pointer
+    twice, offset 0, the shape, the strides in elements."""
+    return [struct.pack("<q", v) for v in (a.ctypes.data, a.ctypes.data, 0, *a.shape,
+                                             *[s // a.itemsize for s in a.strides])]
+
+
+def test_tvm_ffi_function_of_an_mlir_kernel_launches_its_memrefs():
+    pytest.importorskip("tvm_ffi")
+    from numba_cuda_launch import tvm_ffi as ntf
+    from support.tvm_tensors import cuda_tensor
+
+    fn = ntf.tvm_ffi_kernel(scale_add, scale_add_blocks, arrays=[(np.float32, 2)] * 3,
+                            scalars={"a": np.float32})
+    rows, cols = (int(v) for v in rng.integers(20, 300, size=2))
+    x, y, out = (rng.standard_normal((rows, cols)).astype(np.float32) for _ in range(3))
+    a = float(rng.standard_normal())
+    with RecordingDriver() as rec:
+        fn(cuda_tensor(x), cuda_tensor(y), cuda_tensor(out), a)
+        with pytest.raises(TypeError, match=r"kernel 'scale_add': parameter 'y' \(argument 1\) "
+                           r"must be a float32 tensor of rank 2, got float64"):
+            fn(cuda_tensor(x), cuda_tensor(y.astype(np.float64)), cuda_tensor(out), a)
+    (launch,) = rec.launches  # the float64 tensor refused before any launch
+    assert launch.grid == ((rows + 15) // 16, (cols + 15) // 16, 1)
+    assert launch.block == (16, 16, 1)
+    assert launch.params == memref(x) + memref(y) + memref(out) + [struct.pack("<f", a)]
 
 
 def test_set_conditional_value_refused_naming_what_is_expected():

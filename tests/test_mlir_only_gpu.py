@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("numba_cuda_mlir")
 torch = pytest.importorskip("torch")
 
-from support.mlir_kernels import chain, numpy_solve, record_solver  # noqa: E402
+from support.mlir_kernels import (chain, numpy_solve, record_solver,  # noqa: E402
+                                  scale_add, scale_add_blocks)
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()
@@ -49,3 +50,21 @@ def test_converging_loop_of_mlir_kernels_matches_numpy():
     # ... at NumPy's solution, within what an iteration more or less moves
     # (the stopping iteration depends on rounding at the tolerance)
     np.testing.assert_allclose(result, numpy_solve(start.copy(), tol), rtol=0, atol=2 * tol)
+
+
+def test_tvm_ffi_function_of_an_mlir_kernel_on_torch_tensors_matches_numpy():
+    pytest.importorskip("tvm_ffi")
+    from numba_cuda_launch import tvm_ffi as ntf
+
+    fn = ntf.tvm_ffi_kernel(scale_add, scale_add_blocks, arrays=[(np.float32, 2)] * 3,
+                            scalars={"a": np.float32})
+    rows, cols = (int(v) for v in rng.integers(100, 700, size=2))
+    x, y = (rng.standard_normal((rows, cols)).astype(np.float32) for _ in range(2))
+    a = np.float32(rng.standard_normal())
+    out = torch.full((rows, cols), float("nan"), device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):  # TVM-FFI takes torch's current stream
+        fn(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda(), out, float(a))
+    stream.synchronize()
+    expected = (np.float64(a) * x.astype(np.float64) + y).astype(np.float32)  # one rounding (fma)
+    np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-6, atol=1e-6)

@@ -13,11 +13,13 @@ import numpy as np
 import pytest
 from numba.core import types as nt
 
+from support import has_libcuda, needs_numba_cuda
+
+needs_numba_cuda()
 pytest.importorskip("tvm_ffi")
 
 from numba_cuda_launch import aot  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
-from support import has_libcuda  # noqa: E402
 from support.kernels import axpy, axpy_blocks  # noqa: E402
 from support.childenv import child_env  # noqa: E402
 

@@ -9,10 +9,14 @@ import struct
 import numba
 import numpy as np
 import pytest
-from numba import cuda
 from numba.core import types as nt
 
+from support import needs_numba_cuda
+
+needs_numba_cuda()
 tvm_ffi = pytest.importorskip("tvm_ffi")
+
+from numba import cuda  # noqa: E402
 
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402
 from support.kernels import axpy, axpy_blocks  # noqa: E402

@@ -8,9 +8,13 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
 
+from support import needs_numba_cuda
+
+needs_numba_cuda()
 tvm_ffi = pytest.importorskip("tvm_ffi")
+
+from numba import cuda  # noqa: E402
 
 from numba_cuda_launch import aot  # noqa: E402
 from numba_cuda_launch import tvm_ffi as ntf  # noqa: E402

@@ -80,3 +80,17 @@ def chain(out, x, y, stream, links):
     for _ in range(links):
         producer[blocks, 128, stream](out, x)
         consumer[blocks, 128, stream].dependent()(out, y)
+
+
+@mcuda.jit
+def scale_add(x, y, out, a):
+    """``out = a * x + y`` over rows and columns (a TVM-FFI function's kernel)."""
+    i, j = mcuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = a * x[i, j] + y[i, j]
+
+
+@numba.njit
+def scale_add_blocks(x_shape, y_shape, out_shape, a):
+    """scale_add's launch rule: 16 x 16 blocks covering *out*."""
+    return ((out_shape[0] + 15) // 16, (out_shape[1] + 15) // 16), (16, 16)
