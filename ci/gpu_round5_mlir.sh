@@ -34,9 +34,9 @@ fi
 if has gpu; then
   echo "== GPU-marked tests, numba-cuda and numba-cuda-mlir"
   # -v: one line per finished test, so a test that never ends shows as the
-  # one missing; faulthandler prints the stacks of a test past 120 s
-  timeout 300 python3 -m pytest -v -rfE -p no:cacheprovider -n 12 -m gpu \
-    -o faulthandler_timeout=120 tests > "$OUT/tests_gpu.log" 2>&1
+  # one missing; faulthandler prints the stacks of a test past 60 s
+  timeout 200 python3 -m pytest -v -rfE -p no:cacheprovider -n 12 -m gpu \
+    -o faulthandler_timeout=60 tests > "$OUT/tests_gpu.log" 2>&1
   grep -E "^(FAILED|ERROR)|Timeout|passed|failed" "$OUT/tests_gpu.log" | tail -40
 fi
 if has mlir; then
