@@ -1048,11 +1048,106 @@ def test_a_launch_rule_returning_a_float_grid_is_refused_saying_so(grid):
 
     k = jax_kernel(axpb, lambda x, **kw: x, rule, scalars={"a": np.float32, "b": np.int32})
     spec = jax.ShapeDtypeStruct((10,), np.float32)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(TypeError) as info:
         k.handler([spec], [spec])
     first = str(info.value).splitlines()[0]
-    assert first.startswith("the launch rule (jax_kernel's launch=) must return (griddim, "
-                            "blockdim), each an integer or a tuple of 1 to 3 integers; it "
-                            "returned "), first
-    # the handler's (generated) line the error is at is quoted
-    assert "grid, block = _dim3(grid), _dim3(block)" in str(info.value), str(info.value)
+    assert first.startswith("kernel 'axpb': the launch= @njit function rule returns "), first
+    assert first.endswith("; it must return (grid, block), each an integer or a tuple of 1 "
+                          "to 3 integers"), first
+    # it explains the handler's typing error, which quotes the handler's
+    # (generated) line the error is at
+    handler_error = str(info.value.__context__)
+    assert "grid, block = _dim3(grid), _dim3(block)" in handler_error, handler_error
+
+
+# -- found by a sweep of unusual inputs --------------------------------------------
+
+def _rule_returning(value):
+    import numba
+
+    @numba.njit
+    def rule(x_shape, y_shape, a):
+        return value
+    return rule
+
+
+@pytest.mark.parametrize("value, returned", [
+    ((2.0, 128), "float64"), ((1, 2, 3), "3"), (None, "none"), (((1, 1, 1, 1), 32), "x 4"),
+    ((2, True), "bool"),
+])
+def test_njit_launch_rule_returning_no_grid_and_block_names_the_kernel(value, returned):
+    # (before: Numba's "Failed in nopython mode pipeline" from the handler's
+    # source, or a message naming jax_kernel's launch= but not the kernel)
+    k = jax_kernel(saxpy, lambda x, y, a: x, _rule_returning(value), scalars={"a": np.float32})
+    with pytest.raises(TypeError) as info:
+        k.register(SPEC, SPEC, a=1.0)
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("kernel 'saxpy': the launch= @njit function rule returns ")
+    assert first.endswith("; it must return (grid, block), each an integer or a tuple of 1 "
+                          "to 3 integers"), first
+    assert returned in first.split(" returns ")[1].split(";")[0], first
+
+
+def test_njit_launch_rule_that_does_not_compile_names_the_kernel():
+    import numba
+
+    @numba.njit
+    def rule(x_shape, y_shape, a):
+        return x_shape[3], 32  # a 1-tuple has no item 3
+
+    k = jax_kernel(saxpy, lambda x, y, a: x, rule, scalars={"a": np.float32})
+    with pytest.raises(TypeError) as info:
+        k.register(SPEC, SPEC, a=1.0)
+    assert str(info.value).splitlines()[0] == (
+        "kernel 'saxpy': the launch= @njit function rule cannot be compiled for the shapes of "
+        "its 2 input(s) and its 1 scalar(s) (UniTuple(int64, 1), UniTuple(int64, 1), "
+        "float32):")
+
+
+def test_sharedmem_none_is_refused_naming_the_kernel():
+    # (before: int()'s TypeError, naming neither the kernel nor sharedmem)
+    with pytest.raises(TypeError, match="^kernel 'saxpy': sharedmem must be an integer number "
+                                        "of bytes, got None$"):
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": np.float32}, sharedmem=None)
+
+
+@pytest.mark.parametrize("shape", [(64.0,), (None,), (True, 4), ("8",)])
+def test_out_shapes_extents_that_are_not_integers_are_refused(shape):
+    # (before: jax's "Shapes must be 1D sequences of concrete values of
+    # integer type" without the kernel's name; True was taken as 1)
+    k = jax_kernel(saxpy, lambda x, y, a: jax.ShapeDtypeStruct(shape, np.float32), (8, 128),
+                   scalars={"a": np.float32})
+    with pytest.raises(TypeError) as info:
+        k.register(SPEC, SPEC, a=1.0)
+    assert str(info.value) == ("kernel 'saxpy': out_shapes gave shape %r for output 0; extents "
+                               "are integers" % (shape,))
+
+
+@cuda.jit
+def add_u64(x, out, k):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + k
+
+
+def test_uint64_scalar_beyond_int64_is_refused_saying_why():
+    # (before: RuntimeError std::bad_cast from jax lowering the attribute)
+    k = jax_kernel(add_u64, lambda x, k: x, (1, 32), scalars={"k": np.uint64})
+    x = np.ones(8, np.float32)
+    for value in (2 ** 63, np.uint64(2 ** 64 - 1)):
+        with pytest.raises(ValueError) as info:
+            jax.jit(lambda x: k(x, k=value)).lower(x)
+        assert str(info.value) == (
+            "kernel 'add_u64' scalar 'k' (uint64): %d cannot be passed: jax makes XLA "
+            "attributes of integers up to 2**63-1 only; pass it in an input array" % value)
+    assert "ui64" in jax.jit(lambda x: k(x, k=2 ** 63 - 1)).lower(x).as_text()
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.dtype(">i4")])
+def test_scalar_dtypes_numba_has_no_type_for_are_refused(dtype):
+    # (before: NumbaNotImplementedError 'float128' when the handler compiled)
+    with pytest.raises(TypeError) as info:
+        jax_kernel(saxpy, SPEC, (8, 128), scalars={"a": dtype})
+    assert str(info.value) == (
+        "kernel 'saxpy' scalar 'a' must be a boolean, integer or float dtype (bool, int8 to "
+        "int64, uint8 to uint64, float16, float32 or float64), got %s" % np.dtype(dtype))

@@ -330,3 +330,81 @@ def test_the_readers_read_the_tensor_and_scalars(view):
     rows, cols = a.shape
     assert list(out[:15]) == [ntf.TENSOR, 2, rows, cols, a.strides[0] // 8, a.strides[1] // 8,
                               ntf.DL_CUDA, 3, 2641, view == "c", -7, 9, 1, ntf.OPAQUE_PTR, 1]
+
+
+# -- found by a sweep of unusual inputs --------------------------------------------
+
+def test_a_launch_rule_that_raises_is_refused_without_a_launch(fake_driver):
+    # (before: Numba printed the exception as unraisable and the call
+    # returned success, launching nothing)
+    @numba.njit
+    def rule(xs, ys, outs, a):
+        return xs[0] // (xs[0] - 64), 32  # 64 items: a division by zero
+
+    fn = ntf.tvm_ffi_kernel(axpy, rule, arrays=[(np.float32, 1)] * 3, scalars={"a": np.float32})
+    x = f32(64)
+    info = refusal(fn, fake_driver, cuda_tensor(x), cuda_tensor(x), cuda_tensor(x), 1.0)
+    assert info.type is ValueError and str(info.value) == (
+        "numba_cuda_launch: CUDA kernel 'axpy': the launch rule raised an exception (call it "
+        "from Python with the arrays' shapes and the scalars to see it)")
+    y = f32(65)
+    fn(cuda_tensor(y), cuda_tensor(y), cuda_tensor(y), 1.0)
+    assert len(fake_driver.launches) == 1
+
+
+@pytest.mark.parametrize("rule_result, returned", [((1.5, 32), "float64"), ((1, 2, 3), "3"),
+                                                   (None, "none")])
+def test_a_launch_rule_returning_no_grid_and_block_is_refused_when_building(rule_result,
+                                                                            returned):
+    # (before: Numba's "Failed in nopython mode pipeline", or a message naming
+    # jax_kernel's launch= and not the kernel)
+    @numba.njit
+    def rule(xs, ys, outs, a):
+        return rule_result
+
+    with pytest.raises(TypeError) as info:
+        ntf.tvm_ffi_kernel(axpy, rule, arrays=[(np.float32, 1)] * 3, scalars={"a": np.float32})
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("kernel 'axpy': the launch= @njit function rule returns ")
+    assert first.endswith("; it must return (grid, block), each an integer or a tuple of 1 to "
+                          "3 integers") and returned in first, first
+
+
+def test_a_launch_rule_of_the_wrong_arity_is_refused_naming_the_kernel():
+    @numba.njit
+    def rule(xs):
+        return 1, 32
+
+    with pytest.raises(TypeError) as info:
+        ntf.tvm_ffi_kernel(axpy, rule, arrays=[(np.float32, 1)] * 3, scalars={"a": np.float32})
+    assert str(info.value).splitlines()[0] == (
+        "kernel 'axpy': the launch= @njit function rule cannot be compiled for the shapes of its "
+        "3 array(s) and its 1 scalar(s) (UniTuple(int64, 1), UniTuple(int64, 1), "
+        "UniTuple(int64, 1), float32):")
+
+
+@pytest.mark.parametrize("kwargs, kind, message", [
+    (dict(sharedmem=None), TypeError,
+     "kernel 'axpy': sharedmem must be an integer number of bytes, got None"),
+    (dict(arrays=[(None, 1)] * 3), TypeError,
+     "kernel 'axpy' parameter 'x': expected (dtype, ndim) or an array (anything with .dtype "
+     "and .shape), got tuple (None, 1)"),
+    (dict(scalars={"a": np.longdouble}), TypeError,
+     "kernel 'axpy' scalar 'a' must be a boolean, integer or float dtype (bool, int8 to int64, "
+     "uint8 to uint64, float16, float32 or float64), got float128"),
+])
+def test_specs_that_were_taken_or_crashed_are_refused(kwargs, kind, message):
+    # (before: int()'s TypeError for sharedmem=None; dtype None taken as
+    # float64 (np.dtype(None)); NumbaNotImplementedError 'float128')
+    kwargs = dict(dict(arrays=[(np.float32, 1)] * 3, scalars={"a": np.float32}), **kwargs)
+    with pytest.raises(kind) as info:
+        ntf.tvm_ffi_kernel(axpy, (1, 32), **kwargs)
+    assert str(info.value) == message
+
+
+def test_an_example_array_whose_ndim_is_not_an_integer_is_refused():
+    class Spec:
+        dtype, ndim, shape = np.float32, 1.5, (3,)
+
+    with pytest.raises(TypeError, match="kernel 'axpy' parameter 'x': expected"):
+        ntf.tvm_ffi_kernel(axpy, (1, 32), arrays=[Spec()] * 3, scalars={"a": np.float32})

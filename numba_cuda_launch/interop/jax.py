@@ -29,9 +29,8 @@ from numba_cuda_launch.interop import handler_cache, jax_handler, xla_ffi
 from numba_cuda_launch.interop.handler_cache import cache_dir, clear_cache
 from numba_cuda_launch.interop.kernel_call import (
     bind_scalars, describe as _describe, is_int as _is_int, kernel_compiler,
-    launch_dims as _launch_dims, refuse_unlaunchable)
+    launch_dims as _launch_dims, refuse_launch_rule, refuse_unlaunchable, sharedmem_problem)
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.launchconfig import config_problem
 from numba_cuda_launch.launch.plan import plan_launch
 
 if TYPE_CHECKING:
@@ -118,6 +117,11 @@ def _scalar_attribute(kname, pname, dtype, value):
         info = np.iinfo(dtype)
         if not info.min <= v <= info.max:
             raise ValueError("%s: %d is out of range [%d, %d]" % (what, v, info.min, info.max))
+        if v >= 1 << 63:
+            # jax makes no XLA attribute of a uint64 above int64's range
+            # (std::bad_cast when lowering)
+            raise ValueError("%s: %d cannot be passed: jax makes XLA attributes of integers up "
+                             "to 2**63-1 only; pass it in an input array" % (what, v))
         return dtype.type(v)
     # float parameter: bools and integers convert (rounding), overflow is refused
     try:
@@ -190,7 +194,7 @@ class JaxKernel:
                 "the scalars; got %s" % (kname, _describe(launch)))
         self.launch = launch
         self._static_dims = None if callable(launch) else _launch_dims(launch, kname, "launch")
-        problem = config_problem(sharedmem=sharedmem)
+        problem = sharedmem_problem(sharedmem)
         if problem:
             raise problem[0]("kernel %r: %s" % (kname, problem[1]))
         self.sharedmem = int(sharedmem)
@@ -303,8 +307,12 @@ class JaxKernel:
                 "(anything with .shape and .dtype) or a list of them"
                 % (self.kernel_name, _describe(o), i)))
             shape = spec.shape
-            # XLA aborts the process on a byte size beyond int64 (extents other
-            # than integers are jax's to judge)
+            if any(not _is_int(n) and not jax.export.is_symbolic_dim(n) for n in shape):
+                raise TypeError(
+                    "kernel %r: out_shapes gave shape %r for output %d; extents are integers"
+                    % (self.kernel_name, tuple(shape), i))
+            # XLA aborts the process on a byte size beyond int64 (symbolic
+            # extents are jax's to judge)
             if all(_is_int(n) for n in shape) and (any(n < 0 for n in shape) or math.prod(
                     int(n) for n in shape) * spec.dtype.itemsize >= 1 << 63):
                 raise ValueError(
@@ -425,10 +433,22 @@ class JaxKernel:
         # Cached code holds no Python object of this process: where launches
         # would (the simulator's), they find the kernel by the target's name.
         with BACKEND.launches_by_name({name: self.kernel}) if cache else nullcontext():
-            handler = jax_handler.make_handler(self.kernel, self.kernel_name, len(in_specs),
-                                               variants, list(self.scalars.items()),
-                                               self.command_buffer, self._rule,
-                                               self.dependent, cache)
+            try:
+                handler = jax_handler.make_handler(self.kernel, self.kernel_name,
+                                                   len(in_specs), variants,
+                                                   list(self.scalars.items()),
+                                                   self.command_buffer, self._rule,
+                                                   self.dependent, cache)
+            except numba.core.errors.TypingError:
+                if self._rule is not None:  # say what is wrong with the rule, if it is
+                    for argtypes in variants:
+                        refuse_launch_rule(
+                            self._rule, [nt.UniTuple(nt.intp, t.ndim)
+                                         for t in argtypes[:len(in_specs)]]
+                            + list(argtypes[len(in_specs) + len(out_specs):]),
+                            self.kernel_name, "the shapes of its %d input(s) and its %d "
+                            "scalar(s)" % (len(in_specs), len(self.scalars)))
+                raise
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]

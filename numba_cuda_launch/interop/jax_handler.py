@@ -672,7 +672,12 @@ _FROM_ATTRIBUTES = """\
     grid, block = _attribute_config(frame, indices)
     shmem = _int_attribute(frame, indices[6], 0)"""
 _FROM_RULE = """\
-    grid, block = rule(*(_shapes(inputs) + scalars))
+    try:
+        grid, block = rule(*(_shapes(inputs) + scalars))
+    except Exception:
+        return xla_ffi.report(frame, xla_ffi.c_string(
+            "%s: the launch rule raised an exception (call it from Python with the input "
+            "shapes and scalars to see it)"), ctx)
     shmem = _int_attribute(frame, indices[0], 0)"""
 
 

@@ -9,13 +9,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numba.core import types as nt
+from numba.core.errors import NumbaError
 
 from numba_cuda_launch.kernels import SOURCES, KernelSource, source_of
 from numba_cuda_launch.launch.backends import BACKEND
-from numba_cuda_launch.launch.launchconfig import launch_dims_of
+from numba_cuda_launch.launch.launchconfig import config_problem, launch_dims_of
 
 __all__ = ["describe", "is_int", "kind", "launch_dims", "kernel_compiler",
-           "refuse_unlaunchable", "bind_scalars"]
+           "refuse_unlaunchable", "bind_scalars", "sharedmem_problem", "refuse_launch_rule"]
 
 
 def describe(value: Any) -> str:
@@ -42,6 +44,42 @@ def launch_dims(config: Any, kname: str, source: str) -> tuple[Any, Any]:
         raise TypeError("kernel %r: %s must give (grid, block), got %s"
                         % (kname, source, describe(config)))
     return launch_dims_of(kname, config[0], config[1], "the %s" % source)
+
+
+def sharedmem_problem(sharedmem: Any) -> tuple[type, str] | None:
+    """``(TypeError or ValueError, sentence)`` when *sharedmem* is not a
+    number of bytes CUDA takes; None when it is (None is no number here)."""
+    if sharedmem is None:
+        return TypeError, "sharedmem must be an integer number of bytes, got None"
+    return config_problem(sharedmem=sharedmem)
+
+
+def _is_dim(ty: Any) -> bool:
+    """*ty* is a launch dimension's Numba type: an integer or a tuple of 1 to 3."""
+    if isinstance(ty, nt.BaseTuple):
+        return 1 <= len(ty) <= 3 and all(isinstance(t, nt.Integer) for t in ty)
+    return isinstance(ty, nt.Integer)
+
+
+def refuse_launch_rule(rule: Any, argtypes: Any, kname: str, given: str) -> None:
+    """A TypeError naming kernel *kname* when ``@njit`` launch *rule* cannot
+    be compiled for *argtypes* (the Numba types of what it is called with,
+    which *given* describes) or returns something other than ``(grid,
+    block)``, each an integer or a tuple of 1 to 3 integers; nothing when
+    the rule is sound. Used to explain a compiled function that failed."""
+    name = getattr(rule, "__name__", rule)
+    argtypes = tuple(argtypes)
+    try:
+        rule.compile(argtypes)
+        returned = rule.overloads[argtypes].signature.return_type
+    except (NumbaError, TypeError) as exc:
+        raise TypeError("kernel %r: the launch= @njit function %s cannot be compiled for %s "
+                        "%s:\n%s" % (kname, name, given, argtypes, exc)) from None
+    if not (isinstance(returned, nt.BaseTuple) and len(returned) == 2
+            and all(_is_dim(t) for t in returned)):
+        raise TypeError("kernel %r: the launch= @njit function %s returns %s; it must return "
+                        "(grid, block), each an integer or a tuple of 1 to 3 integers"
+                        % (kname, name, returned))
 
 
 def kernel_compiler(kernel: Any, caller: str) -> KernelSource:
@@ -108,8 +146,9 @@ def bind_scalars(compiler: KernelSource, kernel: Any, scalars: Any,
                 "kernel %r scalar %r: bfloat16 scalars cannot be passed: XLA attributes "
                 "and TVM-FFI scalars carry no bfloat16 and Numba has no bfloat16 CPU type; "
                 "declare it np.float32 and convert in the kernel" % (kname, pname))
-        if dtype.kind not in "biuf":
+        if dtype.kind not in "biuf" or dtype.itemsize > 8 or dtype.byteorder == ">":
             raise TypeError("kernel %r scalar %r must be a boolean, integer or float "
-                            "dtype, got %s" % (kname, pname, dtype))
+                            "dtype (bool, int8 to int64, uint8 to uint64, float16, float32 or "
+                            "float64), got %s" % (kname, pname, dtype))
         bound[pname] = dtype
     return bound

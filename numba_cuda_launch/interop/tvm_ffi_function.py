@@ -24,7 +24,8 @@ from numba.extending import intrinsic
 from numba_cuda_launch.errors import KernelTypingError
 from numba_cuda_launch.interop import jax_handler, tvm_ffi_abi as abi, xla_ffi
 from numba_cuda_launch.interop.kernel_call import (
-    bind_scalars, describe, is_int, kernel_compiler, launch_dims, refuse_unlaunchable)
+    bind_scalars, describe, is_int, kernel_compiler, launch_dims, refuse_launch_rule,
+    refuse_unlaunchable, sharedmem_problem)
 from numba_cuda_launch.interop.xla_ffi import c_string
 from numba_cuda_launch.launch.launchconfig import config_problem
 from numba_cuda_launch.launch.plan import plan_launch
@@ -152,6 +153,8 @@ _load_f64 = xla_ffi._make_load(nt.float64)
 _COUNT = "%s takes %lld arguments (%s); got %lld"
 _DEVICES = ("%s: parameter '%s' (argument %lld) is on device %lld and parameter '%s' "
             "(argument 0) on device %lld: the kernel's arrays must be on one device")
+_RULE_RAISED = ("%s: the launch rule raised an exception (call it from Python with the "
+                "arrays' shapes and the scalars to see it)")
 _BAD_CONFIG = ("%s: the launch rule gave grid (%lld, %lld, %lld) and block (%lld, %lld, "
                "%lld); CUDA takes grid " + jax_handler._GRID_TEXT + " and block "
                + jax_handler._BLOCK_TEXT + " with at most "
@@ -246,7 +249,11 @@ def make_function(kernel, sig, rule, dims, sharedmem, cluster, dependent):
         views = _views(args, sig)
         scalars = _scalar_values(args, sig)
         if has_rule:
-            grid, block = rule(*(jax_handler._shapes(views) + scalars))
+            try:
+                grid, block = rule(*(jax_handler._shapes(views) + scalars))
+            except Exception:
+                _, _, _, _, _, context, _ = _tables(sig)
+                return abi.report(c_string("ValueError"), c_string(_RULE_RAISED), (context,))
             grid, block = jax_handler._dim3(grid), jax_handler._dim3(block)
             if not jax_handler._config_ok(grid, block, shmem):
                 _, _, _, _, _, context, _ = _tables(sig)
@@ -269,10 +276,13 @@ def _array_spec(kname, pname, spec):
     or anything with a ``dtype`` and a ``shape`` (or ``ndim``)."""
     try:
         if isinstance(spec, (tuple, list)) and len(spec) == 2 and is_int(spec[1]):
-            dtype, ndim = np.dtype(spec[0]), int(spec[1])
+            dtype, ndim = spec[0], int(spec[1])
         else:
-            dtype = np.dtype(spec.dtype)
-            ndim = int(spec.ndim) if hasattr(spec, "ndim") else len(spec.shape)
+            dtype = spec.dtype
+            ndim = spec.ndim if hasattr(spec, "ndim") else len(spec.shape)
+        if dtype is None or not is_int(ndim):  # np.dtype(None) is float64
+            raise TypeError
+        dtype, ndim = np.dtype(dtype), int(ndim)
     except (TypeError, AttributeError):
         raise TypeError("kernel %r parameter %r: expected (dtype, ndim) or an array (anything "
                         "with .dtype and .shape), got %s" % (kname, pname, describe(spec))
@@ -332,7 +342,7 @@ class TvmFfiKernel:
                 "shapes and the scalars returning it (it runs in the compiled function on "
                 "every call, without Python); got %s" % (kname, describe(launch)))
         self.launch = launch
-        problem = config_problem(sharedmem=sharedmem, cluster=cluster)
+        problem = sharedmem_problem(sharedmem) or config_problem(cluster=cluster)
         if problem:
             raise problem[0]("kernel %r: %s" % (kname, problem[1]))
         self.sharedmem = int(sharedmem)
@@ -356,8 +366,16 @@ class TvmFfiKernel:
                             % exc) from None
         sig = SignatureType(argtypes[:len(self.arrays)], tuple(self.scalars.items()),
                             tuple(params), "numba_cuda_launch: CUDA kernel '%s'" % kname)
-        self.cfunc = make_function(kernel, sig, rule, dims, self.sharedmem, cluster,
-                                   self.dependent)
+        try:
+            self.cfunc = make_function(kernel, sig, rule, dims, self.sharedmem, cluster,
+                                       self.dependent)
+        except numba.core.errors.TypingError:
+            if rule is not None:  # say what is wrong with the rule, if it is
+                refuse_launch_rule(rule, [nt.UniTuple(nt.intp, n) for _, n in self.arrays]
+                                   + list(argtypes[len(self.arrays):]), kname,
+                                   "the shapes of its %d array(s) and its %d scalar(s)"
+                                   % (len(self.arrays), len(self.scalars)))
+            raise
         self.function = tvm_ffi.Function.__from_extern_c__(self.cfunc.address,
                                                            keep_alive_object=self.cfunc)
 

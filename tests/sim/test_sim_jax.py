@@ -274,3 +274,20 @@ def test_kernels_the_simulator_cannot_run_are_refused_at_jax_kernel():
                            "process runs numba-cuda's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
     assert "this foreign kernel is machine code" in text and \
         "run without NUMBA_ENABLE_CUDASIM to launch it on a GPU" in text
+
+
+def test_a_launch_rule_that_raises_fails_the_call():
+    # (before: Numba printed the exception as unraisable, the handler returned
+    # success without launching, and the output was uninitialised memory)
+    @numba.njit
+    def rule(x_shape, y_shape, a):
+        return x_shape[0] // (x_shape[0] - 64), 32  # 64 items: a division by zero
+
+    k = jax_kernel(saxpy, lambda x, y, a: x, rule, scalars={"a": np.float32})
+    x, = on_cpu(np.ones(64, np.float32))
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.jit(lambda x: k(x, x, a=1.0))(x))
+    assert "numba_cuda_launch: CUDA kernel 'saxpy': the launch rule raised an exception" \
+        in str(info.value)
+    y, = on_cpu(np.ones(65, np.float32))  # the same handler launches where the rule returns
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda x: k(x, x, a=1.0))(y)), 2)
