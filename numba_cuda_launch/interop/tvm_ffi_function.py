@@ -249,11 +249,11 @@ def make_function(kernel, sig, rule, dims, sharedmem, cluster, dependent):
         views = _views(args, sig)
         scalars = _scalar_values(args, sig)
         if has_rule:
-            try:
-                grid, block = rule(*(jax_handler._shapes(views) + scalars))
-            except Exception:
+            returned, config = jax_handler._call_rule(rule, jax_handler._shapes(views) + scalars)
+            if not returned:
                 _, _, _, _, _, context, _ = _tables(sig)
                 return abi.report(c_string("ValueError"), c_string(_RULE_RAISED), (context,))
+            grid, block = config
             grid, block = jax_handler._dim3(grid), jax_handler._dim3(block)
             if not jax_handler._config_ok(grid, block, shmem):
                 _, _, _, _, _, context, _ = _tables(sig)
