@@ -789,6 +789,40 @@ def test_namedtuple_argument_is_refused():
     assert "kernel 'fill' parameter 'v' (argument 2)" in msg and "namedtuple (Pair)" in msg
 
 
+@cuda.jit
+def takes_pair(p):
+    pass
+
+
+@cuda.jit("void(Tuple((int64, float64)))")
+def takes_pair_eager(p):
+    pass
+
+
+@pytest.mark.parametrize("kernel", [takes_pair, takes_pair_eager], ids=["lazy", "eager"])
+def test_namedtuple_is_refused_where_a_plain_tuple_of_its_items_was_compiled(kernel, fake_driver):
+    # the overload for the plain tuple exists (compiled, or the signature):
+    # the namedtuple is refused, not lowered through Numba's unimplemented
+    # namedtuple-to-tuple cast (a NotImplementedError)
+    Pair = collections.namedtuple("Pair", "a b")
+
+    @njit
+    def plain(t):
+        kernel[1, 1](t)
+    plain((1, 2.0))
+    assert len(fake_driver.launches) == 1
+
+    def named(p):
+        kernel[1, 1](Pair(p, 2.0))
+
+    def nested(p):
+        kernel[1, 1]((p, Pair(p, 2.0)))
+    msg = typing_error(named, nt.int64)
+    assert msg.startswith("kernel '%s' parameter 'p' (argument 1): got Pair(int64, float64)"
+                          % kernel.py_func.__name__) and "namedtuple (Pair)" in msg
+    assert "namedtuple (Pair)" in typing_error(nested, nt.int64)
+
+
 def test_raising_launch_inside_prange_is_refused():
     @njit(parallel=True)
     def par(p, n):
