@@ -159,6 +159,23 @@ def test_raising_form_names_the_configuration_item(fake_driver):
     assert fake_driver.launches == []
 
 
+@njit
+def stream_status(p, s):
+    return fill[1, 32, s].launch_status(view(p), 1.0)
+
+
+@pytest.mark.parametrize("s", [-1, -5, -(2 ** 63), np.int32(-1), np.int8(-2)])
+def test_runtime_negative_stream_refused_not_sign_extended(fake_driver, s):
+    assert stream_status(ADDR, s) == INVALID_VALUE
+    assert fake_driver.launches == []
+
+
+def test_runtime_streams_in_range_launch_unchanged(fake_driver):
+    for s in (0, 0x1234, np.uint64(2 ** 64 - 1), np.uint8(200), np.int32(2 ** 31 - 1)):
+        assert stream_status(ADDR, s) == 0
+    assert [l.stream for l in fake_driver.launches] == [0, 0x1234, 2 ** 64 - 1, 200, 2 ** 31 - 1]
+
+
 @pytest.mark.parametrize("config, what", [
     # CUDA's limits on every device since compute capability 3.0
     ("fill[2**33, 32]", "griddim must be 1..2**31-1 in x and 1..65535 in y and z, got 8589934592 "
@@ -173,6 +190,8 @@ def test_raising_form_names_the_configuration_item(fake_driver):
     ("fill[0, 32]", "got 0"),
     ("fill[1, 32, 0, 2**33]", "sharedmem must be between 0 and 2**32-1 bytes"),
     ("fill[1, 32, 0, -1]", "sharedmem must be between 0 and 2**32-1 bytes, got -1"),
+    ("fill[1, 32, -1]", "the stream must be a CUstream handle (0..2**64-1, 0 for the default "
+                        "stream), got -1"),
 ])
 def test_constant_out_of_range_is_a_typing_error(config, what):
     ns = {"fill": fill, "view": view}
@@ -413,12 +432,14 @@ def address_of(a):
 
 
 def test_narrow_integers_become_streams_and_addresses_by_their_signedness(fake_driver):
-    # An int32 -2 is the same handle as an int64 -2 (LLVM's inttoptr alone
-    # zero-extends it to 0xFFFFFFFE); an unsigned value is not sign-extended.
-    for value in (np.int32(-2), np.int8(-2), -2, np.uint32(0xFFFFFFFE)):
+    # A negative signed stream is no handle: refused, never sign- or
+    # zero-extended into one; an unsigned value is taken as it is.
+    for value in (np.int32(-2), np.int8(-2), -2):
+        with pytest.raises(ncl.CudaLaunchError, match="stream is a negative integer"):
+            fill_on(ADDR, value)
+    for value in (np.uint32(0xFFFFFFFE), np.uint8(0xFE), np.int16(0x7FFE)):
         fill_on(ADDR, value)
-    assert [x.stream & (2 ** 64 - 1) for x in fake_driver.launches] == \
-        [2 ** 64 - 2, 2 ** 64 - 2, 2 ** 64 - 2, 0xFFFFFFFE]
+    assert [x.stream for x in fake_driver.launches] == [0xFFFFFFFE, 0xFE, 0x7FFE]
     assert [address_of(v) for v in (np.int8(-1), -1, np.uint8(255))] == \
         [2 ** 64 - 1, 2 ** 64 - 1, 255]
 
@@ -787,6 +808,40 @@ def test_namedtuple_argument_is_refused():
         fill[1, 1](view(p), Pair(1, 2))
     msg = typing_error(f, nt.intp)
     assert "kernel 'fill' parameter 'v' (argument 2)" in msg and "namedtuple (Pair)" in msg
+
+
+@cuda.jit
+def takes_pair(p):
+    pass
+
+
+@cuda.jit("void(Tuple((int64, float64)))")
+def takes_pair_eager(p):
+    pass
+
+
+@pytest.mark.parametrize("kernel", [takes_pair, takes_pair_eager], ids=["lazy", "eager"])
+def test_namedtuple_is_refused_where_a_plain_tuple_of_its_items_was_compiled(kernel, fake_driver):
+    # the overload for the plain tuple exists (compiled, or the signature):
+    # the namedtuple is refused, not lowered through Numba's unimplemented
+    # namedtuple-to-tuple cast (a NotImplementedError)
+    Pair = collections.namedtuple("Pair", "a b")
+
+    @njit
+    def plain(t):
+        kernel[1, 1](t)
+    plain((1, 2.0))
+    assert len(fake_driver.launches) == 1
+
+    def named(p):
+        kernel[1, 1](Pair(p, 2.0))
+
+    def nested(p):
+        kernel[1, 1]((p, Pair(p, 2.0)))
+    msg = typing_error(named, nt.int64)
+    assert msg.startswith("kernel '%s' parameter 'p' (argument 1): got Pair(int64, float64)"
+                          % kernel.py_func.__name__) and "namedtuple (Pair)" in msg
+    assert "namedtuple (Pair)" in typing_error(nested, nt.int64)
 
 
 def test_raising_launch_inside_prange_is_refused():

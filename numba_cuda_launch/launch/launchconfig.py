@@ -31,7 +31,7 @@ from numba_cuda_launch.launch.refusals import explain_lines, register_typer
 __all__ = ["LaunchConfig", "ConfigValues", "config_values", "config_problem",
            "launch_dims_of", "is_stream_type",
            "stream_value", "CONFIG_OK", "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM",
-           "BAD_CLUSTER", "BAD_CLUSTER_GRID", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC",
+           "BAD_CLUSTER", "BAD_CLUSTER_GRID", "BAD_STREAM", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC",
            "DEPENDENT_MIN_CC", "DEPENDENT"]
 
 _u32 = types.uint32
@@ -41,7 +41,7 @@ _U32_MAX = 0xFFFFFFFF
 #: Values of a configuration's ``problem`` field: which run-time item was out
 #: of the driver's range; such a launch is refused, never given another value.
 CONFIG_OK, BAD_GRIDDIM, BAD_BLOCKDIM, BAD_SHAREDMEM = 0, -1, -2, -3
-BAD_CLUSTER, BAD_CLUSTER_GRID = -4, -5
+BAD_CLUSTER, BAD_CLUSTER_GRID, BAD_STREAM = -4, -5, -6
 CONFIG_PROBLEMS = {
     BAD_GRIDDIM: "griddim has an item outside 1..2**32-1",
     BAD_BLOCKDIM: "blockdim has an item outside 1..2**32-1",
@@ -49,6 +49,8 @@ CONFIG_PROBLEMS = {
     BAD_CLUSTER: "cluster has an item outside 1..2**32-1",
     BAD_CLUSTER_GRID: "griddim is not a multiple of the cluster dimensions in every "
                       "direction (the grid is made of whole clusters)",
+    BAD_STREAM: "stream is a negative integer, which no CUstream handle is "
+                "(handles are 0..2**64-1, 0 the default stream)",
 }
 #: Thread-block clusters and dependent launches need this compute
 #: capability or newer (Hopper).
@@ -241,6 +243,14 @@ def is_stream_type(ty) -> bool:
     return isinstance(ty, (types.Integer, CUDAStream, types.NoneType)) or ty == types.voidptr
 
 
+def _refuse_negative_stream(name, value):
+    """Refuse a constant stream *value* that is a negative integer (a
+    sign-extended one would launch on another handle)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise KernelTypingError("kernel %r: the stream must be a CUstream handle "
+                                "(0..2**64-1, 0 for the default stream), got %d" % (name, value))
+
+
 def check_config_types(cfg_source, dispatcher, name, index_types):
     """Raise a KernelTypingError naming the kernel unless *index_types* is a
     valid ``(griddim, blockdim[, stream[, sharedmem[, cluster]]])``: the
@@ -276,6 +286,8 @@ def check_config_types(cfg_source, dispatcher, name, index_types):
             "kernel %r: the stream must be a raw CUstream (voidptr or an "
             "integer, 0 for the default stream) or a numba.cuda stream "
             "object passed in as an argument; got %s" % (name, index_types[2]))
+    if count > 2:
+        _refuse_negative_stream(name, getattr(index_types[2], "literal_value", None))
     if count > 3:
         if not isinstance(index_types[3], types.Integer):
             raise KernelTypingError("kernel %r: sharedmem must be an integer number of bytes, "
@@ -364,6 +376,7 @@ class KernelConfigureLiteralCheck(AbstractTemplate):
         if problem:
             raise KernelTypingError("kernel %r: %s" % (LaunchConfig(args[0]).kernel_name,
                                                        problem[1]))
+        _refuse_negative_stream(LaunchConfig(args[0]).kernel_name, constant(items[2]))
         return None
 
 
@@ -605,10 +618,15 @@ def lower_kernel_configure(context, builder, sig, args):
     cfg.flags = zero
     cfg.stream = stream_value(context, builder, item_types[2], items[2]) if len(items) > 2 \
         else ir.Constant(ir.IntType(8).as_pointer(), None)
+    # a negative signed integer is no handle (sign-extended it would become one)
+    stream_ok = builder.icmp_signed(">=", items[2], items[2].type(0)) \
+        if len(items) > 2 and isinstance(item_types[2], types.Integer) and item_types[2].signed \
+        else cgutils.true_bit
     whole = _whole_clusters(builder, cfg.grid, cfg.cluster, cluster_ok) if given[3] \
         else cgutils.true_bit
     # The first item out of range, else CONFIG_OK.
-    problem = builder.select(whole, ir.Constant(i32, CONFIG_OK), ir.Constant(i32, BAD_CLUSTER_GRID))
+    problem = builder.select(stream_ok, ir.Constant(i32, CONFIG_OK), ir.Constant(i32, BAD_STREAM))
+    problem = builder.select(whole, problem, ir.Constant(i32, BAD_CLUSTER_GRID))
     problem = builder.select(cluster_ok, problem, ir.Constant(i32, BAD_CLUSTER))
     problem = builder.select(shmem_ok, problem, ir.Constant(i32, BAD_SHAREDMEM))
     problem = builder.select(block_ok, problem, ir.Constant(i32, BAD_BLOCKDIM))

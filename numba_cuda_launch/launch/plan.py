@@ -148,21 +148,27 @@ def _launchable_problem(ty):
     if isinstance(ty, (types.Array, types.CPointer, DeviceArray, ConditionalHandleType)
                   + LAUNCHABLE_SCALARS):
         return None
-    if isinstance(ty, (types.NamedTuple, types.NamedUniTuple)):
-        return ("a namedtuple (%s) is not passed to kernels from compiled code; pass "
-                "its items as a plain tuple, tuple(value), or as separate arguments"
-                % ty.instance_class.__name__)
     if isinstance(ty, types.BaseTuple):
-        for item in ty:
-            problem = _launchable_problem(item)
-            if problem:
-                return problem
-        return None
+        return _namedtuple_problem(ty) or next(
+            filter(None, (_launchable_problem(item) for item in ty)), None)
     return (
         "%s is a host-only type; kernels take arrays over device memory "
         "(numba.carray of a device pointer), pointers, scalars and tuples of "
         "these" % ty
     )
+
+
+def _namedtuple_problem(ty):
+    """Why *ty*, a namedtuple or a tuple holding one, is not passed to a
+    kernel, or None: Numba converts a namedtuple to a tuple of the same
+    items when typing, but cannot lower that conversion."""
+    if isinstance(ty, (types.NamedTuple, types.NamedUniTuple)):
+        return ("a namedtuple (%s) is not passed to kernels from compiled code; pass "
+                "its items as a plain tuple, tuple(value), or as separate arguments"
+                % ty.instance_class.__name__)
+    if isinstance(ty, types.BaseTuple):
+        return next(filter(None, (_namedtuple_problem(item) for item in ty)), None)
+    return None
 
 
 def lossy_conversion(actual, formal):
@@ -377,6 +383,12 @@ def _make_plan(source, dispatcher, args, name):
     params = source.parameters(dispatcher)
     names = tuple([p.name for p in params])
     args, defaults = _fill_defaults(params, args, name)
+    for i, ty in enumerate(args):  # before an overload of the plain tuple is matched
+        problem = _namedtuple_problem(ty)
+        if problem:
+            _check_count(name, names, args)
+            raise KernelTypingError("kernel %r parameter %r (argument %d): got %s: %s"
+                                    % (name, names[i], i + 1, ty, problem))
     choose = _compile_for if source.can_compile(dispatcher) else _select_compiled
     overload, argtypes = choose(source, dispatcher, args, name, names)
     reasons = source.launch_problems(dispatcher, overload)
