@@ -10,7 +10,7 @@ from numba.core.errors import NumbaNotImplementedError, TypingError
 
 __all__ = ["CudaError", "CudaLaunchError", "CudaGraphError", "error_name",
            "NopythonUsageError", "NopythonUnsupportedError", "KernelTypingError",
-           "recent_headlines"]
+           "called_without_configuration", "recent_headlines"]
 
 # The one table of the driver results (``CUresult``) this package produces,
 # tests for or commonly reports; every module imports its numbers from here.
@@ -204,6 +204,20 @@ class NopythonUnsupportedError(_LeadsWithItsFirstLine, NumbaNotImplementedError)
 class KernelTypingError(NopythonUsageError):
     """A kernel launch in nopython code was given arguments or a launch
     configuration the kernel cannot accept."""
+
+
+def called_without_configuration(name: str, device: bool) -> KernelTypingError:
+    """The refusal of ``kernel(...)`` in CPU code, a kernel (or, *device*, a
+    device function) called without ``[griddim, blockdim]``: what to write
+    instead. One sentence for every compiler's kernels."""
+    if device:
+        return KernelTypingError(
+            "%r is a CUDA device function (cuda.jit(device=True)): it runs only on the GPU "
+            "and cannot be called from CPU code; call it from a kernel" % name)
+    return KernelTypingError(
+        "kernel %r is called without a launch configuration: write %s[griddim, "
+        "blockdim](...) (or [griddim, blockdim, stream, sharedmem]) to launch it from CPU "
+        "code" % (name, name))
 
 
 def recent_headlines() -> set[str]:

@@ -317,6 +317,50 @@ def test_device_function_refused():
         f(1)
 
 
+@mcuda.jit(device=True)
+def small_device_fn(x):
+    return x
+
+
+@mcuda.jit
+def small_kernel(out):
+    out[0] = 1
+
+
+def _called_in_cpu_code(fn, *args):
+    with RecordingDriver() as rec, pytest.raises(TypingError) as info:
+        fn(*args)
+    assert rec.launches == []
+    return str(info.value).splitlines()[0]
+
+
+def test_kernel_or_device_function_called_without_configuration_is_refused():
+    # small bodies: Numba's CPU pipeline inlined them (their `inline` option
+    # is numba-cuda-mlir's), running the kernel's code on the CPU
+    @njit
+    def call_device_function():
+        return small_device_fn(1)
+
+    @njit
+    def call_kernel(x):
+        small_kernel(x)
+
+    @njit
+    def call_argument(k, x):
+        k(x)
+
+    x = np.zeros(2, np.float32)
+    assert _called_in_cpu_code(call_device_function) == (
+        "'small_device_fn' is a CUDA device function (cuda.jit(device=True)): it runs only on "
+        "the GPU and cannot be called from CPU code; call it from a kernel")
+    expected = ("kernel 'small_kernel' is called without a launch configuration: write "
+                "small_kernel[griddim, blockdim](...) (or [griddim, blockdim, stream, "
+                "sharedmem]) to launch it from CPU code")
+    assert _called_in_cpu_code(call_kernel, x) == expected
+    assert _called_in_cpu_code(call_argument, small_kernel, x) == expected
+    assert x[0] == 0
+
+
 def test_untranslatable_argument_names_parameter():
     rec_dtype = np.dtype([("a", np.float32), ("b", np.int32)])
 

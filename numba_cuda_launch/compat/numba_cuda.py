@@ -99,21 +99,13 @@ def refusing_get_call_type(original):
     for lowering"; the CUDA target's own contexts are untouched."""
     from numba.cuda.target import CUDATypingContext
 
-    from numba_cuda_launch.errors import KernelTypingError
+    from numba_cuda_launch.errors import called_without_configuration
 
     def get_call_type(self, context, args, kws):
         if isinstance(context, CUDATypingContext):
             return original(self, context, args, kws)
-        name = self.dispatcher.py_func.__name__
-        if self.dispatcher.targetoptions.get("device"):
-            raise KernelTypingError(
-                "%r is a CUDA device function (cuda.jit(device=True)): it runs only "
-                "on the GPU and cannot be called from CPU code; call it from a "
-                "kernel" % name)
-        raise KernelTypingError(
-            "kernel %r is called without a launch configuration: write "
-            "%s[griddim, blockdim](...) (or [griddim, blockdim, stream, "
-            "sharedmem]) to launch it from CPU code" % (name, name))
+        raise called_without_configuration(self.dispatcher.py_func.__name__,
+                                           bool(self.dispatcher.targetoptions.get("device")))
     return get_call_type
 
 

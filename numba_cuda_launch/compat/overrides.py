@@ -187,6 +187,11 @@ OVERRIDES = (
              "the kernel functions (`set_conditional`, `griddepcontrol_*`) are registered in its "
              "extension registries when it makes its typing context, not at import",
              when=_mlir_imported),
+    Override("numba.core.untyped_passes:InlineInlinables", "_do_work",
+             _mlir.not_inlining_its_kernels, _NUMBA_68, "a numba-cuda-mlir kernel or device "
+             "function called in CPU code is not inlined there (its `inline` option is for "
+             "its own pipeline): the call is refused saying what to write, not run on the CPU",
+             when=_mlir_imported),
     Override("numba_cuda_mlir.tools", "_cached_cc", _mlir.configured_cc, _MLIR,
              "with no GPU, numba-cuda-mlir compiles for the configured compute capability "
              "(it asks the device on every compilation); while a kernel is compiled for one "

@@ -21,7 +21,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, bou
 
 from numba_cuda_launch.compat.cuda_target import target_compute_capability
 from numba_cuda_launch.compat.numba_dispatcher import explain_untyped_constants_with
-from numba_cuda_launch.errors import KernelTypingError
+from numba_cuda_launch.errors import KernelTypingError, called_without_configuration
 from numba_cuda_launch.kernels import SOURCE_OF_NUMBA_TYPE, AnyKernelType, KernelType, on_register
 from numba_cuda_launch.launch import backends
 from numba_cuda_launch.launch.plan import launch_signature
@@ -643,6 +643,20 @@ def _lower_configure_of(source):
 
 lower_builtin(operator.getitem, KernelType, types.Any)(lower_kernel_configure)
 on_register(_lower_configure_of)
+
+
+@infer_getattr
+class KernelCall(AttributeTemplate):
+    """``kernel(...)`` without ``[griddim, blockdim]`` in CPU code, for the
+    kernels this package types (numba-cuda's get the same refusal from
+    compat/numba_cuda.py): a typing error saying what to write."""
+
+    key = KernelType
+    metadata = {"target": "cpu"}
+
+    def resolve___call__(self, ty):
+        raise called_without_configuration(ty.source.kernel_name(ty.dispatcher),
+                                           ty.source.is_device_function(ty.dispatcher))
 
 
 @infer_getattr
