@@ -15,7 +15,7 @@ from numba_cuda_launch.config import get_compute_capabilities, get_compute_capab
 
 __all__ = ["deviceless_cc_wanted", "configured_cc", "extend",
            "registering_load_additional_registries", "overload", "declare_device",
-           "register_asm_function", "kernel_compute_capability", "not_inlining_its_kernels"]
+           "register_asm_function", "kernel_compute_capability"]
 
 
 def deviceless_cc_wanted():
@@ -134,24 +134,3 @@ def kernel_compute_capability():
     return cc if ccs is None else min(cc, ccs[0])
 
 
-
-def not_inlining_its_kernels(original):
-    """``InlineInlinables._do_work`` of Numba's own pipelines (CPU code): a
-    numba-cuda-mlir kernel or device function called there is not inlined
-    (its ``inline`` option is meant for numba-cuda-mlir's pipeline, which has
-    a pass of its own), so the call is typed and refused saying what to
-    write, instead of the kernel's body running on the CPU."""
-    from numba.core.ir_utils import resolve_func_from_module
-
-    def _do_work(self, state, work_list, block, i, expr, inline_worker):
-        try:
-            found = state.func_ir.get_definition(expr.func)
-            callee = resolve_func_from_module(state.func_ir, found) \
-                if getattr(found, "op", None) == "getattr" else getattr(found, "value", None)
-        except Exception:  # no definition to be found: Numba's pass decides
-            callee = None
-        descriptor = sys.modules.get("numba_cuda_mlir.descriptor")
-        if descriptor is not None and isinstance(callee, descriptor.MLIRDispatcher):
-            return False
-        return original(self, state, work_list, block, i, expr, inline_worker)
-    return _do_work

@@ -12,6 +12,7 @@ errors that start with what is wrong. A Numba without the internals used
 
 import inspect
 import itertools
+import sys
 import types as pytypes
 import weakref
 
@@ -24,7 +25,8 @@ from numba.core.compiler_lock import global_compiler_lock
 
 __all__ = ["AVAILABLE", "register_typeof", "route_arguments_with", "routes_of",
            "lead_typing_errors_with", "type_unknown_objects_with", "typing_unknown_objects",
-           "explain_untyped_constants_with", "explaining_typeof_const"]
+           "explain_untyped_constants_with", "explaining_typeof_const",
+           "not_inlining_mlir_kernels"]
 
 _Dispatcher = _dispatcher.Dispatcher
 
@@ -405,3 +407,24 @@ def _function_compile_leading(self, args, return_type):
         _lead(e)
         raise
 
+
+def not_inlining_mlir_kernels(original):
+    """``InlineInlinables._do_work`` of Numba's own pipelines (CPU code): a
+    numba-cuda-mlir kernel or device function called there is not inlined
+    (its ``inline`` option is meant for numba-cuda-mlir's pipeline, which has
+    a pass of its own), so the call is typed and refused saying what to
+    write, instead of the kernel's body running on the CPU."""
+    from numba.core.ir_utils import resolve_func_from_module
+
+    def _do_work(self, state, work_list, block, i, expr, inline_worker):
+        try:
+            found = state.func_ir.get_definition(expr.func)
+            callee = resolve_func_from_module(state.func_ir, found) \
+                if getattr(found, "op", None) == "getattr" else getattr(found, "value", None)
+        except Exception:  # no definition to be found: Numba's pass decides
+            callee = None
+        descriptor = sys.modules.get("numba_cuda_mlir.descriptor")
+        if descriptor is not None and isinstance(callee, descriptor.MLIRDispatcher):
+            return False
+        return original(self, state, work_list, block, i, expr, inline_worker)
+    return _do_work

@@ -188,7 +188,7 @@ OVERRIDES = (
              "extension registries when it makes its typing context, not at import",
              when=_mlir_imported),
     Override("numba.core.untyped_passes:InlineInlinables", "_do_work",
-             _mlir.not_inlining_its_kernels, _NUMBA_68, "a numba-cuda-mlir kernel or device "
+             _nd.not_inlining_mlir_kernels, _NUMBA_68, "a numba-cuda-mlir kernel or device "
              "function called in CPU code is not inlined there (its `inline` option is for "
              "its own pipeline): the call is refused saying what to write, not run on the CPU",
              when=_mlir_imported),

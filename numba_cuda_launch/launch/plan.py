@@ -384,7 +384,7 @@ def _make_plan(source, dispatcher, args, name):
     names = tuple([p.name for p in params])
     args, defaults = _fill_defaults(params, args, name)
     for i, ty in enumerate(args):  # before an overload of the plain tuple is matched
-        problem = _namedtuple_problem(ty)
+        problem = isinstance(ty, types.BaseTuple) and _namedtuple_problem(ty)
         if problem:
             _check_count(name, names, args)
             raise KernelTypingError("kernel %r parameter %r (argument %d): got %s: %s"
