@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import numbers
 import threading
 from typing import Any
 
@@ -83,6 +84,8 @@ def error_name(status: int) -> str:
     ``error_name(0) == "CUDA_SUCCESS"``; unknown values give
     ``"CUDA_ERROR_<value>"``.
     """
+    if isinstance(status, bool) or not isinstance(status, numbers.Integral):
+        raise TypeError("error_name() takes a CUresult, an integer; got %r" % (status,))
     status = int(status)
     try:
         from cuda.bindings import driver as _drv

@@ -1046,3 +1046,17 @@ def test_cached_code_is_keyed_on_the_launch_target(tmp_path):
     if not HAVE_GPU:  # with a GPU the device decides the architecture
         other_arch = run(NUMBA_CUDA_LAUNCH_CC="8.0", NUMBA_ENABLE_CUDASIM="0")
         assert other_arch[-1] == "0"  # another architecture: compiled again
+
+
+@pytest.mark.parametrize("value", [1.5, 1.0, "1", None, True, np.float64(2.0)])
+def test_error_name_refuses_what_is_no_cuda_status(value):
+    # (before: int() truncated 1.5 to CUDA_ERROR_INVALID_VALUE, True was 1)
+    with pytest.raises(TypeError, match=r"error_name\(\) takes a CUresult, an integer; got "):
+        ncl.error_name(value)
+
+
+@pytest.mark.parametrize("value, name", [(0, "CUDA_SUCCESS"),
+                                         (np.int32(2), "CUDA_ERROR_OUT_OF_MEMORY"),
+                                         (700, "CUDA_ERROR_ILLEGAL_ADDRESS")])
+def test_error_name_of_integers(value, name):
+    assert ncl.error_name(value) == name

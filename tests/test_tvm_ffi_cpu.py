@@ -131,6 +131,8 @@ def refusal(fn, fake_driver, *args):
                          "CUDA device memory"]),
     ("strided", ValueError, ["parameter 'y' (argument 1) is not C-contiguous"]),
     ("misaligned", ValueError, ["parameter 'x' (argument 0)", "not aligned"]),
+    ("null data", ValueError, ["parameter 'x' (argument 0)", "its data pointer is NULL, and "
+                               "it is not empty"]),
     ("not a tensor", TypeError, ["parameter 'out' (argument 2)", "got an int"]),
     ("devices", TypeError, ["parameter 'y' (argument 1) is on device 1",
                             "parameter 'x' (argument 0) on device 0"]),
@@ -156,6 +158,8 @@ def test_a_wrong_argument_is_refused_naming_kernel_and_parameter(
         args[1] = cuda_tensor(f32(2 * n)[::2])
     elif case == "misaligned":
         args[0] = cuda_tensor(x, byte_offset=2)
+    elif case == "null data":
+        args[0] = cuda_tensor(x, data=0)
     elif case == "not a tensor":
         args[2] = 7
     elif case == "devices":

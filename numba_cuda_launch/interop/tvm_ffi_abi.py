@@ -434,6 +434,7 @@ _NOT_CONTIGUOUS = ("%s: %s is not C-contiguous (its strides are not those of a C
                    "contiguous copy (x.contiguous() in PyTorch)")
 _MISALIGNED = ("%s: %s: its first element, at %#llx, is not aligned to its item size "
                "(%lld bytes)")
+_NULL_DATA = "%s: %s: its data pointer is NULL, and it is not empty"
 
 
 # Inlined (Numba IR) so that the description's buffer is the caller's.
@@ -471,7 +472,23 @@ def _tensor_ok(t, code, bits, ndim, itemsize):
     return (tensor_dtype_code(t) == code and tensor_dtype_bits(t) == bits
             and tensor_dtype_lanes(t) == 1 and tensor_ndim(t) == ndim
             and (device == _DEVICE_A or device == _DEVICE_B) and tensor_is_contiguous(t)
-            and _pointer_value(tensor_data(t)) % itemsize == 0)
+            and _data_ok(_pointer_value(tensor_data(t)), itemsize, t))
+
+
+@register_jitable
+def _data_ok(address, itemsize, t):
+    """*address*, tensor *t*'s first element, is aligned for *itemsize* and
+    not NULL unless *t* is empty (an empty tensor's data may be NULL)."""
+    return address % itemsize == 0 and (address != 0 or _is_empty(t))
+
+
+@register_jitable
+def _is_empty(t):
+    """True when tensor *t* has no element (an extent of 0)."""
+    for d in range(tensor_ndim(t)):
+        if tensor_dim(t, d) == 0:
+            return True
+    return False
 
 
 @register_jitable
@@ -504,6 +521,8 @@ def _tensor_error(args, num_args, i, code, bits, ndim, itemsize, context, name):
     if address % itemsize != 0:
         return report(_value_error(), c_string(_MISALIGNED),
                       (context, _parameter_who(name, i), address, itemsize))
+    if address == 0 and not _is_empty(t):
+        return report(_value_error(), c_string(_NULL_DATA), (context, _parameter_who(name, i)))
     return OK
 
 
