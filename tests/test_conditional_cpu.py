@@ -768,3 +768,78 @@ def test_instantiate_of_a_destroyed_graph_says_so(fake_driver):
     with pytest.raises(ncl.CudaGraphError, match=r"the driver refused the graph: it was "
                                                  r"destroyed \(graph.destroy\(\)\)"):
         graphs.Graph(handle).instantiate()
+
+
+# -- a negative integer stream ------------------------------------------------
+
+# Signed, below 0: no CUstream handle. Each is refused before the driver,
+# which would get it sign-extended (-1 as 0xff...ff): the tests make that
+# handle a stream recording a graph, or a body, to show nothing reached it.
+NEGATIVE_STREAMS = [-1, np.int64(-1), np.int32(-2), np.int8(-1)]
+
+NEGATIVE_STATUSES = """
+def f(s, w, g):
+    graphs.begin_capture(w)
+    h = graphs.conditional_handle(w)
+    made = (graphs.conditional_handle_status(S)[0], graphs.add_if_status(S, h)[0],
+            graphs.add_if_else_status(S, h)[0], graphs.add_while_status(S, h)[0],
+            graphs.add_switch_status(S, h, 2)[0])
+    first = graphs.end_capture(w)
+    graphs.begin_capture(g)
+    node = graphs.add_if(g, graphs.conditional_handle(g))
+    begun = graphs.begin_body_status(S, node)
+    graphs.begin_body(w, node)
+    ended = graphs.end_body_status(S)
+    graphs.end_body(w)  # the body w records was not ended
+    return made, begun, ended, first, graphs.end_capture(g), h, node
+"""
+NEGATIVE_RAISING = """
+def f(which, s, h, node):
+    if which == 0:
+        graphs.conditional_handle(S)
+    elif which == 1:
+        graphs.add_if(S, h)
+    elif which == 2:
+        graphs.add_if_else(S, h)
+    elif which == 3:
+        graphs.add_while(S, h)
+    elif which == 4:
+        graphs.add_switch(S, h, 2)
+    elif which == 5:
+        graphs.begin_body(S, node)
+    else:
+        graphs.end_body(S)
+"""
+OPERATIONS = ["conditional_handle", "add_if", "add_if_else", "add_while", "add_switch",
+              "begin_body", "end_body"]
+
+
+def compiled(source, stream):
+    """``f`` of *source*, its stream ``S`` the argument ``s``, or the constant -1."""
+    ns = {"graphs": graphs}
+    exec(source.replace("S", "s" if stream is None else stream), ns)
+    return njit(ns["f"])
+
+
+@pytest.mark.parametrize("s", NEGATIVE_STREAMS + ["constant"])
+def test_a_negative_stream_is_refused_before_the_driver(fake_driver, s):
+    constant = "-1" if s == "constant" else None
+    s = -1 if constant else s
+    w = np.uint64(int(s) % 2 ** 64)  # s sign-extended
+    statuses = compiled(NEGATIVE_STATUSES, constant)
+    made, begun, ended, first, second, h, node = statuses(s, w, 0x51)
+    assert made == (1,) * 5 and begun == 1 and ended == 1  # CUDA_ERROR_INVALID_VALUE
+    # w's graph got no node and one handle (its own); the body w recorded
+    # was begun and ended by the calls given w, as its node's only body
+    assert fake_driver.graphs[first.handle].nodes == [] and len(fake_driver.handles) == 2
+    (if_node,) = fake_driver.graphs[second.handle].launches
+    assert fake_driver.graphs[if_node.bodies[0]].body_of == node.handle
+    raising = compiled(NEGATIVE_RAISING, constant)
+    for which, operation in enumerate(OPERATIONS):
+        with pytest.raises(ncl.CudaGraphError) as info:
+            raising(which, s, h, node)
+        assert (info.value.name, info.value.operation) == ("CUDA_ERROR_INVALID_VALUE", operation)
+        assert "stream is a negative integer" in info.value.detail
+    assert graphs.end_body_status(w) == 401 and graphs.end_capture_status(w)[0] == 401
+    assert first.destroy() == 0 and second.destroy() == 0 and fake_driver.live_graphs() == []
+    assert open_bodies() == []

@@ -715,3 +715,70 @@ def test_python_forms_take_foreign_stream_objects():
         del e
     assert [c[-1] for c in fake.calls[:2]] == [s, s + 1]
     assert ("cuEventRecord", fake.calls[2][1], s + 2) in fake.calls
+
+
+# -- a negative integer stream ------------------------------------------------
+
+# Signed, below 0: no CUstream handle (sign-extended, -1 would be 0xff...ff).
+NEGATIVE_STREAMS = [-1, np.int64(-1), np.int32(-2), np.int8(-1)]
+
+
+@njit
+def stream_statuses(s):
+    e = ncl.event()
+    return ncl.stream_synchronize_status(s), ncl.stream_query_status(s), e.record_status(s)
+
+
+@njit
+def constant_stream_statuses():
+    e = ncl.event()
+    return ncl.stream_synchronize_status(-1), ncl.stream_query_status(-1), e.record_status(-1)
+
+
+@njit
+def raising_form(which, s):
+    if which == 0:
+        ncl.stream_synchronize(s)
+    elif which == 1:
+        ncl.stream_query(s)
+    else:
+        ncl.event().record(s)
+
+
+@njit
+def raising_form_of_constant(which):
+    if which == 0:
+        ncl.stream_synchronize(-1)
+    elif which == 1:
+        ncl.stream_query(-1)
+    else:
+        ncl.event().record(-1)
+
+
+OPERATIONS = ["cuStreamSynchronize", "cuStreamQuery", "cuEventRecord"]
+
+
+@pytest.mark.parametrize("s", NEGATIVE_STREAMS + ["constant"])
+def test_a_negative_stream_is_refused_before_the_driver(s):
+    with RecordingDriver() as fake:
+        statuses = constant_stream_statuses() if s == "constant" else stream_statuses(s)
+        assert statuses == (1, 1, 1)  # CUDA_ERROR_INVALID_VALUE
+        errors = []
+        for which in range(3):
+            with pytest.raises(ncl.CudaError) as info:
+                raising_form_of_constant(which) if s == "constant" else raising_form(which, s)
+            errors.append(info.value)
+        gc.collect()
+    for err, operation in zip(errors, OPERATIONS):
+        assert (err.code, err.name, err.operation) == (1, "CUDA_ERROR_INVALID_VALUE", operation)
+        assert str(err).startswith("%s failed: CUDA_ERROR_INVALID_VALUE (1): stream is a "
+                                   "negative integer" % operation)
+    # the driver never saw the stream: no synchronize, query or record at all
+    assert not set(OPERATIONS) & set(names(fake.calls))
+
+
+def test_unsigned_streams_reach_the_driver_as_given():
+    with RecordingDriver() as fake:
+        assert stream_statuses(np.uint64(2 ** 64 - 1)) == (0, 0, 0)
+        assert stream_statuses(np.uint8(255)) == (0, 0, 0)
+    assert [c[-1] for c in fake.calls if c[0] in OPERATIONS] == [2 ** 64 - 1] * 3 + [255] * 3

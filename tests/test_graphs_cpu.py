@@ -708,3 +708,69 @@ def test_module_functions_from_python_read_the_stream_as_python_forms_do(fake_dr
     assert graphs.abort_capture(2 ** 64 - 1) == 0
     with pytest.raises(TypeError, match=r"^KernelNode\(\): handle must be a driver handle"):
         graphs.KernelNode(2 ** 64)
+
+
+# -- a negative integer stream ------------------------------------------------
+
+# Signed, below 0: no CUstream handle. Each is refused before the driver,
+# which would get it sign-extended: -1 as 0xff...ff, a handle that the
+# tests below make a capturing stream to show that nothing reached it.
+NEGATIVE_STREAMS = [-1, np.int64(-1), np.int32(-2), np.int8(-1)]
+
+
+def wrapped(s):
+    """The handle a negative *s* becomes sign-extended."""
+    return np.uint64(int(s) % 2 ** 64)
+
+
+def compiled(source, stream):
+    """``f`` of *source*, its stream ``S`` the argument ``s``, or the constant -1."""
+    ns = {"graphs": graphs, "scale": scale, "view": view}
+    exec(source.replace("S", "s" if stream is None else stream), ns)
+    return njit(ns["f"])
+
+
+NEGATIVE_STATUSES = """
+def f(s, w, exe):
+    begin = graphs.begin_capture_status(S)
+    graphs.begin_capture(w)
+    scale[2, 32, w](view(0x1000, 64), 2.0)
+    refused = (graphs.last_launch_status(S)[0], graphs.end_capture_status(S)[0],
+               graphs.abort_capture(S), exe.launch_status(S))
+    return begin, refused, graphs.end_capture(w)
+"""
+NEGATIVE_RAISING = """
+def f(which, s, exe):
+    if which == 0:
+        graphs.begin_capture(S)
+    elif which == 1:
+        graphs.end_capture(S)
+    elif which == 2:
+        graphs.last_launch(S)
+    else:
+        exe.launch(S)
+"""
+
+
+@pytest.mark.parametrize("s", NEGATIVE_STREAMS + ["constant"])
+def test_a_negative_stream_is_refused_before_the_driver(fake_driver, s):
+    constant = "-1" if s == "constant" else None
+    w = wrapped(-1 if constant else s)
+    recorded = record_two(0x1000, 0x2000, 64, 0x51, 1.0)[0]
+    exe = recorded.instantiate()
+    statuses, raising = compiled(NEGATIVE_STATUSES, constant), compiled(NEGATIVE_RAISING, constant)
+    begin, refused, graph = statuses(-1 if constant else s, w, exe)
+    assert begin == 1 and refused == (1, 1, 1, 1)  # CUDA_ERROR_INVALID_VALUE
+    # w's capture went on: not begun again, its launch not taken, not ended
+    # or aborted; the graph was not launched
+    assert len(fake_driver.graphs[graph.handle].launches) == 1
+    assert fake_driver.graph_launches == []
+    for which, operation in enumerate(["begin_capture", "end_capture", "last_launch", "launch"]):
+        with pytest.raises(ncl.CudaGraphError) as info:
+            raising(which, -1 if constant else s, exe)
+        assert (info.value.name, info.value.operation) == ("CUDA_ERROR_INVALID_VALUE", operation)
+        assert "stream is a negative integer" in info.value.detail
+    assert graphs.end_capture_status(w)[0] == 401  # no capture began: CUDA_ERROR_ILLEGAL_STATE
+    assert fake_driver.graph_launches == []
+    assert exe.destroy() == 0 and graph.destroy() == 0 and recorded.destroy() == 0
+    assert fake_driver.live_graphs() == []

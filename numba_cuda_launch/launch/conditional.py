@@ -24,8 +24,9 @@ from numba_cuda_launch.launch.conditionalhandle import (ConditionalHandle, Condi
                                                         make_handle)
 from numba_cuda_launch.launch.intrinsics import set_conditional
 from numba_cuda_launch.launch.graph import (BODY_OPEN, CAPTURE_THREAD_LOCAL, WHILE_EMPTY,
-                                            _BEGIN_MESSAGES, _end_body, _module_function,
-                                            _raiser, _stream_ptr)
+                                            _BEGIN_MESSAGES, _STREAM, _end_body,
+                                            _module_function, _raiser, _stream_ptr,
+                                            _takes_stream)
 from numba_cuda_launch.cudadrv import graph as _graph_rt
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.refusals import Guards
@@ -213,6 +214,7 @@ def _handle_create(typingctx, stream, default, assign_default):
                                  "boolean (True or False), got %s" % assign_default)
     ret = types.Tuple([types.int32, types.int32, conditional_handle_type])
 
+    @_takes_stream
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         guards = Guards(builder, _HANDLE_MESSAGES)
@@ -235,7 +237,7 @@ def _handle_create(typingctx, stream, default, assign_default):
         status, reason, _ = guards.result()
         return context.make_tuple(builder, ret, [
             status, reason, make_handle(context, builder, builder.load(handle))])
-    return ret(types.voidptr, default, assign_default), codegen
+    return ret(_STREAM, default, assign_default), codegen
 
 
 #: Why a conditional node was refused, after the driver's reasons.
@@ -259,6 +261,7 @@ def _add_node(kind, size_fixed):
             COND_WHILE: "add_while", COND_SWITCH: "add_switch"}[kind]
     ret = types.Tuple([types.int32, types.int32, conditional_node_type])
 
+    @_takes_stream
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         guards = Guards(builder, messages)
@@ -294,13 +297,13 @@ def _add_node(kind, size_fixed):
         @intrinsic
         def add(typingctx, stream, handle):
             _check_handle(what, handle)
-            return ret(types.voidptr, handle), codegen
+            return ret(_STREAM, handle), codegen
     else:
         @intrinsic
         def add(typingctx, stream, handle, n):
             _check_handle(what, handle)
             _check_integer(what, "n", n)
-            return ret(types.voidptr, handle, n), codegen
+            return ret(_STREAM, handle, n), codegen
     return add, messages
 
 
@@ -333,6 +336,7 @@ def _begin_body(typingctx, stream, node, index, mode):
     _check_integer("begin_body", "mode", mode)
     ret = types.UniTuple(types.int32, 2)
 
+    @_takes_stream
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         guards = Guards(builder, _BODY_MESSAGES)
@@ -367,7 +371,7 @@ def _begin_body(typingctx, stream, node, index, mode):
             "==", status, status.type(CUDA_ERROR_OUT_OF_MEMORY)), _BODY_MESSAGES[7])
         status, reason, _ = guards.result()
         return context.make_tuple(builder, ret, [status, reason])
-    return ret(types.voidptr, node, index, mode), codegen
+    return ret(_STREAM, node, index, mode), codegen
 
 
 # -- raising -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from numba_cuda_launch.launch.refusals import raiser
 from numba_cuda_launch.launch.sync import (
     check_status,
     check_stream,
-    emit_stream,
+    emit_on_stream,
     jitted_call,
     query_result,
     status_check,
@@ -96,17 +96,19 @@ def _event_new(typingctx, flags):
 
 @intrinsic
 def _event_record(typingctx, ev, stream):
+    """``(status, reason)``, as :func:`..sync.emit_on_stream` gives them."""
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         payload = _payload(context, builder, sig.args[0], args[0])
-        status = BACKEND.runtime(context).emit_event_record(
-            builder, payload, emit_stream(context, builder, sig.args[1], args[1]))
+        status, reason = emit_on_stream(
+            context, builder, sig.args[1], args[1],
+            lambda raw: BACKEND.runtime(context).emit_event_record(builder, payload, raw))
         flags = _events.payload_field(builder, payload, "flags")
         with builder.if_then(builder.icmp_signed("==", status, status.type(0)), likely=True):
             builder.store(builder.or_(builder.load(flags), ir.Constant(_i32, _events.RECORDED)),
                           flags)
-        return status
-    return types.int32(ev, stream), codegen
+        return context.make_tuple(builder, sig.return_type, [status, reason])
+    return types.UniTuple(types.int32, 2)(ev, stream), codegen
 
 
 _event_synchronize = status_intrinsic("emit_event_synchronize", _payload)
@@ -237,13 +239,17 @@ _raising("query", "cuEventQuery", _event_query, query=True)
 def _record(ev, stream=0):
     check_stream("CUDAEvent.record()", stream)
     check = status_check("cuEventRecord")
-    return lambda ev, stream=0: check(_event_record(ev, stream))
+
+    def impl(ev, stream=0):
+        status, reason = _event_record(ev, stream)
+        check(status, reason)
+    return impl
 
 
 @overload_method(EventType, "record_status", target="cpu")
 def _record_status(ev, stream=0):
     check_stream("CUDAEvent.record_status()", stream)
-    return lambda ev, stream=0: _event_record(ev, stream)
+    return lambda ev, stream=0: _event_record(ev, stream)[0]
 
 
 def _check_end(where, end):

@@ -26,11 +26,12 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
 from numba_cuda_launch.launch.call import emit_launch
 from numba_cuda_launch.launch.refusals import Guards, emit_raise_if_failed, raiser
-from numba_cuda_launch.launch.launchconfig import LaunchConfig, is_stream_type, stream_value
+from numba_cuda_launch.launch.launchconfig import (LaunchConfig, is_stream_type, negative_stream,
+                                                   stream_value)
 from numba_cuda_launch.launch.plan import plan_launch
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.stream import Stream, python_stream
-from numba_cuda_launch.launch.sync import jitted_call
+from numba_cuda_launch.launch.sync import NEGATIVE_STREAM, STREAM_REFUSED, emit_unless, jitted_call
 from numba_cuda_launch.compat.numba_extending import Function
 from numba_cuda_launch.cudadrv import graph as _rt
 
@@ -212,13 +213,44 @@ def _check_graph(what, value):
                                  % (what, value))
 
 
+#: A stream as the intrinsics calling the driver take it (from
+#: :func:`_stream_ptr`): its raw ``CUstream`` and whether it is refused.
+_STREAM = types.Tuple((types.voidptr, types.boolean))
+
+
 @intrinsic
 def _stream_ptr(typingctx, stream):
+    """*stream* as a :data:`_STREAM`: refused when a negative integer."""
     _check_stream("stream", stream)
 
     def codegen(context, builder, sig, args):
-        return stream_value(context, builder, sig.args[0], args[0])
-    return types.voidptr(stream), codegen
+        ty, value = sig.args[0], args[0]
+        return context.make_tuple(builder, _STREAM, [
+            stream_value(context, builder, ty, value), negative_stream(builder, ty, value)])
+    return _STREAM(stream), codegen
+
+
+def _on_stream(context, builder, ret, stream, emit):
+    """``emit(raw CUstream)``, a value of type *ret* (a ``CUresult``, or a
+    tuple of ``(status, reason, ...)``), for *stream* (a :data:`_STREAM`);
+    a refused one does not run *emit* (no driver call): the value is
+    ``CUDA_ERROR_INVALID_VALUE`` with reason :data:`..sync.STREAM_REFUSED`
+    and NULL handles."""
+    raw, refused = cgutils.unpack_tuple(builder, stream)
+    status = context.get_constant(types.int32, CUDA_ERROR_INVALID_VALUE)
+    instead = status if not isinstance(ret, types.BaseTuple) else context.make_tuple(
+        builder, ret, [status, context.get_constant(types.int32, STREAM_REFUSED)] +
+        [context.get_constant_null(ty) for ty in ret.types[2:]])
+    return emit_unless(builder, refused, lambda: emit(raw), instead)
+
+
+def _takes_stream(codegen):
+    """*codegen* of an intrinsic whose first argument is a :data:`_STREAM`,
+    run with its raw ``CUstream`` as :func:`_on_stream` runs it."""
+    def stream_codegen(context, builder, sig, args):
+        return _on_stream(context, builder, sig.return_type, args[0], lambda raw: codegen(
+            context, builder, sig, [raw] + list(args[1:])))
+    return stream_codegen
 
 
 #: Why begin_capture refused a capture (reasons 1.. in this order).
@@ -245,6 +277,7 @@ def _begin_capture(typingctx, stream, mode):
                                  "(graphs.CAPTURE_THREAD_LOCAL, ...), got %s" % mode)
     ret = types.UniTuple(types.int32, 2)
 
+    @_takes_stream
     def codegen(context, builder, sig, args):
         record_driver_calls(context)
         guards = Guards(builder, _BEGIN_MESSAGES)
@@ -263,14 +296,16 @@ def _begin_capture(typingctx, stream, mode):
             "==", status, status.type(CUDA_ERROR_ILLEGAL_STATE)), _BEGIN_MESSAGES[4])
         status, reason, _ = guards.result()
         return context.make_tuple(builder, ret, [status, reason])
-    return ret(types.voidptr, mode), codegen
+    return ret(_STREAM, mode), codegen
 
 
 def _driver_call(emit_name, *results):
     """An intrinsic ``f(*args)`` returning the *results* (types; a tuple of
     them when more than one) of emitter *emit_name* of the backend's runtime. A
     Graph, GraphExec or KernelNode argument reaches the emitter as its
-    handle; a handle the emitter returns comes back as such a value."""
+    handle, a :data:`_STREAM` as its raw ``CUstream`` (:func:`_on_stream`: a
+    refused one is not given to the emitter); a handle the emitter returns
+    comes back as such a value."""
     ret = types.Tuple(results) if len(results) > 1 else results[0]
 
     @intrinsic
@@ -279,17 +314,24 @@ def _driver_call(emit_name, *results):
             record_driver_calls(context)
             values = [_handle(context, builder, ty, v) if ty in _PY_CLASSES else v
                       for ty, v in zip(argtys, cgutils.unpack_tuple(builder, args[0]))]
-            out = getattr(BACKEND.runtime(context), emit_name)(builder, *values)
-            if len(results) == 1:
-                return out
-            return context.make_tuple(builder, ret, [
-                _make(context, builder, ty, v) if ty in _PY_CLASSES else v
-                for ty, v in zip(results, out)])
+
+            def emit(values):
+                out = getattr(BACKEND.runtime(context), emit_name)(builder, *values)
+                if len(results) == 1:
+                    return out
+                return context.make_tuple(builder, ret, [
+                    _make(context, builder, ty, v) if ty in _PY_CLASSES else v
+                    for ty, v in zip(results, out)])
+            if _STREAM not in argtys:
+                return emit(values)
+            at = argtys.index(_STREAM)
+            return _on_stream(context, builder, ret, values[at], lambda raw: emit(
+                values[:at] + [raw] + values[at + 1:]))
         return ret(types.StarArgTuple.from_types(argtys)), codegen
     return call
 
 
-# A stream is passed as its CUstream (_stream_ptr).
+# A stream is passed as a _STREAM (_stream_ptr).
 _end_capture = _driver_call("emit_end_capture", types.int32, types.int32, graph_type)
 _end_body = _driver_call("emit_end_body", types.int32, types.int32)
 _abort_capture = _driver_call("emit_abort_capture", types.int32)
@@ -312,9 +354,11 @@ _destroy_method(graph_exec_type, "emit_exec_destroy")
 # -- raising ---------------------------------------------------------------------
 
 def _raiser(operation, details=(), kernel=""):
-    """The CudaGraphError :func:`raiser` of *operation*; *details*: ``(reason, text)``."""
+    """The CudaGraphError :func:`raiser` of *operation*; *details*: ``(reason, text)``
+    (and a refused stream's, :data:`..sync.STREAM_REFUSED`)."""
     return raiser(CudaGraphError, (operation, "", kernel),
-                  tuple((r, (operation, text, kernel)) for r, text in details))
+                  tuple((r, (operation, text, kernel))
+                        for r, text in details + ((STREAM_REFUSED, NEGATIVE_STREAM),)))
 
 
 #: end_capture's refusal while a body of the graph is being recorded

@@ -30,7 +30,7 @@ from numba_cuda_launch.launch.refusals import explain_lines, register_typer
 
 __all__ = ["LaunchConfig", "ConfigValues", "config_values", "config_problem",
            "launch_dims_of", "is_stream_type",
-           "stream_value", "CONFIG_OK", "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM",
+           "stream_value", "negative_stream", "CONFIG_OK", "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM",
            "BAD_CLUSTER", "BAD_CLUSTER_GRID", "BAD_STREAM", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC",
            "DEPENDENT_MIN_CC", "DEPENDENT"]
 
@@ -580,6 +580,15 @@ def stream_value(context, builder, ty, val):
     return builder.bitcast(val, ir.IntType(8).as_pointer())
 
 
+def negative_stream(builder, ty, val):
+    """An ``i1``: the stream item *val* of type *ty* is a negative integer
+    (only a signed one can be), which no ``CUstream`` handle is: refused
+    (:data:`BAD_STREAM`), never sign-extended into one by :func:`stream_value`."""
+    if isinstance(ty, types.Integer) and ty.signed:
+        return builder.icmp_signed("<", val, val.type(0))
+    return cgutils.false_bit
+
+
 def _whole_clusters(builder, grid, cluster, cluster_ok):
     """An ``i1``: every grid dimension is a multiple of the cluster's (true
     when the cluster is out of range, which is reported instead)."""
@@ -618,10 +627,8 @@ def lower_kernel_configure(context, builder, sig, args):
     cfg.flags = zero
     cfg.stream = stream_value(context, builder, item_types[2], items[2]) if len(items) > 2 \
         else ir.Constant(ir.IntType(8).as_pointer(), None)
-    # a negative signed integer is no handle (sign-extended it would become one)
-    stream_ok = builder.icmp_signed(">=", items[2], items[2].type(0)) \
-        if len(items) > 2 and isinstance(item_types[2], types.Integer) and item_types[2].signed \
-        else cgutils.true_bit
+    stream_ok = builder.not_(negative_stream(builder, item_types[2], items[2])) \
+        if len(items) > 2 else cgutils.true_bit
     whole = _whole_clusters(builder, cfg.grid, cfg.cluster, cluster_ok) if given[3] \
         else cgutils.true_bit
     # The first item out of range, else CONFIG_OK.

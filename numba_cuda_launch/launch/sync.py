@@ -11,14 +11,22 @@ from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload, overload_method
 
-from numba_cuda_launch.errors import CUDA_ERROR_NOT_READY, CudaError, NopythonUsageError
+from numba_cuda_launch.errors import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CudaError,
+                                      NopythonUsageError)
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import record_driver_calls
-from numba_cuda_launch.launch.launchconfig import is_stream_type, stream_value
+from numba_cuda_launch.launch.launchconfig import (BAD_STREAM, CONFIG_PROBLEMS, is_stream_type,
+                                                   negative_stream, stream_value)
 from numba_cuda_launch.launch.refusals import raiser
 from numba_cuda_launch.launch.stream import CUDAStream, Stream, python_stream
 
 _i32 = ir.IntType(32)
+
+#: The reason (of a ``(status, reason)`` pair) of an operation refused
+#: before the driver because its stream is a negative integer (sign-extended
+#: it would name another handle), with the launches' sentence for it.
+STREAM_REFUSED = -1
+NEGATIVE_STREAM = CONFIG_PROBLEMS[BAD_STREAM]
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,6 +78,28 @@ def emit_stream(context, builder, ty, val):
     return stream_value(context, builder, ty, val)
 
 
+def emit_unless(builder, refused, emit, instead):
+    """``emit()`` unless *refused* (an ``i1``) holds; then *instead* (a value
+    of the same LLVM type) and what *emit* emits (a driver call) does not run."""
+    out = cgutils.alloca_once_value(builder, instead)
+    with builder.if_then(builder.not_(refused), likely=True):
+        builder.store(emit(), out)
+    return builder.load(out)
+
+
+def emit_on_stream(context, builder, ty, val, emit):
+    """``(status, reason)``: ``emit(raw CUstream)``'s ``CUresult`` for the
+    stream argument *val* of type *ty* (omitted or not) and reason 0; for a
+    negative integer stream, ``CUDA_ERROR_INVALID_VALUE`` and
+    :data:`STREAM_REFUSED`, *emit* not run."""
+    negative = cgutils.false_bit if isinstance(ty, types.Omitted) else \
+        negative_stream(builder, ty, val)
+    status = emit_unless(builder, negative, lambda: emit(emit_stream(context, builder, ty, val)),
+                         ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE))
+    return status, builder.select(negative, ir.Constant(_i32, STREAM_REFUSED),
+                                  ir.Constant(_i32, 0))
+
+
 # -- what compiled code calls ------------------------------------------------
 
 def status_intrinsic(emit, *values):
@@ -87,9 +117,25 @@ def status_intrinsic(emit, *values):
     return call
 
 
+def stream_intrinsic(emit):
+    """An intrinsic ``f(stream) -> (CUresult, reason)``: the backend's
+    runtime emitter named *emit* (``emit(builder, raw CUstream)``), as
+    :func:`emit_on_stream` calls it."""
+    @intrinsic
+    def call(typingctx, stream):
+        def codegen(context, builder, sig, args):
+            record_driver_calls(context)
+            runtime = BACKEND.runtime(context)
+            return context.make_tuple(builder, sig.return_type, emit_on_stream(
+                context, builder, sig.args[0], args[0],
+                lambda raw: getattr(runtime, emit)(builder, raw)))
+        return types.UniTuple(types.int32, 2)(stream), codegen
+    return call
+
+
 _context_synchronize = status_intrinsic("emit_context_synchronize")
-_stream_synchronize = status_intrinsic("emit_stream_synchronize", emit_stream)
-_stream_query = status_intrinsic("emit_stream_query", emit_stream)
+_stream_synchronize = stream_intrinsic("emit_stream_synchronize")
+_stream_query = stream_intrinsic("emit_stream_query")
 
 
 # -- the public functions ----------------------------------------------------
@@ -133,19 +179,21 @@ def stream_query_status(stream: Stream = 0) -> int:
 
 @functools.lru_cache(maxsize=None)
 def status_check(operation, query=False):
-    """An ``@njit`` ``check(status)`` raising ``CudaError(status,
-    operation)`` unless *status* is 0; with *query*, one letting
+    """An ``@njit`` ``check(status, reason=0)`` raising ``CudaError(status,
+    operation)`` unless *status* is 0 (saying why for reason
+    :data:`STREAM_REFUSED`); with *query*, one letting
     ``CUDA_ERROR_NOT_READY`` through too and answering True for 0, False for it."""
-    raise_error = raiser(CudaError, (operation,))
+    raise_error = raiser(CudaError, (operation,),
+                         ((STREAM_REFUSED, (operation, NEGATIVE_STREAM)),))
     if query:
-        def check(status):
+        def check(status, reason=0):
             if status != 0 and status != CUDA_ERROR_NOT_READY:
-                raise_error(status, 0)
+                raise_error(status, reason)
             return status == 0
     else:
-        def check(status):
+        def check(status, reason=0):
             if status != 0:
-                raise_error(status, 0)
+                raise_error(status, reason)
     return njit(check)
 
 
@@ -168,12 +216,16 @@ def _overload_stream_forms(plain, status_form, intrinsic_fn, operation, query=Fa
     @overload(plain, target="cpu")
     def _plain(stream=0):
         check_stream("numba_cuda_launch.%s()" % plain.__name__, stream)
-        return lambda stream=0: check(intrinsic_fn(stream))
+
+        def impl(stream=0):
+            status, reason = intrinsic_fn(stream)
+            return check(status, reason)
+        return impl
 
     @overload(status_form, target="cpu")
     def _status(stream=0):
         check_stream("numba_cuda_launch.%s()" % status_form.__name__, stream)
-        return lambda stream=0: intrinsic_fn(stream)
+        return lambda stream=0: intrinsic_fn(stream)[0]
 
 
 _overload_stream_forms(stream_synchronize, stream_synchronize_status, _stream_synchronize,
