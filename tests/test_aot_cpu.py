@@ -360,6 +360,9 @@ def test_functions_given_as_a_list_say_what_to_pass(tmp_path):
     with pytest.raises(TypeError, match=r"^build\(\): functions maps C names \(strings\) to "
                                         r"cfuncs; got the key int 1$"):
         aot.build(str(tmp_path / "libl.so"), {1: K.saxpy_launch})
+    with pytest.raises(TypeError, match=r"^build\(\): jax_kernels must be a list of "
+                                        r"jax_kernel\(\) results, got int 5$"):
+        aot.build(str(tmp_path / "libl.so"), {"saxpy_launch": K.saxpy_launch}, jax_kernels=5)
 
 
 def test_outputs_that_overwrite_each_other_or_an_input_are_refused(tmp_path):

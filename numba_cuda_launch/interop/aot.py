@@ -761,6 +761,9 @@ def build(path: str | os.PathLike[str], functions: Mapping[str, Any] | None = No
             "build(): functions must be a dict {C name: cfunc}, such as {'saxpy_launch': "
             "saxpy_launch}: each cfunc is exported under the name it is given; got %s"
             % _describe(functions))
+    if jax_kernels is not None and not isinstance(jax_kernels, Iterable):
+        raise TypeError("build(): jax_kernels must be a list of jax_kernel() results, got %s"
+                        % _describe(jax_kernels))
     if cpu is not None and not isinstance(cpu, str):
         raise TypeError("build(): cpu must be an LLVM CPU name (a str such as 'x86-64') or "
                         "None, got %s" % _describe(cpu))

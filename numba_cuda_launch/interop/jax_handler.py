@@ -33,7 +33,7 @@ from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import shared_library
 from numba_cuda_launch.interop.kernel_call import kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
-from numba_cuda_launch.launch.launchconfig import BLOCK_THREADS_MAX, LIMITS
+from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS
 
 __all__ = ["Refusal", "make_handler", "refusal", "shared_code", "shared_functions"]
 

@@ -26,7 +26,8 @@ from numba_cuda_launch.kernels import SOURCE_OF_NUMBA_TYPE, AnyKernelType, Kerne
 from numba_cuda_launch.launch import backends
 from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.launch.stream import CUDAStream
-from numba_cuda_launch.launch.refusals import explain_lines, register_typer
+from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS, explain_lines, \
+    register_typer
 
 __all__ = ["LaunchConfig", "ConfigValues", "config_values", "config_problem",
            "launch_dims_of", "is_stream_type",
@@ -59,16 +60,9 @@ CLUSTER_MIN_CC = DEPENDENT_MIN_CC = (9, 0)
 DEPENDENT = 1
 
 # -- the validator -----------------------------------------------------------------
-# CUDA's launch limits, the same on every device since compute capability 3.0
-# ((x, y, z) maxima and how messages state them); dynamic shared memory as the
-# driver takes it (an unsigned int). Run-time values are checked against the
+# CUDA's launch limits (refusals.LIMITS); dynamic shared memory as the driver
+# takes it (an unsigned int). Run-time values are checked against the
 # driver's 32-bit range when lowered (the driver refuses the rest).
-LIMITS = {
-    "griddim": ((2**31 - 1, 65535, 65535), "1..2**31-1 in x and 1..65535 in y and z"),
-    "blockdim": ((1024, 1024, 64), "1..1024 in x and y and 1..64 in z"),
-    "cluster": ((_U32_MAX,) * 3, "1..2**32-1"),
-}
-BLOCK_THREADS_MAX = 1024
 
 
 def config_problem(grid=None, block=None, sharedmem=None, cluster=None

@@ -25,12 +25,20 @@ from numba.extending import intrinsic
 from numba_cuda_launch.errors import CUDA_ERROR_INVALID_VALUE, recent_headlines
 
 __all__ = ["register_typer", "explain_lines", "leading_line", "Guards", "block_threads",
-           "check_block_threads", "TOO_MANY_THREADS", "raiser", "emit_raise_if_failed",
-           "call_jitted"]
+           "check_block_threads", "TOO_MANY_THREADS", "LIMITS", "BLOCK_THREADS_MAX", "raiser",
+           "emit_raise_if_failed", "call_jitted"]
 
 _i32 = ir.IntType(32)
 _i64 = ir.IntType(64)
 _INT32_MAX = 2**31 - 1
+# CUDA's launch limits, the same on every device since compute capability 3.0:
+# (x, y, z) maxima and how messages state them.
+LIMITS = {
+    "griddim": ((2**31 - 1, 65535, 65535), "1..2**31-1 in x and 1..65535 in y and z"),
+    "blockdim": ((1024, 1024, 64), "1..1024 in x and y and 1..64 in z"),
+    "cluster": ((0xFFFFFFFF,) * 3, "1..2**32-1"),
+}
+BLOCK_THREADS_MAX = 1024
 TOO_MANY_THREADS = "blockdim has more than 2**31-1 threads in all"
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _QUOTED = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*Error: (.*)$")

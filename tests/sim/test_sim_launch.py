@@ -209,6 +209,42 @@ def test_out_of_range_grid_refused_as_on_a_gpu():
 
 
 @njit
+def dims_status(xp, g, b):
+    x = numba.carray(ncl.as_voidptr(xp), (4,), np.float32)
+    return add_one[g, b].launch_status(x)
+
+
+@njit
+def dims_raising(xp, g, b):
+    add_one[g, b](numba.carray(ncl.as_voidptr(xp), (4,), np.float32))
+
+
+@pytest.mark.parametrize("grid, block, reason", [
+    (2 ** 31, 4, "griddim is more than CUDA launches (1..2**31-1 in x and 1..65535 in y and z)"),
+    ((1, 65536), 4, "griddim is more than CUDA launches"),
+    ((1, 1, 65536), 4, "griddim is more than CUDA launches"),
+    (1, 1025, "blockdim is more than CUDA launches (1..1024 in x and y and 1..64 in z)"),
+    (1, (1, 1, 65), "blockdim is more than CUDA launches"),
+    (1, (32, 32, 2), "blockdim has more than 1024 threads in all"),
+    (1, (2 ** 16, 2 ** 16, 1), "blockdim is more than CUDA launches"),
+])
+def test_run_time_dimensions_beyond_cuda_limits_refused_as_on_a_gpu(grid, block, reason):
+    # within the driver's 32-bit range, so compiled code passes them on: a
+    # GPU's driver refuses them (CUDA_ERROR_INVALID_VALUE) and nothing runs;
+    # the simulator would run them (or run out of memory trying)
+    x = np.zeros(4, np.float32)
+    assert dims_status(ptr(x), grid, block) == 1
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        dims_raising(ptr(x), grid, block)
+    first = str(info.value).splitlines()[0]
+    assert "kernel 'add_one'" in first and "CUDA_ERROR_INVALID_VALUE" in first
+    assert reason in first
+    np.testing.assert_array_equal(x, np.zeros(4))
+    assert dims_status(ptr(x), 1, 4) == 0
+    np.testing.assert_array_equal(x, np.ones(4))
+
+
+@njit
 def shared_status(p, shm):
     return add_one[1, 4, 0, shm].launch_status(numba.carray(ncl.as_voidptr(p), (4,), np.float32))
 

@@ -37,12 +37,16 @@ from numba_cuda_launch.launch.backends import simgraph
 from numba_cuda_launch.launch.backends.backend import BOUND_TARGET, LaunchBackend
 from numba_cuda_launch.launch.backends.driver import SHARED_TOO_LARGE
 from numba_cuda_launch.launch.conditionalhandle import HANDLE_OUTSIDE_GRAPH, ConditionalHandle
-from numba_cuda_launch.launch.refusals import call_jitted
+from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS, block_threads, \
+    call_jitted
 
 __all__ = ["SimulatedKernel", "SimulatedKernels", "SimulatedRuntime", "SimulatorBackend",
            "CUDA_ERROR_LAUNCH_FAILED", "bind_kernel", "bound_launches", "BoundKernelCheck"]
 
 MAX_BLOCK = 1024  # threads per block in the occupancy model
+_TOO_LARGE = "%s is more than CUDA launches (%s), which a GPU's driver refuses"
+_TOO_MANY_THREADS = ("blockdim has more than %d threads in all, which a GPU's driver refuses"
+                     % BLOCK_THREADS_MAX)
 # A simulator kernel is not thread-safe (configuring it mutates it): one launch at a time.
 _lock = threading.RLock()
 FakeCUDAKernel = _simulator.simulated_kernel_class()
@@ -483,6 +487,16 @@ class SimulatorBackend(LaunchBackend):
         guards.check(lambda: builder.icmp_unsigned(">", cfg.sharedmem,
                                                    cfg.sharedmem.type(DEFAULT_PER_BLOCK)),
                      SHARED_TOO_LARGE)
+        # A GPU's driver refuses dimensions beyond CUDA's limits (run-time
+        # values reach it unchecked); the simulator would run them, for
+        # hours or out of memory for a large grid.
+        for what, dims in (("griddim", cfg.dims[:3]), ("blockdim", cfg.dims[3:6])):
+            for d, limit in zip(dims, LIMITS[what][0]):
+                guards.check(lambda d=d, limit=limit: builder.icmp_unsigned(">", d, d.type(limit)),
+                             _TOO_LARGE % (what, LIMITS[what][1]))
+        guards.check(lambda: builder.icmp_unsigned(
+            ">", block_threads(builder, cfg)[0], ir.Constant(ir.IntType(32), BLOCK_THREADS_MAX)),
+            _TOO_MANY_THREADS)
 
     def emit_occupancy(self, builder, query, cfg, threads):
         # The model: one multiprocessor running one block at a time (the
