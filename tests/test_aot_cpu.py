@@ -470,6 +470,12 @@ def test_command_line(tmp_path):
      "'aot_kernels': write MODULE:ATTRIBUTE, e.g. saxpy_launch=mymodule:saxpy_launch"),
     (["saxpy_launch=aot_kernels:saxpy_launch", "--cc", "9"],
      "--cc: '9' is not a compute capability; write it as (9, 0), '9.0'"),
+    (["f=aot_kernels:saxpy_launch", "f=aot_kernels:tile_launch", "--cc", "9.0"],
+     "'f=aot_kernels:tile_launch': the C name 'f' is given twice; each exported function "
+     "needs its own name"),
+    (["aot_kernels:saxpy_launch", "--cc", "9.0"],
+     "'aot_kernels:saxpy_launch' is a cfunc: export it under a C name, NAME=MODULE:CFUNC (e.g. "
+     "saxpy_launch=aot_kernels:saxpy_launch); MODULE:ATTRIBUTE alone names a jax_kernel"),
 ])
 def test_command_line_refusal(tmp_path, args, message):
     done = _cli(str(tmp_path / "libx.so"), *args)

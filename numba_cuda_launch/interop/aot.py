@@ -911,9 +911,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in args.items:
             name, eq, spec = item.rpartition("=")
             if eq:
+                if name in functions:
+                    raise _CommandLineError("%r: the C name %r is given twice; each exported "
+                                            "function needs its own name" % (item, name))
                 functions[name] = _load(spec)
             else:
-                kernels.append(_load(spec))
+                obj = _load(spec)
+                if numba_cfunc.is_cfunc(obj):
+                    raise _CommandLineError(
+                        "%r is a cfunc: export it under a C name, NAME=MODULE:CFUNC (e.g. "
+                        "%s=%s); MODULE:ATTRIBUTE alone names a jax_kernel"
+                        % (spec, spec.rpartition(":")[2].rpartition(".")[2], spec))
+                kernels.append(obj)
         lib = build(args.output, functions, header=args.header, prefix=args.prefix,
                     jax_kernels=kernels, cpu=args.cpu)
     except (_CommandLineError, ValueError, TypeError) as exc:  # AotBuildError is a ValueError
