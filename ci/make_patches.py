@@ -10,12 +10,14 @@ whose series differs gets its own patches/<line>/. For each supported
 numba-cuda release line, the release's wheel is unpacked
 (numba-cuda publishes no sdists after 0.24; its wheels carry the Python
 sources at the same paths as the source tree, numba_cuda/numba/cuda/...),
-and two commits are made on top of it and written with `git format-patch`:
+and three commits are made on top of it and written with `git format-patch`:
 
 1. add ``numba_cuda/numba/cuda/cpu_launch/``: this package's modules and
-   subpackages, with
+   subpackages but ``interop/``, with
    ``numba_cuda_launch`` imports rewritten to ``numba.cuda.cpu_launch``;
-2. import it at the end of ``numba/cuda/__init__.py``, so that
+2. add its ``interop/`` (XLA FFI, JAX, TVM-FFI, C libraries), so that no
+   patch of the series is over 1 MiB (tests/test_repository.py);
+3. import it at the end of ``numba/cuda/__init__.py``, so that
    ``kernel[...]`` works in @cfunc/@njit code with no extra import.
 
 The numba-cuda-mlir series does the same against its release wheel
@@ -61,8 +63,16 @@ functions (@cfunc, @njit): the launch configuration is a first-class value
 and the call is a direct cuLaunchKernel through a driver table bound by
 name, with the kernel image carried by the compiled function and loaded on
 first launch (cuLibraryLoadData). Also: a status-returning form
-(cfg.launch_status), kernel_handle() for C callers, XLA typed-FFI helpers
-(cpu_launch.xla_ffi) and JAX integration (cpu_launch.jax).
+(cfg.launch_status) and kernel_handle() for C callers.
+
+Generated from numba-cuda-launch %(version)s by ci/make_patches.py.
+"""
+MESSAGE_INTEROP = """%(prefix)s: launch from XLA FFI, JAX, TVM-FFI and C libraries
+
+Add %(module)s.interop, what the public modules xla_ffi, jax,
+tvm_ffi and aot are made of: XLA typed-FFI handlers and their call-frame
+readers, jax_kernel, kernels as TVM-FFI functions, and C libraries of
+launchers.
 
 Generated from numba-cuda-launch %(version)s by ci/make_patches.py.
 """
@@ -131,7 +141,7 @@ def package_sources(module="numba.cuda.cpu_launch"):
 
 def make_series(line, version, workdir, distribution="numba-cuda", target=TARGET,
                 module="numba.cuda.cpu_launch", messages=(MESSAGE_ADD, MESSAGE_HOOK),
-                hook=HOOK):
+                hook=HOOK, prefix="cuda"):
     """The series for *distribution* *version*: ``{file name: text}``."""
     from numba_cuda_launch import __version__
 
@@ -144,17 +154,22 @@ def make_series(line, version, workdir, distribution="numba-cuda", target=TARGET
     git(tree, "commit", "-q", "-m", "%s %s (from the release wheel)" % (distribution, version))
     dest = os.path.join(tree, target, "cpu_launch")
     os.makedirs(dest)
-    for name, text in package_sources(module).items():
-        os.makedirs(os.path.dirname(os.path.join(dest, name)), exist_ok=True)
-        with open(os.path.join(dest, name), "w") as f:
-            f.write(text)
-    git(tree, "add", "-A")
-    git(tree, "commit", "-q", "-m", messages[0] % {"version": __version__})
+    sources = package_sources(module)
+    for interop in (False, True):  # the package, then its interop/: two commits
+        for name, text in sources.items():
+            if name.startswith("interop" + os.sep) == interop:
+                os.makedirs(os.path.dirname(os.path.join(dest, name)), exist_ok=True)
+                with open(os.path.join(dest, name), "w") as f:
+                    f.write(text)
+        git(tree, "add", "-A")
+        message = MESSAGE_INTEROP if interop else messages[0]
+        git(tree, "commit", "-q", "-m", message % {"version": __version__, "module": module,
+                                                    "prefix": prefix})
     with open(os.path.join(tree, target, "__init__.py"), "a") as f:
         f.write(hook)
     git(tree, "commit", "-q", "-am", messages[1])
     out = os.path.join(workdir, "series-" + line)
-    git(tree, "format-patch", "-q", "--no-signature", "--zero-commit", "HEAD~2", "-o", out)
+    git(tree, "format-patch", "-q", "--no-signature", "--zero-commit", "HEAD~3", "-o", out)
     series = {}
     for name in sorted(os.listdir(out)):
         with open(os.path.join(out, name)) as f:
@@ -206,7 +221,7 @@ def main():
         series = {line: make_series(line, version, workdir) for line, version in RELEASES.items()}
         mlir = make_series("mlir", MLIR_RELEASE, workdir, "numba-cuda-mlir", MLIR_TARGET,
                            "numba_cuda_mlir.cpu_launch", (MESSAGE_MLIR_ADD, MESSAGE_MLIR_HOOK),
-                           MLIR_HOOK)
+                           MLIR_HOOK, "cpu_launch")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     fresh = layout(series)

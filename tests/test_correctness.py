@@ -497,6 +497,55 @@ def test_integer_range_refusal_message(fake_driver):
            "its range" in str(info.value)
 
 
+@cuda.jit("void(float32[::1], float32, float16, UniTuple(float32, 2))")
+def eager_narrow_floats(x, a, h, t):
+    pass
+
+
+@njit
+def narrow_floats_status(p, a, h, t):
+    return eager_narrow_floats[1, 1].launch_status(view(p), a, h, t)
+
+
+@pytest.mark.parametrize("a, h, t1, where", [
+    (1e300, 1.0, 1.0, "parameter 'a' (argument 2) of type float32"),
+    (-3.5e38, 1.0, 1.0, "parameter 'a' (argument 2) of type float32"),
+    (1.0, 65520.0, 1.0, "parameter 'h' (argument 3) of type float16"),
+    (1.0, -1e5, 1.0, "parameter 'h' (argument 3) of type float16"),
+    (1.0, 1.0, 1e39, "parameter 't' (argument 4)[1] of type float32"),
+])
+def test_runtime_float_made_infinite_by_a_narrower_parameter_is_refused(fake_driver, a, h, t1,
+                                                                        where):
+    # (before: launched as infinity, a value silently changed)
+    assert narrow_floats_status(ADDR, a, h, (1.0, t1)) == INVALID_VALUE
+    assert fake_driver.launches == []
+    with pytest.raises(ncl.CudaLaunchError) as info:
+        narrow_floats_raise(ADDR, a, h, (1.0, t1))
+    assert "%s was given a float64 value too large for it (it would launch as infinity)" \
+        % where in str(info.value)
+
+
+@njit
+def narrow_floats_raise(p, a, h, t):
+    eager_narrow_floats[1, 1](view(p), a, h, t)
+
+
+def test_runtime_floats_a_narrower_parameter_holds_are_launched(fake_driver):
+    # the largest finite values, rounding below the overflow bound, and what
+    # is not finite (infinity and NaN are values of the narrower type too)
+    cases = [(3.4028234e38, 65504.0), (-3.4028235e38, 65519.0), (np.inf, -np.inf),
+             (np.nan, np.nan), (1e-50, 1e-10)]
+    for a, h in cases:
+        assert narrow_floats_status(ADDR, a, h, (a, 1.0)) == 0
+    got = [(struct.unpack("<f", l.params[-4])[0], struct.unpack("<e", l.params[-3])[0])
+           for l in fake_driver.launches]
+    expected = [(np.float32(a), np.float16(h)) for a, h in cases]
+    assert len(got) == len(expected)
+    for (ga, gh), (ea, eh) in zip(got, expected):
+        assert (ga == ea or (np.isnan(ga) and np.isnan(ea))) and \
+            (gh == eh or (np.isnan(gh) and np.isnan(eh)))
+
+
 # -- 6. the recording driver --------------------------------------------------------
 
 def test_recorders_nest_and_the_innermost_records():

@@ -89,15 +89,32 @@ def _emit_out_of_range(builder, val, actual, lowest, highest):
     return tests[0] if len(tests) == 1 else builder.or_(*tests)
 
 
-def _check_integer_ranges(builder, guards, val, actual, formal, where):
-    """Refuse integers that do not fit their parameter (a narrower integer
-    type, or a pointer parameter given an address: a negative one), tuple
-    items included; the rule constants follow at typing
-    (:func:`~.plan.integer_range`)."""
+# The smallest magnitude each narrower float rounds to infinity (its largest
+# finite value plus half an ulp): a finite value at or above it would launch
+# as infinity.
+_FLOAT_OVERFLOW = {32: 2.0**128 - 2.0**103, 16: 65520.0}
+
+
+def _check_ranges(builder, guards, val, actual, formal, where):
+    """Refuse values that do not fit their parameter, tuple items included:
+    an integer outside a narrower integer type, or an address (a negative
+    one) for a pointer parameter (the rule constants follow at typing,
+    :func:`~.plan.integer_range`); a finite float that a narrower float
+    parameter would make infinite."""
     if isinstance(actual, types.BaseTuple) and isinstance(formal, types.BaseTuple):
         for i, (a, f) in enumerate(zip(actual, formal)):
-            _check_integer_ranges(builder, guards, builder.extract_value(val, i), a, f,
-                                  "%s[%d]" % (where, i))
+            _check_ranges(builder, guards, builder.extract_value(val, i), a, f,
+                          "%s[%d]" % (where, i))
+        return
+    if isinstance(actual, types.Float) and isinstance(formal, types.Float) \
+            and formal.bitwidth < actual.bitwidth:
+        def overflows(bound=_FLOAT_OVERFLOW[formal.bitwidth]):
+            magnitude = builder.call(builder.module.declare_intrinsic(
+                "llvm.fabs", [val.type]), [val])
+            return builder.and_(builder.fcmp_ordered(">=", magnitude, val.type(bound)),
+                                builder.fcmp_ordered("!=", magnitude, val.type(float("inf"))))
+        guards.check(overflows, "%s of type %s was given a %s value too large for it (it would "
+                                "launch as infinity)" % (where, formal, actual))
         return
     span = integer_range(formal) if isinstance(actual, types.Integer) else None
     if span and (actual.minval < span[0] or actual.maxval > span[1]):
@@ -186,8 +203,8 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     values, producers, memory = [], [], []
     for i, (v, a, f) in enumerate(zip(argvals, argtypes, plan.argtypes)):
         where = "parameter %r (argument %d)" % (names[i], i + 1)
-        if isinstance(a, (types.Integer, types.BaseTuple)):
-            _check_integer_ranges(builder, guards, v, a, f, where)
+        if isinstance(a, (types.Integer, types.Float, types.BaseTuple)):
+            _check_ranges(builder, guards, v, a, f, where)
         values.append(v if a == f else _to_formal(context, builder, v, a, f))
         if plan.source.emit_argument_checks is not None:
             plan.source.emit_argument_checks(context, builder, guards, f, values[-1], where)

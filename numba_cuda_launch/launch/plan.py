@@ -184,7 +184,8 @@ def lossy_conversion(actual, formal):
 
     Other conversions follow Numba's rules; an integer that does not fit a
     narrower integer parameter at run time refuses the launch
-    (``CUDA_ERROR_INVALID_VALUE``) instead of wrapping.
+    (``CUDA_ERROR_INVALID_VALUE``) instead of wrapping, and so does a finite
+    float that a narrower float parameter would make infinite.
     """
     if isinstance(actual, types.BaseTuple) and isinstance(formal, types.BaseTuple) \
             and len(actual) == len(formal):
