@@ -31,7 +31,7 @@ from numba_cuda_launch.compat.numba_extending import cached_jitable
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import shared_library
-from numba_cuda_launch.interop.kernel_call import kind
+from numba_cuda_launch.interop.kernel_call import is_launch_dim, kind
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS
 
@@ -244,14 +244,11 @@ def _dim3(typingctx, dims):
     """A launch dimension (an integer or a tuple of 1 to 3 integers) as three
     int64 (missing ones 1). Lowered in place: no function of its own to
     compile and link into each handler."""
-    items = [dims] if isinstance(dims, nt.Integer) else \
-        list(dims) if isinstance(dims, nt.BaseTuple) else None
-    if items is None or not 1 <= len(items) <= 3 or \
-            not all(isinstance(t, nt.Integer) for t in items):
-        # a float item would be truncated
+    if not is_launch_dim(dims):  # a float item would be truncated
         raise NopythonUsageError(
             "the launch rule (jax_kernel's launch=) must return (griddim, blockdim), each an "
             "integer or a tuple of 1 to 3 integers; it returned %s for one of them" % (dims,))
+    items = [dims] if isinstance(dims, nt.Integer) else list(dims)
     ty = nt.UniTuple(nt.int64, 3)
 
     def codegen(context, builder, sig, args):

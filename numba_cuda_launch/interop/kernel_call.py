@@ -17,7 +17,8 @@ from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.launchconfig import config_problem, launch_dims_of
 
 __all__ = ["describe", "is_int", "kind", "launch_dims", "kernel_compiler",
-           "refuse_unlaunchable", "bind_scalars", "sharedmem_problem", "refuse_launch_rule"]
+           "refuse_unlaunchable", "bind_scalars", "sharedmem_problem", "refuse_launch_rule",
+           "is_launch_dim"]
 
 
 def describe(value: Any) -> str:
@@ -54,8 +55,9 @@ def sharedmem_problem(sharedmem: Any) -> tuple[type, str] | None:
     return config_problem(sharedmem=sharedmem)
 
 
-def _is_dim(ty: Any) -> bool:
-    """*ty* is a launch dimension's Numba type: an integer or a tuple of 1 to 3."""
+def is_launch_dim(ty: Any) -> bool:
+    """*ty* is a launch dimension's Numba type, as a launch rule must return
+    one: an integer or a tuple of 1 to 3 integers."""
     if isinstance(ty, nt.BaseTuple):
         return 1 <= len(ty) <= 3 and all(isinstance(t, nt.Integer) for t in ty)
     return isinstance(ty, nt.Integer)
@@ -76,7 +78,7 @@ def refuse_launch_rule(rule: Any, argtypes: Any, kname: str, given: str) -> None
         raise TypeError("kernel %r: the launch= @njit function %s cannot be compiled for %s "
                         "%s:\n%s" % (kname, name, given, argtypes, exc)) from None
     if not (isinstance(returned, nt.BaseTuple) and len(returned) == 2
-            and all(_is_dim(t) for t in returned)):
+            and all(is_launch_dim(t) for t in returned)):
         raise TypeError("kernel %r: the launch= @njit function %s returns %s; it must return "
                         "(grid, block), each an integer or a tuple of 1 to 3 integers"
                         % (kname, name, returned))
