@@ -142,6 +142,47 @@ def rows_twice(x, out):  # batch-aware: 1-D, or 2-D with a leading batch
             out[b, i] = 2 * x[b, i]
 
 
+def test_signatures_of_one_layout_share_a_body_and_launch_their_own_overloads():
+    # float32, float64 and int32 arrays of one rank: one body, entered with
+    # each signature's descriptor (buffer types, item sizes, image), launches
+    # each dtype's overload with its item size and byte strides, and refuses
+    # the buffers of another signature's dtype
+    import numba
+
+    @numba.njit
+    def launch(shape):
+        if len(shape) == 1:
+            return (1, (shape[0] + 63) // 64), (1, 64)
+        return (shape[0], (shape[1] + 63) // 64), (1, 64)
+
+    k = jax_kernel(rows_twice, lambda x: x, launch, vmap_method="broadcast_all")
+    dtypes = [np.float32, np.float64, np.int32, np.float16]
+    handlers = [k.handler([jax.ShapeDtypeStruct((100,), d)], [jax.ShapeDtypeStruct((100,), d)])
+                for d in dtypes]
+    assert len({h.body for h in handlers}) == 1 and len({h.address for h in handlers}) == 4
+    rows, n = int(rng.integers(2, 9)), int(rng.integers(65, 300))
+    xla = FakeXla()
+    with RecordingDriver() as rec:
+        for h, d in zip(handlers, dtypes):
+            assert call(h, Frame(xla, args=[(0x10, (n,), d)], rets=[(0x20, (n,), d)])) is None
+            assert call(h, Frame(xla, args=[(0x10, (rows, n), d)],
+                                 rets=[(0x20, (rows, n), d)])) is None
+        err = call(handlers[1], Frame(xla, args=[(0x10, (n,), np.float32)],
+                                      rets=[(0x20, (n,), np.float32)]))
+    assert err and "argument 0" in xla.errors[-1][0] and len(rec.launches) == 8
+    entries = [launch.kernel for launch in rec.launches]
+    assert len(set(entries)) == 8  # each dtype's overload of each rank
+    for i, d in enumerate(dtypes):
+        size = np.dtype(d).itemsize
+        one, two = (rec.launches[2 * i + r] for r in (0, 1))
+        p1 = [int.from_bytes(p, "little") for p in one.params]
+        p2 = [int.from_bytes(p, "little") for p in two.params]
+        # meminfo, parent, nitems, itemsize, data, shape..., strides...
+        assert p1[2:] == [n, size, 0x10, n, size] + p1[7:]
+        assert p2[2:9] == [rows * n, size, 0x10, rows, n, n * size, size]
+        assert one.grid == (1, (n + 63) // 64, 1) and two.grid == (rows, (n + 63) // 64, 1)
+
+
 def test_batch_aware_handler_takes_both_ranks():
     import numba
 

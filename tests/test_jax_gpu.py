@@ -69,6 +69,41 @@ def test_dtypes(dtype):
     np.testing.assert_array_equal(np.asarray(out), x + x + y)
 
 
+def test_one_body_serves_every_dtype_and_rank_of_its_layout():
+    # one batch-aware kernel registered for four dtypes in one process: one
+    # handler body, each signature launching its own overloads (1-D, and 2-D
+    # under vmap) with its item sizes and strides
+    @cuda.jit
+    def affine(x, y, out):  # (n,), or (batch, n) under vmap
+        if x.ndim == 1:
+            j = cuda.grid(1)
+            if j < out.shape[0]:
+                out[j] = x[j] + x[j] - y[j]
+        else:
+            i, j = cuda.grid(2)
+            if i < out.shape[0] and j < out.shape[1]:
+                out[i, j] = x[i, j] + x[i, j] - y[i, j]
+
+    @numba.njit
+    def launch(xshape, yshape):
+        if len(xshape) == 1:
+            return ((xshape[0] + 127) // 128, 1), (128, 1)
+        return (xshape[0], (xshape[1] + 127) // 128), (1, 128)
+
+    k = jax_kernel(affine, lambda x, y: x, launch, vmap_method="broadcast_all")
+    dtypes = [np.float32, np.float64, np.int32, np.complex128]
+    for dtype in dtypes:
+        rows, n = int(rng.integers(2, 7)), int(rng.integers(100, 3000))
+        x, y = random((rows, n), dtype), random((rows, n), dtype)
+        out = jax.jit(k)(x[0], y[0])
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(np.asarray(out), x[0] + x[0] - y[0])
+        out = jax.jit(jax.vmap(k))(x, y)
+        np.testing.assert_array_equal(np.asarray(out), x + x - y)
+    spec = [jax.ShapeDtypeStruct((8,), d) for d in dtypes]
+    assert len({k.handler([s, s], [s]).body for s in spec}) == 1
+
+
 @cuda.jit
 def sum_diff(x, y, s, d):
     i, j = cuda.grid(2)

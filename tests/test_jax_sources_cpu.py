@@ -194,6 +194,34 @@ def test_mlir_kernel_handler_passes_memref_descriptors(mlir):
         [struct.pack("<f", a)]
 
 
+def test_mlir_kernel_handlers_of_one_layout_pass_strides_in_items(mlir):
+    # float32 and float64 share one handler body: each launches its own
+    # overload, strides counted in items (not bytes) for both
+    from numba_cuda_launch.kernels import numba_cuda_mlir as compat_mlir
+
+    _, mscale, _ = mlir
+    k = jax_kernel(mscale, lambda x, a: x, lambda x, a: ((x.shape[0] + 127) // 128, 128),
+                   scalars={"a": np.float32})
+    handlers = [k.handler([spec(64, d)], [spec(64, d)]) for d in (np.float32, np.float64)]
+    assert handlers[0].body is handlers[1].body
+    a, n = np.float32(rng.standard_normal()), int(rng.integers(1, 5000))
+    layouts = {}
+    xla = FakeXla()
+    with RecordingDriver() as rec:
+        for h, d in zip(handlers, (np.float32, np.float64)):
+            layouts.update({compat_mlir.kernel_entry_name(o): compat_mlir.kernel_param_sizes(o)
+                            for o in mscale.overloads.values()})
+            rec.layouts.update(layouts)
+            assert call(h, Frame(xla, args=[(0x1000, (n,), d)], rets=[(0x3000, (n,), d)],
+                                 attrs=launch_attrs(8, 128, a=a))) is None
+    assert xla.errors == [] and len({l.kernel for l in rec.launches}) == 2
+
+    def memref(address):  # allocated, aligned, offset, shape, stride in elements
+        return [struct.pack("<q", v) for v in (address, address, 0, n, 1)]
+    for launch in rec.launches:
+        assert launch.params == memref(0x1000) + memref(0x3000) + [struct.pack("<f", a)]
+
+
 def test_mlir_kernel_target_names_come_from_its_python_function(mlir):
     _, mscale, _ = mlir
     k = jax_kernel(mscale, lambda x, a: x, (1, 32), scalars={"a": np.float32})

@@ -2,10 +2,13 @@
 
 A function that launches a kernel embeds its image (a cubin, or a
 :mod:`.fatbin` for a list of compute capabilities) and a slot for its
-``CUkernel``. The first launch loads the image (``cuLibraryLoadData``) and
-publishes the handle by compare-and-swap, so racing threads agree on one;
-:func:`load_image` (``kernel_handle``) calls the same compiled loader. README.md
-("Kernel images, contexts and threads"), docs/architecture.md.
+``CUkernel``, or is given at run time the address of an image record holding
+them (:data:`IMAGE_RECORD`: one ``jax_kernel`` handler body serves the
+signatures of one layout, docs/jax.md). The first launch loads the image
+(``cuLibraryLoadData``) and publishes the handle by compare-and-swap, so racing
+threads agree on one; :func:`load_image` (``kernel_handle``) calls the same
+compiled loader. README.md ("Kernel images, contexts and threads"),
+docs/architecture.md.
 """
 
 import ctypes
@@ -19,9 +22,11 @@ from numba.core import cgutils
 
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.driver import emit_ensure_context
+from numba_cuda_launch.cudadrv.launch import PER_DEVICE, shared_limit_globals
 
-__all__ = ["KernelImage", "emit_get_kernel", "emit_load",
-           "load_image", "remember_param_sizes", "param_sizes"]
+__all__ = ["KernelImage", "IMAGE_RECORD", "image_record_module", "emit_get_kernel",
+           "emit_shared_limits", "emit_load", "load_image", "remember_param_sizes",
+           "param_sizes"]
 
 _i8 = ir.IntType(8)
 _i8p = _i8.as_pointer()
@@ -40,6 +45,38 @@ class KernelImage:
         h = hashlib.sha256(self.data)
         h.update(self.entry_name.encode())
         return h.hexdigest()[:24]
+
+
+#: An image given at run time: ``{CUkernel slot, image, entry name, the
+#: dynamic shared memory limits (ok, one per device)}``, the slot and limits
+#: zero until the first launch, as the globals of an embedded image.
+IMAGE_RECORD = ir.LiteralStructType([_i8p, _i8p, _i8p, _i32, PER_DEVICE])
+
+
+def image_record_module(module, name, image):
+    """Define in *module* the :data:`IMAGE_RECORD` global *name* of *image*
+    (its data and entry name constants beside it); returns the global."""
+    data = _global_constant(module, name + "_image", image.data)
+    entry = _global_constant(module, name + "_name", image.entry_name.encode() + b"\0")
+    record = ir.GlobalVariable(module, IMAGE_RECORD, name)
+    record.initializer = IMAGE_RECORD([
+        ir.Constant(_i8p, None), data.bitcast(_i8p), entry.bitcast(_i8p), _i32(0),
+        PER_DEVICE(None)])
+    record.align = 8
+    return record
+
+
+def _record_field(builder, record, index):
+    ptr = builder.bitcast(record, IMAGE_RECORD.as_pointer())
+    return builder.gep(ptr, [_i32(0), _i32(index)], inbounds=True)
+
+
+def emit_shared_limits(builder, image):
+    """``(ok, per_device)``: pointers to the dynamic shared memory limits of
+    *image*, a :class:`KernelImage` or the ``i8*`` of an image record."""
+    if isinstance(image, KernelImage):
+        return shared_limit_globals(builder.module, image.digest)
+    return _record_field(builder, image, 3), _record_field(builder, image, 4)
 
 
 def _global_constant(module, name, data):
@@ -91,16 +128,21 @@ def emit_load(builder, slot, image, name):
 
 
 def emit_get_kernel(builder, image):
-    """Emit code that yields ``(status_ptr, handle)``: the image's
-    ``CUkernel``, loaded on first use, and a stack slot holding 0, or the
-    driver status of a failed load (then the handle is NULL)."""
+    """Emit code that yields ``(status_ptr, handle)``: the ``CUkernel`` of
+    *image* (a :class:`KernelImage`, or the ``i8*`` of an image record),
+    loaded on first use, and a stack slot holding 0, or the driver status of
+    a failed load (then the handle is NULL)."""
     status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     module = builder.module
-    tag = image.digest
-    slot = driver.zeroed_global(module, "numba_cuda_launch_slot_" + tag, _i8p, 8)
-    data = _global_constant(module, "numba_cuda_launch_image_" + tag, image.data)
-    name = _global_constant(
-        module, "numba_cuda_launch_name_" + tag, image.entry_name.encode() + b"\0")
+    if isinstance(image, KernelImage):
+        tag = image.digest
+        slot = driver.zeroed_global(module, "numba_cuda_launch_slot_" + tag, _i8p, 8)
+        data = _global_constant(module, "numba_cuda_launch_image_" + tag, image.data)
+        name = _global_constant(
+            module, "numba_cuda_launch_name_" + tag, image.entry_name.encode() + b"\0")
+    else:
+        slot, data, name = (_record_field(builder, image, i) for i in range(3))
+        data, name = builder.load(data), builder.load(name)
     first = builder.load_atomic(slot, "acquire", 8)
     before = builder.block
     with builder.if_then(cgutils.is_null(builder, first), likely=False):

@@ -28,7 +28,8 @@ __all__ = ["ATTRIBUTE_COOPERATIVE", "ATTRIBUTE_CLUSTER_DIMENSION",
            "ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION",
            "launch_config_type", "launch_attribute_type", "emit_launch_config",
            "emit_kernel_launch",
-           "emit_dynamic_shared_opt_in", "TOO_LARGE", "MAX_DEVICES", "DEFAULT_PER_BLOCK",
+           "emit_dynamic_shared_opt_in", "shared_limit_globals", "TOO_LARGE", "MAX_DEVICES",
+           "PER_DEVICE", "DEFAULT_PER_BLOCK",
            "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES",
            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "check_pointers", "pointer_checks_enabled",
            "emit_checked_mode"]
@@ -136,22 +137,22 @@ DEFAULT_PER_BLOCK = 48 * 1024
 #: take the cold path
 MAX_DEVICES = 32
 
-_PER_DEVICE = ir.ArrayType(_i32, MAX_DEVICES)
+PER_DEVICE = ir.ArrayType(_i32, MAX_DEVICES)
 #: what :func:`emit_dynamic_shared_opt_in` returns when the size is more
 #: than the device allows a block of the kernel (never a CUresult)
 TOO_LARGE = -1
 
 
-def _globals(module, tag):
-    """The per-kernel limits: ``ok`` (i32) and one per device (``[N x i32]``),
-    0 while unknown."""
+def shared_limit_globals(module, tag):
+    """The per-kernel limits of dynamic shared memory: ``ok`` (i32) and one
+    per device (``[N x i32]``), 0 while unknown, as globals named by *tag*."""
     return [driver.zeroed_global(module, name, ty, 4) for name, ty in (
         ("numba_cuda_launch_shared_ok_" + tag, _i32),
-        ("numba_cuda_launch_shared_dev_" + tag, _PER_DEVICE))]
+        ("numba_cuda_launch_shared_dev_" + tag, PER_DEVICE))]
 
 
 @driver.cold_function("numba_cuda_launch_raise_dynamic_shared",
-                      (_i8p, _i32, _i8p, _i32.as_pointer(), _PER_DEVICE.as_pointer()))
+                      (_i8p, _i32, _i8p, _i32.as_pointer(), PER_DEVICE.as_pointer()))
 def _raiser(fn, builder):
     """``i32 raise(CUkernel, i32 sharedmem, CUstream, i32* ok, [N x i32]*
     per_device)``: read the limit on the device a launch on the stream runs
@@ -211,17 +212,18 @@ def _raiser(fn, builder):
     builder.ret(zero)
 
 
-def emit_dynamic_shared_opt_in(builder, tag, sharedmem, emit_kernel, stream):
+def emit_dynamic_shared_opt_in(builder, limits, sharedmem, emit_kernel, stream):
     """Emit making sure a kernel may be launched with *sharedmem* (``i32``,
     unsigned) bytes of dynamic shared memory on the device a launch on
-    *stream* (``i8*``; NULL: the current context's device) runs on; *tag*
-    names the kernel's limits (its image's digest) and *emit_kernel* emits
+    *stream* (``i8*``; NULL: the current context's device) runs on; *limits*
+    are the kernel's (``(ok, per_device)`` pointers, :func:`shared_limit_globals`
+    or an image record's) and *emit_kernel* emits
     getting its ``CUkernel``, ``(status_ptr, handle)``, on the path that
     needs it. Returns an ``i32``: 0, the ``CUresult`` of a failed driver
     call (a failed load: 0, left to the launch to report) or
     :data:`TOO_LARGE`."""
     module = builder.module
-    ok, per_device = _globals(module, tag)
+    ok, per_device = limits
     status = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
     above = builder.icmp_unsigned(">", sharedmem, builder.load_atomic(ok, "monotonic", 4))
     # Above what every device is known to take (all devices' limits are

@@ -260,8 +260,7 @@ def _jax_exports(kernels):
                 "export first (k.register(*inputs, **scalars) or signatures=[...])"
                 % k.kernel_name)
         for name in k.target_names:
-            handler = jax_interop._REGISTRY[name].handler
-            code = numba_cfunc.cfunc_code(handler)
+            code = jax_interop._REGISTRY[name].handler.code()
             out.append(_Export(name, code, "FFI handler %r" % name, name, k.command_buffer))
     return out
 

@@ -49,6 +49,7 @@ _lock = threading.RLock()
 # Target name -> _Target, for the life of the process: XLA keeps the handler
 # pointers of every executable, and one name maps to one handler.
 _REGISTRY: dict[str, _Target] = {}
+_BODIES: dict[Any, Any] = {}  # (kernel, rule, options, layout) -> jax_handler.HandlerBody
 _Target = namedtuple("_Target", "kernel rule config handler")
 
 
@@ -425,30 +426,14 @@ class JaxKernel:
                     "then the scalars%s)" % (exc, ", with a leading batch dimension"
                                              if argtypes is not variants[0] else "")
                 ) from None
-        cache = None
-        if self.cache:
-            cache = handler_cache.handler_cache(name, plans, self._rule, (
-                self.kernel_name, len(in_specs), str(variants),
-                str(list(self.scalars.items())), self._config))
-        # Cached code holds no Python object of this process: where launches
-        # would (the simulator's), they find the kernel by the target's name.
-        with BACKEND.launches_by_name({name: self.kernel}) if cache else nullcontext():
-            try:
-                handler = jax_handler.make_handler(self.kernel, self.kernel_name,
-                                                   len(in_specs), variants,
-                                                   list(self.scalars.items()),
-                                                   self.command_buffer, self._rule,
-                                                   self.dependent, cache)
-            except numba.core.errors.TypingError:
-                if self._rule is not None:  # say what is wrong with the rule, if it is
-                    for argtypes in variants:
-                        refuse_launch_rule(
-                            self._rule, [nt.UniTuple(nt.intp, t.ndim)
-                                         for t in argtypes[:len(in_specs)]]
-                            + list(argtypes[len(in_specs) + len(out_specs):]),
-                            self.kernel_name, "the shapes of its %d input(s) and its %d "
-                            "scalar(s)" % (len(in_specs), len(self.scalars)))
-                raise
+        # one body per layout of this kernel and these options (as targets are
+        # shared by JaxKernels over the same kernel and options)
+        layout = (self.kernel, self._rule, self._config,
+                  jax_handler.layout_key(variants, plans))
+        body = _BODIES.get(layout)
+        if body is None:
+            body = _BODIES[layout] = self._make_body(name, in_specs, variants, plans)
+        handler = jax_handler.bind(body, variants, plans)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
@@ -462,6 +447,33 @@ class JaxKernel:
                                     platform=refused_on, api_version=1)
         _REGISTRY[name] = _Target(self.kernel, self._rule, self._config, handler)
         return name
+
+    def _make_body(self, name, in_specs, variants, plans):
+        """The handler body of target *name*'s layout (:func:`.jax_handler.make_body`),
+        loaded from the handler cache when it holds it."""
+        n_in, n_out = len(in_specs), len(variants[0]) - len(in_specs) - len(self.scalars)
+        cache = None
+        if self.cache:
+            cache = handler_cache.handler_cache(name, plans, self._rule, (
+                self.kernel_name, n_in, str(variants), str(list(self.scalars.items())),
+                self._config))
+        # Cached code holds no Python object of this process: where launches
+        # would (the simulator's), they find the kernel by the target's name.
+        with BACKEND.launches_by_name({name: self.kernel}) if cache else nullcontext():
+            try:
+                return jax_handler.make_body(
+                    self.kernel, self.kernel_name, n_in, variants, list(self.scalars.items()),
+                    self.command_buffer, self._rule, self.dependent,
+                    jax_handler.described_images(plans), cache)
+            except numba.core.errors.TypingError:
+                if self._rule is not None:  # say what is wrong with the rule, if it is
+                    for argtypes in variants:
+                        refuse_launch_rule(
+                            self._rule, [nt.UniTuple(nt.intp, t.ndim) for t in argtypes[:n_in]]
+                            + list(argtypes[n_in + n_out:]),
+                            self.kernel_name, "the shapes of its %d input(s) and its %d "
+                            "scalar(s)" % (n_in, len(self.scalars)))
+                raise
 
     def __call__(self, *arrays: Any, **scalar_values: Any) -> Any:
         """The outputs (one ``jax.Array``, or a list as ``out_shapes`` gives

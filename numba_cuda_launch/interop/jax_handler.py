@@ -1,10 +1,12 @@
 """The XLA FFI handler of one :func:`~numba_cuda_launch.jax.jax_kernel` signature: a
-nopython ``@cfunc`` that reads the call frame (:mod:`.xla_ffi`) and launches the kernel
-on C-ordered views of XLA's buffers, or preloads it in XLA's initialize stage. Every
-handler's body is put together from a few templates for its launch variant
-(batch-aware or not, grid and block from attributes or a launch rule, dependent or not);
-its constants carry what differs between signatures (docs/jax.md, "How the handler is
-built").
+nopython body (a ``@cfunc``) that reads the call frame (:mod:`.xla_ffi`) and launches the
+kernel on C-ordered views of XLA's buffers, or preloads it in XLA's initialize stage,
+entered through a few instructions that give it the signature's descriptor (its buffer
+types, item sizes and kernel images). The body is put together from a few templates for
+its launch variant (batch-aware or not, grid and block from attributes or a launch rule,
+dependent or not) and serves every signature of one layout (ranks, scalars, the kernels'
+parameter layout), so another dtype costs a descriptor, not a compile (docs/jax.md,
+"How the handler is built").
 """
 
 import ctypes
@@ -28,14 +30,19 @@ from numba.extending import intrinsic
 
 from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc
 from numba_cuda_launch.compat.numba_extending import cached_jitable
+from numba_cuda_launch.cudadrv.image import image_record_module, remember_param_sizes
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import shared_library
 from numba_cuda_launch.interop.kernel_call import is_launch_dim, kind
+from numba_cuda_launch.launch import call
+from numba_cuda_launch.launch import backends
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
+from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS
 
-__all__ = ["Refusal", "make_handler", "refusal", "shared_code", "shared_functions"]
+__all__ = ["Handler", "HandlerBody", "Refusal", "bind", "described_images", "layout_key",
+           "make_body", "refusal", "shared_code", "shared_functions"]
 
 
 # float16 from IEEE binary16 bits: a bitcast, which needs no runtime helper
@@ -69,24 +76,29 @@ class VariantType(nt.Dummy):
     how many are inputs, its scalars ``((attribute name, NumPy dtype), ...)``,
     the attributes it reads ``((name, XLA type code, required), ...)``: the
     launch configuration's (unless *rule*), sharedmem, the scalars, in that
-    order), and *context*, how its messages name the kernel. An instance is
-    a constant of the handler's body, typed ``TypeRef(VariantType)``."""
+    order), and *context*, how its messages name the kernel; *index*, its
+    place in the descriptor (0 unbatched, 1 batched); *images*: whether the
+    kernel's image comes from the descriptor (else the plan's, embedded).
+    An instance is a constant of the handler's body, typed
+    ``TypeRef(VariantType)``."""
 
-    def __init__(self, arrays, n_in, scalars, rule, context):
+    def __init__(self, arrays, n_in, scalars, rule, context, index, images):
         self.arrays, self.n_in, self.scalars, self.context = arrays, n_in, scalars, context
-        self.rule = rule
+        self.rule, self.index, self.images = rule, index, images
         config = () if rule else _CONFIG_ATTRIBUTES
         self.attributes = tuple((n, _S64, req) for n, req in config + (_SHAREDMEM_ATTRIBUTE,)) \
             + tuple((n, _scalar_attribute_code(d), True) for n, d in scalars)
         self.first_scalar = len(self.attributes) - len(scalars)
-        super().__init__("jax_variant(%s; %d in; %s; %s)" % (
+        super().__init__("jax_variant(%s; %d in; %s; %s; %d; %s)" % (
             ", ".join(map(str, arrays)), n_in,
             ", ".join("%s %s" % (n, d) for n, d in scalars) or "no scalars",
-            "launch rule" if rule else "launch attributes"))
+            "launch rule" if rule else "launch attributes", index,
+            "described images" if images else "embedded images"))
 
     @property
     def key(self):
-        return self.arrays, self.n_in, self.scalars, self.rule, self.context
+        return (self.arrays, self.n_in, self.scalars, self.rule, self.context, self.index,
+                self.images)
 
 
 # -- lowering calls of the accessors ----------------------------------------------
@@ -108,26 +120,82 @@ def _placeholder(context, ty):
     return cgutils.get_null_value(context.get_value_type(ty))
 
 
-def _view(context, builder, frame, index, n_in, ty):
-    """The view of type *ty* of buffer *index* (an argument below *n_in*, else a result)."""
-    get, i = (xla_ffi.arg_buffer, index) if index < n_in else (xla_ffi.ret_buffer, index - n_in)
-    buf, _ = _lower_call(context, builder, get, (nt.voidptr, nt.intp),
-                         (frame, context.get_constant(nt.intp, i)))
-    return xla_ffi.emit_buffer_view(context, builder, buf, ty)
+# The descriptor a handler's body is given (:func:`bind`), as 8-byte words:
+# the buffer tables of the unbatched and batched variants (for
+# _check_signature), their image records (NULL where the plan's image is
+# embedded), then each array's item size.
+_DESC_TABLE, _DESC_IMAGE, _DESC_ITEMSIZE = 0, 2, 4
+
+
+def _desc_word(builder, desc, index, ty):
+    """Word *index* of descriptor *desc* (an ``i8*``), loaded as LLVM type *ty*."""
+    ptr = builder.gep(builder.bitcast(desc, _I64.as_pointer()), [_I64(index)], inbounds=True)
+    return builder.load(builder.bitcast(ptr, ty.as_pointer()))
 
 
 @intrinsic
-def _buffer_views(typingctx, frame, variant):
-    """``(inputs, outputs)``: tuples of views of XLA's buffers as the *variant*'s types."""
+def _descriptor(typingctx, desc, variant):
+    """``(buffer table, image record)`` of the *variant* in *desc*."""
+    v = variant.instance_type
+
+    def codegen(context, builder, sig, args):
+        return context.make_tuple(builder, sig.return_type, [
+            _desc_word(builder, args[0], _DESC_TABLE + v.index, _NULL.type),
+            _desc_word(builder, args[0], _DESC_IMAGE + v.index, _NULL.type)])
+    return nt.UniTuple(nt.voidptr, 2)(desc, variant), codegen
+
+
+def _view(context, builder, frame, index, n_in, ty, itemsize):
+    """The view of type *ty* of buffer *index* (an argument below *n_in*,
+    else a result), of items of *itemsize* bytes."""
+    get, i = (xla_ffi.arg_buffer, index) if index < n_in else (xla_ffi.ret_buffer, index - n_in)
+    buf, _ = _lower_call(context, builder, get, (nt.voidptr, nt.intp),
+                         (frame, context.get_constant(nt.intp, i)))
+    return xla_ffi.emit_buffer_view(context, builder, buf, ty, itemsize)
+
+
+@intrinsic
+def _buffer_views(typingctx, frame, variant, desc):
+    """``(inputs, outputs)``: tuples of views of XLA's buffers as the
+    *variant*'s types, of the item sizes in *desc* (the types' dtypes stand
+    for any of the signature's)."""
     arrays, n_in = variant.instance_type.arrays, variant.instance_type.n_in
     ins, outs = nt.Tuple(arrays[:n_in]), nt.Tuple(arrays[n_in:])
 
     def codegen(context, builder, sig, args):
-        views = [_view(context, builder, args[0], i, n_in, ty) for i, ty in enumerate(arrays)]
+        views = [_view(context, builder, args[0], i, n_in, ty,
+                       _desc_word(builder, args[2], _DESC_ITEMSIZE + i, _I64))
+                 for i, ty in enumerate(arrays)]
         return context.make_tuple(builder, sig.return_type, [
             context.make_tuple(builder, ins, views[:n_in]),
             context.make_tuple(builder, outs, views[n_in:])])
-    return nt.Tuple((ins, outs))(frame, variant), codegen
+    return nt.Tuple((ins, outs))(frame, variant, desc), codegen
+
+
+@intrinsic
+def _launch(typingctx, cfg, variant, image, args):
+    """``cfg.launch_status(*args)``, of the kernel in image record *image*
+    where the *variant* says its images come from the descriptor."""
+    sig = launch_signature(cfg, tuple(args), {}, return_type=nt.int32)
+    images = variant.instance_type.images
+
+    def codegen(context, builder, call_sig, values):
+        return call.emit_launch(context, builder, cfg, values[0], tuple(args),
+                                cgutils.unpack_tuple(builder, values[3], len(args)),
+                                image=values[2] if images else None)[0]
+    return sig.return_type(cfg, variant, image, args), codegen
+
+
+@intrinsic
+def _preload(typingctx, cfg, variant, image, args):
+    """``cfg.preload(*args)``, of image record *image* as for :func:`_launch`."""
+    launch_signature(cfg, tuple(args), {})
+    images = variant.instance_type.images
+
+    def codegen(context, builder, call_sig, values):
+        return call.emit_preload(context, builder, cfg, tuple(args),
+                                 values[2] if images else None)
+    return nt.int32(cfg, variant, image, args), codegen
 
 
 def _scalar(context, builder, frame, index, dtype):
@@ -173,20 +241,25 @@ def _shapes(typingctx, arrays):
 
 # -- checking the call frame ----------------------------------------------------
 
-_SIGNATURE = nt.Tuple((nt.voidptr, nt.int64, nt.int64, nt.voidptr, nt.voidptr, nt.int64,
+_SIGNATURE = nt.Tuple((nt.int64, nt.int64, nt.voidptr, nt.voidptr, nt.int64,
                        nt.voidptr, nt.voidptr))
+
+
+def _buffer_table(arrays):
+    """The buffer table of :func:`_check_signature` for *arrays* (Numba
+    array types): each one's XLA type code and rank."""
+    return b"".join(struct.pack("<2q", xla_ffi.DTYPES[np.dtype(str(a.dtype))], a.ndim)
+                    for a in arrays)
 
 
 @intrinsic
 def _signature(typingctx, variant):
-    """The *variant*'s constants for xla_ffi's checks: ``(buffer table, number
-    of buffers, number of inputs, attribute table, attribute names, number
-    of attributes, the names as one C string, context)``. The tables are
-    those of :func:`xla_ffi.check_buffers` and :func:`xla_ffi.match_attrs`;
+    """The *variant*'s constants for xla_ffi's checks: ``(number of buffers,
+    number of inputs, attribute table, attribute names, number of
+    attributes, the names as one C string, context)``. The tables are those
+    of :func:`xla_ffi.match_attrs` (the buffer table is the descriptor's);
     *context* names the kernel in messages."""
     v = variant.instance_type
-    buffers = b"".join(struct.pack("<2q", xla_ffi.DTYPES[np.dtype(str(a.dtype))], a.ndim)
-                       for a in v.arrays)
     names = [n.encode() for n, _, _ in v.attributes]
     order = sorted(range(len(names)), key=names.__getitem__)
     offsets = list(itertools.accumulate([0] + [len(names[k]) + 1 for k in order]))
@@ -201,7 +274,7 @@ def _signature(typingctx, variant):
             return xla_ffi._global_bytes(context, builder, data)
         i64 = context.get_value_type(nt.int64)
         return context.make_tuple(builder, _SIGNATURE, [
-            const(buffers), i64(len(v.arrays)), i64(v.n_in), const(attrs), const(name_bytes),
+            i64(len(v.arrays)), i64(v.n_in), const(attrs), const(name_bytes),
             i64(len(names)), const(reads), const(context_bytes)])
     return _SIGNATURE(variant), codegen
 
@@ -637,7 +710,7 @@ def _make_refusal(message):
 # type, with no call to inline (Numba's inliner copied a launch body's IR
 # into every handler, a sixth of another signature's compile).
 _HANDLER = """\
-def handler(frame):
+def handler(frame, desc):
     if xla_ffi.is_metadata_query(frame):
         return xla_ffi.answer_metadata_query(frame, traits, major, minor)
     err = _check_items(frame, n_in, n_out, xla_ffi.c_string(context))
@@ -662,25 +735,27 @@ if rank != rank0:
 # initialize stage) or launched, a configuration out of CUDA's limits an
 # error; the driver's failure an error naming its status.
 _LAUNCH = """\
-buffers, n_buffers, n_in_, attrs, names, n_attrs, reads, ctx = _signature({variant})
+n_buffers, n_in_, attrs, names, n_attrs, reads, ctx = _signature({variant})
+buffers, image = _descriptor(desc, {variant})
 slots = _attribute_slots({variant})
 err = _check_signature(frame, buffers, n_buffers, n_in_, attrs, names, n_attrs, slots, reads,
                        ctx)
 if xla_ffi.is_error(err):
     return err
 indices = _attribute_indices(slots, {variant})
-inputs, outputs = _buffer_views(frame, {variant})
+inputs, outputs = _buffer_views(frame, {variant}, desc)
 scalars = _scalar_values(frame, {variant}, indices)
 args = inputs + outputs + scalars
 if xla_ffi.execution_stage(frame) != xla_ffi.STAGE_EXECUTE:
-    status = kernel[1, 1].preload(*args)
+    status = _preload(kernel[1, 1], {variant}, image, args)
 else:
 {config}
     grid, block = _dim3(grid), _dim3(block)
     if not _config_ok(grid, block, shmem):
         return _config_error(frame, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                              shmem, xla_ffi.c_string(source), ctx)
-    status = kernel[grid, block, xla_ffi.stream(frame), shmem]{dependent}.launch_status(*args)
+    status = _launch(kernel[grid, block, xla_ffi.stream(frame), shmem]{dependent}, {variant},
+                     image, args)
 if status != 0:
     return _launch_failed(frame, status, xla_ffi.c_string(failed))
 return xla_ffi.ok()"""
@@ -713,18 +788,56 @@ def _handler_source(batch_aware, rule, dependent):
     return _HANDLER.format(body=textwrap.indent(body, "    "))
 
 
-def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule,
-                 dependent=False, cache=None):
-    """Compile the FFI handler cfunc for one signature. *variants* are the kernel's
-    argument types per rank variant (a batch-aware kernel's second has a leading batch
-    dimension), chosen by the first buffer's rank; *scalars* ``[(name, dtype)]``; grid
-    and block come from the call's attributes, or the ``@njit`` *launch_rule*. The
-    handler checks the call frame against the signature before reading it (counts,
-    buffer types and ranks, attributes) and the launch configuration against CUDA's
-    limits, returning an error that says what differs. *dependent*: launch as a
-    programmatic dependent launch. *cache*: the handler's on-disk cache
-    (:func:`.handler_cache.handler_cache`), or None."""
-    shared_functions()  # before the handler's code is made or loaded
+def described_images(plans):
+    """Whether a handler of *plans* (one per rank variant) takes its
+    kernels' images from its descriptor: where the backend launches image
+    records and every plan has an image (not a live handle, not the
+    simulator's kernels)."""
+    return backends.BACKEND.launches_image_records and all(
+        p.live is None and p.image is not None for p in plans)
+
+
+def layout_key(variants, plans):
+    """What a handler body is specific to besides its kernel's options: the
+    ranks and scalar types of *variants* and the kernel's parameter layout
+    of each plan (sizes, cooperative, dependent); every type where images
+    are not described (:func:`described_images`)."""
+    if not described_images(plans):
+        return ("types", tuple(tuple(v) for v in variants))
+    return ("layout", tuple(tuple(t.ndim if isinstance(t, nt.Array) else t for t in v)
+                            for v in variants),
+            tuple((p.param_sizes, p.cooperative, p.dependent) for p in plans))
+
+
+@dataclass(frozen=True)
+class HandlerBody:
+    """A handler's body (:func:`make_body`): its ``@cfunc``
+    ``voidptr(frame, descriptor)`` and the symbol entries call it by."""
+
+    cfunc: Any
+    symbol: str
+    images: bool  # whether it takes the kernels' images from descriptors
+
+
+_BODIES = itertools.count()  # a symbol per body of the process
+
+
+def make_body(kernel, kernel_name, n_in, variants, scalars, command_buffer, launch_rule,
+              dependent=False, images=False, cache=None):
+    """Compile the body of the FFI handlers of one layout. *variants* are the
+    kernel's argument types per rank variant (a batch-aware kernel's second
+    has a leading batch dimension), chosen by the first buffer's rank; the
+    body launches the overload of these types, or, with *images*, the one
+    in the image record of the descriptor it is given (of the same parameter
+    layout, :func:`layout_key`). *scalars* ``[(name, dtype)]``; grid and
+    block come from the call's attributes, or the ``@njit`` *launch_rule*.
+    The body checks the call frame against the signature before reading it
+    (counts, buffer types and ranks, attributes) and the launch
+    configuration against CUDA's limits, returning an error that says what
+    differs. *dependent*: launch as a programmatic dependent launch.
+    *cache*: the body's on-disk cache (:func:`.handler_cache.handler_cache`),
+    or None."""
+    shared_functions()  # before the body's code is made or loaded
     major, minor = xla_ffi.api_version()
     traits = xla_ffi.COMMAND_BUFFER_COMPATIBLE if command_buffer else 0
     context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
@@ -733,7 +846,7 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
     unbatched, batched = (VariantType(tuple(a), n_in, attributes, launch_rule is not None,
-                                      context) for a in arrays)
+                                      context, index, images) for index, a in enumerate(arrays))
     batch_aware = len(variants) > 1
     n_out = len(arrays[0]) - n_in
     # the first buffer (XLA's first argument, else its first result) selects the variant
@@ -754,4 +867,100 @@ def make_handler(kernel, kernel_name, n_in, variants, scalars, command_buffer, l
         batch_aware, launch_rule is not None, bool(dependent))
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(compile(text, filename, "exec"), namespace)
-    return cached_cfunc(nt.voidptr(nt.voidptr), namespace["handler"], cache)
+    cfunc = cached_cfunc(nt.voidptr(nt.voidptr, nt.voidptr), namespace["handler"], cache)
+    symbol = "numba_cuda_launch_jax_body_%d" % next(_BODIES)
+    llvm_binding.add_symbol(symbol, cfunc.address)
+    return HandlerBody(cfunc, symbol, images)
+
+
+# -- one signature's handler: the body entered with its descriptor -------------------
+
+@dataclass(frozen=True)
+class Handler:
+    """The FFI handler of one signature (:func:`bind`): its address, a
+    ctypes function pointer to it, its body, and what builds its code for
+    a C library (:meth:`code`)."""
+
+    address: int
+    ctypes: Any
+    body: HandlerBody
+    library: Any  # the code library holding the entry and descriptor
+    entry: Any    # entry(module, callee symbol): defines the entry in a module
+
+    @property
+    def cache_hits(self):
+        """The body's hits in the handler cache (Numba's counter)."""
+        return self.body.cfunc.cache_hits
+
+    def code(self):
+        """The :class:`CFuncCode` of the handler as one module: the body's
+        code (and all it links) with the entry and descriptor."""
+        from numba_cuda_launch.compat.numba_cfunc import cfunc_code
+
+        body = cfunc_code(self.body.cfunc)
+        module = llvm_binding.parse_assembly(body.llvm_ir)
+        entry = _cpu_context().codegen().create_library(
+            "numba_cuda_launch_jax_entry").create_ir_module("numba_cuda_launch_jax_entry")
+        symbol = self.entry(entry, body.symbol)
+        module.link_in(llvm_binding.parse_assembly(str(entry)))
+        return CFuncCode(str(module), symbol, (nt.voidptr,), nt.voidptr, body.triple, body.cpu,
+                         body.features, body.pyfunc)
+
+
+_ENTRIES = itertools.count()  # a symbol per entry of the process
+
+
+def bind(body, variants, plans):
+    """The handler of the signature of *variants* (its argument types per
+    rank variant) and *plans* (their launch plans): a few instructions
+    calling *body* with the signature's descriptor (its buffer types, item
+    sizes and, where the body takes them, kernel images), made as LLVM IR
+    (no Numba compile). The entry points of *plans* have their parameter
+    sizes recorded for tools reading parameters."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    context = _cpu_context()
+    arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
+              for argtypes in (variants[0], variants[-1])]
+    itemsizes = [context.get_abi_sizeof(context.get_data_type(t.dtype)) for t in arrays[0]]
+    images = [p.image if body.images else None for p in (plans[0], plans[-1])]
+
+    def entry(module, callee):
+        """Define the entry (calling *callee*) and its descriptor in
+        *module*; return the entry's symbol."""
+        symbol = "numba_cuda_launch_jax_entry_%d" % next(_ENTRIES)
+        words = [_table_global(module, "%s_table%d" % (symbol, i), _buffer_table(a))
+                 for i, a in enumerate(arrays)]
+        words += [_NULL if image is None else
+                  image_record_module(module, "%s_record%d" % (symbol, i), image).bitcast(
+                      _NULL.type) for i, image in enumerate(images)]
+        words += [_I64(n) for n in itemsizes]
+        desc_type = ir.LiteralStructType([w.type for w in words])
+        desc = ir.GlobalVariable(module, desc_type, symbol + "_descriptor")
+        desc.initializer, desc.global_constant, desc.align = desc_type(words), True, 8
+        fn = ir.Function(module, ir.FunctionType(_NULL.type, [_NULL.type]), symbol)
+        target = cgutils.get_or_insert_function(
+            module, ir.FunctionType(_NULL.type, [_NULL.type, _NULL.type]), callee)
+        builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        builder.ret(builder.call(target, [fn.args[0], desc.bitcast(_NULL.type)]))
+        return symbol
+
+    for plan in plans:
+        if plan.entry_name is not None:
+            remember_param_sizes(plan.entry_name, plan.param_sizes)
+    with global_compiler_lock:  # one definition of each symbol in the JIT
+        library = context.codegen().create_library("numba_cuda_launch_jax_entry")
+        module = library.create_ir_module("numba_cuda_launch_jax_entry")
+        symbol = entry(module, body.symbol)
+        library.add_ir_module(module)
+        library.finalize()
+        address = library.get_pointer_to_function(symbol)
+    return Handler(address, ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address), body,
+                   library, entry)
+
+
+def _table_global(module, name, data):
+    gv = cgutils.global_constant(module, name, ir.Constant(ir.ArrayType(ir.IntType(8), len(data)),
+                                                           bytearray(data)))
+    gv.align = 8
+    return gv.bitcast(_NULL.type)

@@ -487,10 +487,12 @@ def _buffer_as_array(buf, ndim, dtype):
     return impl
 
 
-def emit_buffer_view(context, builder, buf, ty):
+def emit_buffer_view(context, builder, buf, ty, itemsize=None):
     """Lowering code: the C-ordered array of Numba type *ty* viewing XLA
     buffer *buf* (an ``i8*``), built in place: what :func:`buffer_as_array`
-    gives, with no function compiled for the dtype and rank."""
+    gives, with no function compiled for the dtype and rank. *itemsize* (an
+    ``i64``): the buffer's item size, where *ty*'s dtype stands for any of
+    that size (a handler body shared by signatures of one layout)."""
     from numba.np.arrayobj import populate_array
 
     i64 = ir.IntType(64)
@@ -498,15 +500,16 @@ def emit_buffer_view(context, builder, buf, ty):
     dims = builder.load(_field(context, builder, buf, i64(_BUF_DIMS), types.voidptr))
     shape = [builder.load(_field(context, builder, dims, i64(8 * d), types.int64))
              for d in range(ty.ndim)]
-    itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
-    strides = [i64(itemsize)]
+    if itemsize is None:
+        itemsize = i64(context.get_abi_sizeof(context.get_data_type(ty.dtype)))
+    strides = [itemsize]
     for extent in reversed(shape[1:]):
         strides.insert(0, builder.mul(strides[0], extent))
     ary = context.make_array(ty)(context, builder)
     populate_array(ary, data=builder.bitcast(data, ary.data.type),
                    shape=cgutils.pack_array(builder, shape, i64),
                    strides=cgutils.pack_array(builder, strides[:ty.ndim], i64),
-                   itemsize=i64(itemsize), meminfo=None)
+                   itemsize=itemsize, meminfo=None)
     return ary._getvalue()
 
 

@@ -213,12 +213,13 @@ def flatten_values(context, builder, argtypes, values):
         ty, value = pending.pop()
         if isinstance(ty, types.Array):
             ary = context.make_array(ty)(context, builder, value)
-            itemsize = context.get_abi_sizeof(context.get_data_type(ty.dtype))
-            # memref strides count elements; Numba's count bytes.
+            # memref strides count elements; Numba's count bytes. The array's
+            # own item size: a jax_kernel handler body shared by signatures
+            # of one layout views buffers of any dtype (docs/jax.md).
             out += [ary.data, ary.data, ir.Constant(ir.IntType(64), 0)]
             out += cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
             for stride in cgutils.unpack_tuple(builder, ary.strides, ty.ndim):
-                out.append(builder.sdiv(stride, ir.Constant(stride.type, itemsize)))
+                out.append(builder.sdiv(stride, ary.itemsize))
         elif isinstance(ty, types.BaseTuple):
             pending += [(t, builder.extract_value(value, i)) for i, t in enumerate(ty)][::-1]
         elif isinstance(ty, types.Complex) or ty == types.float16:

@@ -29,7 +29,8 @@ from numba_cuda_launch.cudadrv.launch import emit_checked_mode
 from numba_cuda_launch.launch.plan import integer_range, launch_signature, plan_launch, \
     range_words
 
-__all__ = ["emit_launch", "launch_error_raiser", "start_launch", "in_current_context", "planned"]
+__all__ = ["emit_launch", "emit_preload", "launch_error_raiser", "start_launch",
+           "in_current_context", "planned"]
 
 def _to_formal(context, builder, val, actual, formal):
     """Convert an argument to the kernel parameter's type."""
@@ -181,7 +182,7 @@ _MEMORY_TYPES = (types.Array, types.CPointer, types.BaseTuple)
 
 
 def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True,
-                submit=None, check=None):
+                submit=None, check=None, image=None):
     """Emit the launch of a configured kernel through the backend; returns
     ``(status, reason, messages)``: the ``CUresult`` and, when refused before
     the driver, the index in *messages* of the sentence saying why (else 0).
@@ -189,7 +190,9 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     (``submit(plan, cfg, values) -> CUresult``) emits something else with
     the checked, converted arguments (an update of a recorded launch);
     *check* (``check(guards, plan, cfg)``) adds checks after the
-    configuration's."""
+    configuration's. *image* (the ``i8*`` of an image record, where the
+    backend :attr:`~.backends.backend.LaunchBackend.launches_image_records`):
+    launch its kernel, of the plan's parameter layout, instead of the plan's."""
     backend = backends.BACKEND
     plan, cfg, guards = start_launch(context, builder, cfg_ty, cfg_val, argtypes)
     if check is not None:
@@ -233,12 +236,12 @@ def emit_launch(context, builder, cfg_ty, cfg_val, argtypes, argvals, catch=True
     # An update sets the current context's function (its configuration's
     # stream is not used): the checks are for the current device.
     backend.emit_launch_checks(context, builder, guards, plan,
-                               cfg if submit is None else in_current_context(cfg))
+                               cfg if submit is None else in_current_context(cfg), image)
     with builder.if_then(guards.ok(), likely=True):
         if submit is not None:
             status = submit(plan, cfg, values)
         else:
-            status = backend.emit_launch(context, builder, plan, cfg, values, catch)
+            status = backend.emit_launch(context, builder, plan, cfg, values, catch, image)
         builder.store(status, guards.status)
     return guards.result()
 
@@ -319,8 +322,15 @@ def lower_launch_status(context, builder, sig, args):
     return emit_launch(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])[0]
 
 
+def emit_preload(context, builder, cfg_ty, argtypes, image=None):
+    """Emit loading the image of *cfg_ty*'s kernel for *argtypes* (or the
+    image record *image*, as for :func:`emit_launch`) into the current
+    context; the ``CUresult``."""
+    return backends.BACKEND.emit_preload(context, builder, planned(context, cfg_ty, argtypes),
+                                         image)
+
+
 @lower_builtin("LaunchConfig.preload", LaunchConfig, types.VarArg(types.Any))
 def lower_preload(context, builder, sig, args):
     """``cfg.preload(args...)``: load the image into the current context."""
-    return backends.BACKEND.emit_preload(context, builder, planned(context, sig.args[0],
-                                                                   sig.args[1:]))
+    return emit_preload(context, builder, sig.args[0], sig.args[1:])

@@ -99,15 +99,24 @@ class LaunchBackend:
         (entry, image or live handle, parameter types, cooperative)."""
         raise NotImplementedError("LaunchBackend.plan_parts")
 
-    def emit_launch(self, context, builder, plan, cfg, values, catch):
+    #: whether a launch can take its kernel's image at run time, from an
+    #: image record (:data:`~numba_cuda_launch.cudadrv.image.IMAGE_RECORD`)
+    #: whose address the code is given: then one ``jax_kernel`` handler body
+    #: serves every signature of one layout (docs/jax.md)
+    launches_image_records = False
+
+    def emit_launch(self, context, builder, plan, cfg, values, catch, image=None):
         """Emit the launch of *plan* with configuration *cfg* and *values*,
         already of the plan's argument types; return the ``CUresult``. With
         *catch* false, an error the backend can raise as a Python exception
-        may propagate instead."""
+        may propagate instead. *image*: the ``i8*`` of an image record whose
+        kernel has the plan's parameter layout, launched instead of the
+        plan's (only where :attr:`launches_image_records`)."""
         raise NotImplementedError("LaunchBackend.emit_launch")
 
-    def emit_preload(self, context, builder, plan):
-        """Emit loading the plan's kernel into the current context; the ``CUresult``."""
+    def emit_preload(self, context, builder, plan, image=None):
+        """Emit loading the plan's kernel (or *image*'s, as for
+        :meth:`emit_launch`) into the current context; the ``CUresult``."""
         raise NotImplementedError("LaunchBackend.emit_preload")
 
     def emit_function(self, context, builder, plan):
@@ -141,7 +150,7 @@ class LaunchBackend:
         """Emit the checks of such an update that the replay would launch
         the node as *cfg* would (default: none)."""
 
-    def emit_launch_checks(self, context, builder, guards, plan, cfg):
+    def emit_launch_checks(self, context, builder, guards, plan, cfg, image=None):
         """Emit what must hold (or be made to hold) on the device before the
         plan's kernel is launched, or its launch recorded or queried:
         checks on *guards*. None by default; the driver backend raises the

@@ -18,9 +18,10 @@ from numba_cuda_launch.cudadrv import graph as _graph
 from numba_cuda_launch.cudadrv.driver import emit_ensure_context
 from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute, \
     emit_kernel_node_set_params
-from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel
+from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel, emit_shared_limits
 from numba_cuda_launch.cudadrv.launch import ATTRIBUTE_CLUSTER_DIMENSION, \
-    ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch
+    ATTRIBUTE_COOPERATIVE, TOO_LARGE, emit_dynamic_shared_opt_in, emit_kernel_launch, \
+    shared_limit_globals
 from numba_cuda_launch.kernels import on_register
 from numba_cuda_launch.launch.backends.backend import LaunchBackend
 
@@ -104,6 +105,7 @@ class DriverBackend(LaunchBackend):
     """Launches every kernel source's kernels through the CUDA driver."""
 
     name = "driver"
+    launches_image_records = True
 
     def cache_target(self):
         return ("driver", image_target())
@@ -175,37 +177,41 @@ class DriverBackend(LaunchBackend):
         return emit_param_array(builder, plan.flatten(context, builder, values),
                                 plan.param_types, context.target_data)
 
-    def _emit_kernel(self, context, builder, plan):
-        """``(status_ptr, handle)``: the ``CUkernel`` of the plan's image,
-        loaded on first use, or its live handle (status 0)."""
+    def _emit_kernel(self, context, builder, plan, image=None):
+        """``(status_ptr, handle)``: the ``CUkernel`` of the plan's image (or
+        of the image record *image*), loaded on first use, or its live
+        handle (status 0)."""
         if plan.live is None:
-            return emit_get_kernel(builder, plan.image)
+            return emit_get_kernel(builder, plan.image if image is None else image)
         address, kind = plan.live
         status_ptr = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
         info = "%s of kernel %r" % (kind, plan.entry_name)
         return status_ptr, context.add_dynamic_addr(builder, address, info=info)
 
-    def emit_launch_checks(self, context, builder, guards, plan, cfg):
+    def emit_launch_checks(self, context, builder, guards, plan, cfg, image=None):
         # More dynamic shared memory than 48 KiB (less the static) needs the
         # kernel's limit raised on the device first: one compare when known.
         if plan.live is not None and plan.live[1] != "CUkernel":
             return  # a CUfunction's limit is its owner's to raise (docs/kernel-sources.md)
-        tag = plan.image.digest if plan.live is None else "live_%x" % plan.live[0]
+        if plan.live is None:
+            limits = emit_shared_limits(builder, plan.image if image is None else image)
+        else:
+            limits = shared_limit_globals(builder.module, "live_%x" % plan.live[0])
         result = cgutils.alloca_once_value(builder, ir.Constant(_i32, 0))
 
         def opt_in():
             # on the launch's device: its stream's (docs/devices.md)
             builder.store(emit_dynamic_shared_opt_in(
-                builder, tag, cfg.sharedmem, lambda: self._emit_kernel(context, builder, plan),
-                cfg.stream), result)
+                builder, limits, cfg.sharedmem,
+                lambda: self._emit_kernel(context, builder, plan, image), cfg.stream), result)
             return builder.load(result)
 
         guards.check(lambda: builder.icmp_signed("==", opt_in(), ir.Constant(_i32, TOO_LARGE)),
                      SHARED_TOO_LARGE)
         guards.check_status(lambda: builder.load(result), SHARED_OPT_IN_FAILED)
 
-    def emit_function(self, context, builder, plan):
-        status_ptr, handle = self._emit_kernel(context, builder, plan)
+    def emit_function(self, context, builder, plan, image=None):
+        status_ptr, handle = self._emit_kernel(context, builder, plan, image)
         func = cgutils.alloca_once_value(builder, ir.Constant(_i8p, None))
         with _if_ok(builder, status_ptr):
             builder.store(emit_ensure_context(builder), status_ptr)
@@ -218,13 +224,13 @@ class DriverBackend(LaunchBackend):
                                               [func, handle]), status_ptr)
         return status_ptr, builder.load(func)
 
-    def emit_preload(self, context, builder, plan):
-        status_ptr, _ = self.emit_function(context, builder, plan)
+    def emit_preload(self, context, builder, plan, image=None):
+        status_ptr, _ = self.emit_function(context, builder, plan, image)
         return builder.load(status_ptr)
 
-    def emit_launch(self, context, builder, plan, cfg, values, catch):
+    def emit_launch(self, context, builder, plan, cfg, values, catch, image=None):
         params = self._emit_params(context, builder, plan, values)
-        status_ptr, handle = self._emit_kernel(context, builder, plan)
+        status_ptr, handle = self._emit_kernel(context, builder, plan, image)
         with _if_ok(builder, status_ptr):
             dependent = cgutils.true_bit if plan.dependent else cfg.dependent
             builder.store(emit_kernel_launch(builder, handle, cfg.dims, cfg.sharedmem,

@@ -477,10 +477,10 @@ class SimulatorBackend(LaunchBackend):
     def orders_launches(self):
         return True  # griddepcontrol_wait() and launch_dependents() do nothing here
 
-    def emit_preload(self, context, builder, plan):
+    def emit_preload(self, context, builder, plan, image=None):
         return ir.Constant(ir.IntType(32), 0)  # nothing to load
 
-    def emit_launch_checks(self, context, builder, guards, plan, cfg):
+    def emit_launch_checks(self, context, builder, guards, plan, cfg, image=None):
         # The simulator's device is of compute capability 5.2, whose blocks
         # get 48 KiB of shared memory: more is refused as a GPU refuses more
         # than it gives (the same status and sentence).
@@ -539,7 +539,7 @@ class SimulatorBackend(LaunchBackend):
                            (types.uintp,) * 2 + (types.uint32,) * 7 + (hosted,),
                            handles + cfg.dims + [cfg.sharedmem, args])
 
-    def emit_launch(self, context, builder, plan, cfg, values, catch):
+    def emit_launch(self, context, builder, plan, cfg, values, catch, image=None):
         null = ir.Constant(ir.IntType(8).as_pointer(), None)
         return self._emit_call(context, builder, plan, cfg, values, catch,
                                [cfg.stream, null], _simulate)
