@@ -142,11 +142,8 @@ def rows_twice(x, out):  # batch-aware: 1-D, or 2-D with a leading batch
             out[b, i] = 2 * x[b, i]
 
 
-def test_signatures_of_one_layout_share_a_body_and_launch_their_own_overloads():
-    # float32, float64 and int32 arrays of one rank: one body, entered with
-    # each signature's descriptor (buffer types, item sizes, image), launches
-    # each dtype's overload with its item size and byte strides, and refuses
-    # the buffers of another signature's dtype
+def rows_launch():
+    """An @njit launch rule of rows_twice: a block row per batch row."""
     import numba
 
     @numba.njit
@@ -154,8 +151,15 @@ def test_signatures_of_one_layout_share_a_body_and_launch_their_own_overloads():
         if len(shape) == 1:
             return (1, (shape[0] + 63) // 64), (1, 64)
         return (shape[0], (shape[1] + 63) // 64), (1, 64)
+    return launch
 
-    k = jax_kernel(rows_twice, lambda x: x, launch, vmap_method="broadcast_all")
+
+def test_signatures_of_one_layout_share_a_body_and_launch_their_own_overloads():
+    # float32, float64, int32 and float16 arrays of one rank: one body, entered with
+    # each signature's descriptor (buffer types, item sizes, image), launches
+    # each dtype's overload with its item size and byte strides, and refuses
+    # the buffers of another signature's dtype
+    k = jax_kernel(rows_twice, lambda x: x, rows_launch(), vmap_method="broadcast_all")
     dtypes = [np.float32, np.float64, np.int32, np.float16]
     handlers = [k.handler([jax.ShapeDtypeStruct((100,), d)], [jax.ShapeDtypeStruct((100,), d)])
                 for d in dtypes]
@@ -177,22 +181,15 @@ def test_signatures_of_one_layout_share_a_body_and_launch_their_own_overloads():
         one, two = (rec.launches[2 * i + r] for r in (0, 1))
         p1 = [int.from_bytes(p, "little") for p in one.params]
         p2 = [int.from_bytes(p, "little") for p in two.params]
-        # meminfo, parent, nitems, itemsize, data, shape..., strides...
-        assert p1[2:] == [n, size, 0x10, n, size] + p1[7:]
-        assert p2[2:9] == [rows * n, size, 0x10, rows, n, n * size, size]
+        # x, then out: meminfo, parent, nitems, itemsize, data, shape..., strides...
+        assert p1 == [0, 0, n, size, 0x10, n, size] + [0, 0, n, size, 0x20, n, size]
+        assert p2 == [0, 0, rows * n, size, 0x10, rows, n, n * size, size] + \
+            [0, 0, rows * n, size, 0x20, rows, n, n * size, size]
         assert one.grid == (1, (n + 63) // 64, 1) and two.grid == (rows, (n + 63) // 64, 1)
 
 
 def test_batch_aware_handler_takes_both_ranks():
-    import numba
-
-    @numba.njit
-    def launch(shape):
-        if len(shape) == 1:
-            return (1, (shape[0] + 63) // 64), (1, 64)
-        return (shape[0], (shape[1] + 63) // 64), (1, 64)
-
-    k = jax_kernel(rows_twice, lambda x: x, launch, vmap_method="broadcast_all")
+    k = jax_kernel(rows_twice, lambda x: x, rows_launch(), vmap_method="broadcast_all")
     spec = jax.ShapeDtypeStruct((100,), np.float32)
     handler = k.handler([spec], [spec])
     with RecordingDriver() as rec:
