@@ -10,7 +10,8 @@ in fresh processes (medians), of
   directory (everything compiled), with the package's frame readers already
   in Numba's cache (the handler's own body compiled), and loaded from the
   handler cache; each for the first handler of a process and for another
-  signature (float64) after it.
+  signature (float64) after it; and a float64 handler first in a process
+  whose cache holds the body a float32 one compiled (one body per layout).
 
 Each child process compiles its kernels and a first unrelated ``@njit``
 function before the timed part, so Numba's own first-compile costs and the
@@ -93,7 +94,7 @@ else:
     def rule(xs, ys, a):
         return (xs[-1] + 255) // 256, 256
 
-    options = dict(scalars={"a": np.float32})
+    options = dict(scalars={"a": np.float32}, cache=sys.argv[4:] != ["nocache"])
     if variant == "batch-aware":
         options.update(vmap_method="expand_dims")
     elif variant == "dependent":
@@ -189,7 +190,8 @@ def _jax_rows(runs, variants):
         names = ["%s: %s" % (variant, what) for what in (
             "first handler, empty cache", "another signature, empty cache",
             "first handler, frame readers cached", "first handler, from the handler cache",
-            "another signature, from the handler cache")]
+            "another signature, from the handler cache",
+            "first handler of another dtype, its layout's body cached")]
         for name in names:
             rows[name] = []
         for _ in range(runs):
@@ -204,11 +206,17 @@ def _jax_rows(runs, variants):
             rows[names[4]].append(other)
             shutil.rmtree(cache)
             cache = tempfile.mkdtemp()
-            _run(["jax", arg, "float64"], cache)  # the frame readers, cached
+            # the shared code cached, the kernel's handlers not (cache=False)
+            _run(["jax", arg, "float32", "nocache"], cache)
             first, hits = _run(["jax", arg, "float32"], cache)
             if hits != 0:
                 raise RuntimeError("%s: the float32 handler was cached" % variant)
             rows[names[2]].append(first)
+            # float64 first in a later process: the body float32's compiled
+            first, hits = _run(["jax", arg, "float64"], cache)
+            if hits != 1:
+                raise RuntimeError("%s: the layout's body was not loaded" % variant)
+            rows[names[5]].append(first)
             shutil.rmtree(cache)
     return rows
 

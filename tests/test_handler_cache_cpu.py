@@ -297,19 +297,25 @@ _CHILD = PREAMBLE + textwrap.dedent('''
         return (xs[-1] + 127) // 128, 128
 
     k = saxpy_variant(variant, rule, lambda x, y, a: (8, 128))
-    spec = jax.ShapeDtypeStruct((1000,), np.float32)
+    dtype = np.dtype(sys.argv[4])
+    spec = jax.ShapeDtypeStruct((1000,), dtype)
     handler = k.handler([spec, spec], [spec])
     a = np.float32(float(sys.argv[3]))
     attrs = {"ncl_sharedmem": np.int64(0), "ncl_s_a": a}
     if variant != "batch-aware":
         attrs.update({"ncl_grid_x": np.int64(8), "ncl_block_x": np.int64(128)})
     xla = FakeXla(stream=0xABCD)
-    frame = Frame(xla, args=[(0x1000, (1000,), np.float32), (0x2000, (1000,), np.float32)],
-                  rets=[(0x3000, (1000,), np.float32)], attrs=attrs)
+    frame = Frame(xla, args=[(0x1000, (1000,), dtype), (0x2000, (1000,), dtype)],
+                  rets=[(0x3000, (1000,), dtype)], attrs=attrs)
     with RecordingDriver() as rec:
         err = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(handler.address)(frame.address)
     (launch,) = rec.launches
     params = [int.from_bytes(p, "little") for p in launch.params]
+    # the image loaded is this process's overload's (this SIGN, this dtype)
+    from numba_cuda_launch.launch.plan import plan_launch
+    image = plan_launch(saxpy, k._argtypes([spec, spec], [spec])).image.data
+    print("image", [ctypes.string_at(i, len(image)) == image for i in rec.loads],
+          "itemsize", params[3], params[6])
     print("hits", handler.cache_hits, "err", err, "errors", xla.errors)
     print("launch", launch.grid, launch.block, launch.stream, params[4], params[11], params[18],
           launch.params[-1] == a.tobytes(), launch.kernel_name if hasattr(launch, "kernel_name")
@@ -317,13 +323,13 @@ _CHILD = PREAMBLE + textwrap.dedent('''
 ''')
 
 
-def _child(tmp_path, variant, env=None, a=None):
+def _child(tmp_path, variant, env=None, a=None, dtype="float32"):
     script = tmp_path / "child.py"
     script.write_text(_CHILD)
     here = os.path.dirname(os.path.abspath(__file__))
     a = float(rng.standard_normal()) if a is None else a
     return subprocess.Popen(
-        [sys.executable, str(script), variant, here, repr(a)],
+        [sys.executable, str(script), variant, here, repr(a), dtype],
         env=env or child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache")),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
 
@@ -335,10 +341,12 @@ def _result(proc):
     return int(lines["hits"].split()[0]), lines
 
 
-def _expect_launch(lines, stream=0xABCD):
+def _expect_launch(lines, stream=0xABCD, itemsize=4):
     launch = lines["launch"]
     assert launch.startswith("(8, 1, 1) (128, 1, 1) %d 4096 8192 12288 True" % stream), launch
     assert "errors []" in lines["hits"]
+    # one image loaded, this process's overload's; x's item size and stride
+    assert lines["image"] == "[True] itemsize %d %d" % (itemsize, itemsize), lines["image"]
 
 
 @NEEDS_NUMBA_CUDA
@@ -355,12 +363,28 @@ def test_handler_loaded_in_a_new_process_launches_the_same(tmp_path, variant):
 
 @NEEDS_NUMBA_CUDA
 @pytest.mark.slow
-def test_changed_kernel_source_is_compiled_again(tmp_path):
+def test_changed_kernel_source_launches_its_new_image(tmp_path):
+    # the handler body holds no image: the edited kernel's process loads the
+    # body and launches the image of its own compile (never the cached one's)
     assert _result(_child(tmp_path, "plain"))[0] == 0
     hits, lines = _result(_child(tmp_path, "changed"))
-    assert hits == 0
+    assert hits == 1
     _expect_launch(lines)
-    assert _result(_child(tmp_path, "plain"))[0] == 1  # both entries kept
+    hits, lines = _result(_child(tmp_path, "plain"))
+    assert hits == 1
+    _expect_launch(lines)
+
+
+@NEEDS_NUMBA_CUDA
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["plain", "batch-aware"])
+def test_another_dtype_in_a_new_process_loads_the_layouts_body(tmp_path, variant):
+    # float32 cached by one process; float64, first in the next, loads that
+    # body and launches the float64 overload with 8-byte items
+    assert _result(_child(tmp_path, variant))[0] == 0
+    hits, lines = _result(_child(tmp_path, variant, dtype="float64"))
+    assert hits == 1
+    _expect_launch(lines, itemsize=8)
 
 
 @NEEDS_NUMBA_CUDA

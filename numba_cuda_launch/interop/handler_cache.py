@@ -2,15 +2,18 @@
 handler compiled once is loaded in a later process instead of compiled again
 (docs/jax.md, "The handler cache").
 
-A handler is a generated ``@cfunc`` whose constants Numba's own cache cannot
-see, so it is kept under a key made here of everything its code depends on:
-the kernel's compiled image (or, under the simulator, which runs the live
-kernel, its signature), the argument types, the scalars, the launch rule's
-code and the values it reads, the options, this build of the package, the
-versions of Numba, numba-cuda(-mlir), llvmlite and jaxlib's FFI, the launch
-target (architectures, simulator) and, added by Numba, the CPU. Code that
-cannot be keyed so (a kernel another library loaded, a launch rule reading
-an object of this process) is compiled every time.
+A handler's body is a generated ``@cfunc`` whose constants Numba's own cache
+cannot see, so it is kept under a key made here of everything its code
+depends on: the kernel's parameter layout where the body takes the kernel's
+images from its descriptors (the images are not in its code: another dtype
+of the layout, or the kernel edited, loads it too), else its compiled image
+(or, under the simulator, which runs the live kernel, its signature) and the
+argument types; the scalars, the launch rule's code and the values it reads,
+the options, this build of the package, the versions of Numba,
+numba-cuda(-mlir), llvmlite and jaxlib's FFI, the launch target
+(architectures, simulator) and, added by Numba, the CPU. Code that cannot be
+keyed so (a kernel another library loaded, a launch rule reading an object
+of this process) is compiled every time.
 """
 
 from __future__ import annotations
@@ -146,14 +149,23 @@ def _plan_key(plan):
             repr(plan.defaults))
 
 
-def handler_cache(name: str, plans: list, rule: Any, parts: tuple) -> KeyedCache | None:
-    """The cache of the handler of FFI target *name*, which launches the
-    kernel of *plans* (one per rank variant), its grid and block from
-    *rule* (an ``@njit`` function, or None), with *parts* (the handler's
-    options and signature, as reprs); None when it is not to be cached."""
+def _layout_key(plan):
+    """What a body taking the kernel's images from descriptors depends on
+    of one launch plan: the kernel and its parameter layout."""
+    return (plan.source.name, plan.name, plan.param_sizes, plan.cooperative, plan.dependent,
+            repr(plan.defaults))
+
+
+def handler_cache(name: str, plans: list, rule: Any, parts: tuple,
+                  described: bool = False) -> KeyedCache | None:
+    """The cache of a handler body named *name*, which launches the kernel
+    of *plans* (one per rank variant), its grid and block from *rule* (an
+    ``@njit`` function, or None), with *parts* (the body's options and
+    layout or signature, as reprs); *described*: the body takes the
+    kernel's images from its descriptors. None when it is not to be cached."""
     if not enabled():
         return None
-    plan_keys = [_plan_key(p) for p in plans]
+    plan_keys = [_layout_key(p) if described else _plan_key(p) for p in plans]
     if any(k is None for k in plan_keys):
         return None
     rule_key = None

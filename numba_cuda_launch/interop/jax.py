@@ -452,19 +452,22 @@ class JaxKernel:
         """The handler body of target *name*'s layout (:func:`.jax_handler.make_body`),
         loaded from the handler cache when it holds it."""
         n_in, n_out = len(in_specs), len(variants[0]) - len(in_specs) - len(self.scalars)
+        described = jax_handler.described_images(plans)
         cache = None
         if self.cache:
-            cache = handler_cache.handler_cache(name, plans, self._rule, (
-                self.kernel_name, n_in, str(variants), str(list(self.scalars.items())),
-                self._config))
+            # a body taking images from descriptors serves its layout: keyed
+            # by that, every signature of it (in any process) finds it
+            cache = handler_cache.handler_cache(
+                self._base + ".body" if described else name, plans, self._rule,
+                (self.kernel_name, n_in, str(jax_handler.layout_key(variants, plans)),
+                 str(list(self.scalars.items())), self._config), described)
         # Cached code holds no Python object of this process: where launches
         # would (the simulator's), they find the kernel by the target's name.
         with BACKEND.launches_by_name({name: self.kernel}) if cache else nullcontext():
             try:
                 return jax_handler.make_body(
                     self.kernel, self.kernel_name, n_in, variants, list(self.scalars.items()),
-                    self.command_buffer, self._rule, self.dependent,
-                    jax_handler.described_images(plans), cache)
+                    self.command_buffer, self._rule, self.dependent, described, cache)
             except numba.core.errors.TypingError:
                 if self._rule is not None:  # say what is wrong with the rule, if it is
                     for argtypes in variants:
