@@ -35,8 +35,7 @@ from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.interop.handler_cache import shared_library
 from numba_cuda_launch.interop.kernel_call import is_launch_dim, kind
-from numba_cuda_launch.launch import call
-from numba_cuda_launch.launch import backends
+from numba_cuda_launch.launch import backends, call
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
 from numba_cuda_launch.launch.plan import launch_signature
 from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS
