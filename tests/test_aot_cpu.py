@@ -566,6 +566,10 @@ def test_jax_handler_from_library_without_numba(tmp_path):
     lib = aot.build(str(tmp_path / "libncljax.so"), jax_kernels=[k])
     assert lib.ffi_targets == tuple(k.target_names) and lib.functions == ()
     assert k.target_names[0] in _run(["nm", "-D", "--defined-only", lib.path])
+    (tmp_path / "again").mkdir()
+    again = aot.build(str(tmp_path / "again" / "libncljax.so"), jax_kernels=[k])
+    with open(lib.path, "rb") as first, open(again.path, "rb") as second:
+        assert first.read() == second.read()  # a handler built twice: the same bytes
 
     env = child_env(JAX_PLATFORMS="cpu")
     env.pop("PYTHONPATH")  # nothing of this checkout, so nothing imports Numba

@@ -188,6 +188,56 @@ def test_signatures_of_one_layout_share_a_body_and_launch_their_own_overloads():
         assert one.grid == (1, (n + 63) // 64, 1) and two.grid == (rows, (n + 63) // 64, 1)
 
 
+@cuda.jit(["void(float32[::1], float32[::1], float32)", "void(int32[::1], int32[::1], int32)"])
+def scale_eager(x, out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+def test_overloads_converting_scalars_otherwise_get_bodies_of_their_own():
+    # an int32 scalar becomes the float32 overload's float32 and the int32
+    # overload's int32: parameters of one size, but not one body
+    k = jax_kernel(scale_eager, lambda x, a: x, (1, 32), scalars={"a": np.int32})
+    dtypes = (np.float32, np.int32)
+    specs = [jax.ShapeDtypeStruct((10,), d) for d in dtypes]
+    handlers = [k.handler([s], [s]) for s in specs]
+    assert handlers[0].body is not handlers[1].body
+    a = np.int32(rng.integers(-10**6, 10**6))
+    xla = FakeXla()
+    with RecordingDriver() as rec:
+        for h, d in zip(handlers, dtypes):
+            assert call(h, Frame(xla, args=[(0x10, (10,), d)], rets=[(0x20, (10,), d)],
+                                 attrs={"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32),
+                                        "ncl_s_a": a})) is None
+    assert xla.errors == []
+    assert [l.params[-1] for l in rec.launches] == [np.float32(a).tobytes(), a.tobytes()]
+
+
+@cuda.jit
+def add3(a, b, c):
+    i = cuda.grid(1)
+    if i < c.size:
+        c[i] = a[i] + b[i]
+
+
+def test_signatures_of_other_input_counts_get_bodies_of_their_own():
+    # (x, y) -> out and (x) -> (y, out): three 1-D arrays each, not one body
+    k = jax_kernel(add3, lambda *xs: xs[0], (1, 32))
+    s = jax.ShapeDtypeStruct((10,), np.float32)
+    two_in, one_in = k.handler([s, s], [s]), k.handler([s], [s, s])
+    assert two_in.body is not one_in.body
+    xla = FakeXla()
+    buf = (10,), np.float32
+    attrs = {"ncl_grid_x": np.int64(1), "ncl_block_x": np.int64(32)}
+    with RecordingDriver() as rec:
+        assert call(two_in, Frame(xla, args=[(0x10, *buf), (0x20, *buf)], rets=[(0x30, *buf)],
+                                  attrs=attrs)) is None
+        assert call(one_in, Frame(xla, args=[(0x10, *buf)], rets=[(0x20, *buf), (0x30, *buf)],
+                                  attrs=attrs)) is None
+    assert xla.errors == [] and len(rec.launches) == 2
+
+
 def test_batch_aware_handler_takes_both_ranks():
     k = jax_kernel(rows_twice, lambda x: x, rows_launch(), vmap_method="broadcast_all")
     spec = jax.ShapeDtypeStruct((100,), np.float32)

@@ -222,6 +222,37 @@ def test_mlir_kernel_handlers_of_one_layout_pass_strides_in_items(mlir):
         assert launch.params == memref(0x1000) + memref(0x3000) + [struct.pack("<f", a)]
 
 
+def test_mlir_eager_kernel_of_any_layout_arrays_takes_each_dtypes_strides(mlir):
+    # overloads of layout-A arrays are checked for strides of whole items:
+    # with the float64 signature's body, the float32 one's 4-byte strides
+    # are whole items of its own size
+    from numba_cuda_launch.kernels import numba_cuda_mlir as compat_mlir
+    from numba_cuda_mlir import cuda as mcuda
+
+    @mcuda.jit(["void(float64[:], float64[:])", "void(float32[:], float32[:])"])
+    def mcopy(x, out):
+        i = mcuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = x[i]
+
+    k = jax_kernel(mcopy, lambda x: x, (1, 32))
+    dtypes = (np.float64, np.float32)
+    handlers = [k.handler([spec(64, d)], [spec(64, d)]) for d in dtypes]
+    assert handlers[0].body is handlers[1].body
+    n = int(rng.integers(1, 5000))
+    xla = FakeXla()
+    layouts = {compat_mlir.kernel_entry_name(o): compat_mlir.kernel_param_sizes(o)
+               for o in mcopy.overloads.values()}
+    with RecordingDriver(layouts=layouts) as rec:
+        for h, d in zip(handlers, dtypes):
+            assert call(h, Frame(xla, args=[(0x1000, (n,), d)], rets=[(0x3000, (n,), d)],
+                                 attrs=launch_attrs(1, 32))) is None
+    assert xla.errors == [] and len({l.kernel for l in rec.launches}) == 2
+    for launch in rec.launches:  # allocated, aligned, offset, shape, stride in items
+        assert launch.params == [struct.pack("<q", v) for v in
+                                 (0x1000, 0x1000, 0, n, 1, 0x3000, 0x3000, 0, n, 1)]
+
+
 def test_mlir_kernel_target_names_come_from_its_python_function(mlir):
     _, mscale, _ = mlir
     k = jax_kernel(mscale, lambda x, a: x, (1, 32), scalars={"a": np.float32})

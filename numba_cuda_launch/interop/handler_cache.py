@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 from numba.core import serialize
+from numba.core import types as nt
 from numba.core.dispatcher import Dispatcher
 
 from numba_cuda_launch.compat.numba_caching import KeyedCache, _CheckedFile, cache_root
@@ -151,9 +152,12 @@ def _plan_key(plan):
 
 def _layout_key(plan):
     """What a body taking the kernel's images from descriptors depends on
-    of one launch plan: the kernel and its parameter layout."""
-    return (plan.source.name, plan.name, plan.param_sizes, plan.cooperative, plan.dependent,
-            repr(plan.defaults))
+    of one launch plan: the kernel, its overload's parameter types (arrays
+    by rank and layout) and its parameter layout."""
+    argtypes = [("array", t.ndim, t.layout) if isinstance(t, nt.Array) else t
+                for t in plan.argtypes]
+    return (plan.source.name, plan.name, str(argtypes), plan.param_sizes, plan.cooperative,
+            plan.dependent, repr(plan.defaults))
 
 
 def handler_cache(name: str, plans: list, rule: Any, parts: tuple,

@@ -373,8 +373,11 @@ class JaxKernel:
         return self._target(in_specs, out_specs), out_specs, single, attrs
 
     def handler(self, in_specs: Sequence[Any], out_specs: Sequence[Any]) -> Any:
-        """The compiled FFI handler (a ``@cfunc``) for these input and output
-        shape/dtype structs, registered once per dtype-and-rank signature."""
+        """The FFI handler for these input and output shape/dtype structs,
+        registered once per dtype-and-rank signature: a
+        :class:`~numba_cuda_launch.interop.jax_handler.Handler` (its
+        ``address``, ``ctypes`` function pointer, ``body`` shared by the
+        signatures of its layout, ``cache_hits``)."""
         return _REGISTRY[self._target(in_specs, out_specs)].handler
 
     def target_name(self, in_specs: Sequence[Any], out_specs: Sequence[Any]) -> str:
@@ -429,11 +432,11 @@ class JaxKernel:
         # one body per layout of this kernel and these options (as targets are
         # shared by JaxKernels over the same kernel and options)
         layout = (self.kernel, self._rule, self._config,
-                  jax_handler.layout_key(variants, plans))
+                  jax_handler.layout_key(variants, plans, len(in_specs)))
         body = _BODIES.get(layout)
         if body is None:
             body = _BODIES[layout] = self._make_body(name, in_specs, variants, plans)
-        handler = jax_handler.bind(body, variants, plans)
+        handler = jax_handler.bind(body, name, variants, plans)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
             stages["initialize"] = stages["execute"]
@@ -459,7 +462,7 @@ class JaxKernel:
             # by that, every signature of it (in any process) finds it
             cache = handler_cache.handler_cache(
                 self._base + ".body" if described else name, plans, self._rule,
-                (self.kernel_name, n_in, str(jax_handler.layout_key(variants, plans)),
+                (self.kernel_name, n_in, str(jax_handler.layout_key(variants, plans, n_in)),
                  str(list(self.scalars.items())), self._config), described)
         # Cached code holds no Python object of this process: where launches
         # would (the simulator's), they find the kernel by the target's name.

@@ -796,16 +796,23 @@ def described_images(plans):
         p.live is None and p.image is not None for p in plans)
 
 
-def layout_key(variants, plans):
+def _untyped_arrays(types):
+    """*types* with each array type reduced to its rank and layout."""
+    return tuple(("array", t.ndim, t.layout) if isinstance(t, nt.Array) else t for t in types)
+
+
+def layout_key(variants, plans, n_in):
     """What a handler body is specific to besides its kernel's options: the
-    ranks and scalar types of *variants* and the kernel's parameter layout
-    of each plan (sizes, cooperative, dependent); every type where images
-    are not described (:func:`described_images`)."""
+    number of inputs *n_in*, the types of *variants* and, of each plan, the
+    overload's parameter types (the scalars' conversions and range checks
+    are the body's) and layout (sizes, cooperative, dependent), arrays by
+    rank and layout alone; every type where images are not described
+    (:func:`described_images`)."""
     if not described_images(plans):
-        return ("types", tuple(tuple(v) for v in variants))
-    return ("layout", tuple(tuple(t.ndim if isinstance(t, nt.Array) else t for t in v)
-                            for v in variants),
-            tuple((p.param_sizes, p.cooperative, p.dependent) for p in plans))
+        return ("types", n_in, tuple(tuple(v) for v in variants))
+    return ("layout", n_in, tuple(_untyped_arrays(v) for v in variants),
+            tuple((_untyped_arrays(p.argtypes), p.param_sizes, p.cooperative, p.dependent)
+                  for p in plans))
 
 
 @dataclass(frozen=True)
@@ -906,12 +913,9 @@ class Handler:
                          body.features, body.pyfunc)
 
 
-_ENTRIES = itertools.count()  # a symbol per entry of the process
-
-
-def bind(body, variants, plans):
-    """The handler of the signature of *variants* (its argument types per
-    rank variant) and *plans* (their launch plans): a few instructions
+def bind(body, name, variants, plans):
+    """The handler of FFI target *name*, of the signature of *variants* (its
+    argument types per rank variant) and *plans* (their launch plans): a few instructions
     calling *body* with the signature's descriptor (its buffer types, item
     sizes and, where the body takes them, kernel images), made as LLVM IR
     (no Numba compile). The entry points of *plans* have their parameter
@@ -922,14 +926,16 @@ def bind(body, variants, plans):
     arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
               for argtypes in (variants[0], variants[-1])]
     itemsizes = [context.get_abi_sizeof(context.get_data_type(t.dtype)) for t in arrays[0]]
-    images = [p.image if body.images else None for p in (plans[0], plans[-1])]
+    # a handler without a batched variant reads the first of each pair only
+    images = [p.image if body.images else None for p in plans] + [None] * (2 - len(plans))
+    # named by the target (unique in a process): a library built twice is the same bytes
+    symbol = "numba_cuda_launch_jax_entry_" + hashlib.sha256(name.encode()).hexdigest()[:24]
 
     def entry(module, callee):
         """Define the entry (calling *callee*) and its descriptor in
         *module*; return the entry's symbol."""
-        symbol = "numba_cuda_launch_jax_entry_%d" % next(_ENTRIES)
         words = [_table_global(module, "%s_table%d" % (symbol, i), _buffer_table(a))
-                 for i, a in enumerate(arrays)]
+                 for i, a in enumerate(arrays[:len(plans)])] + [_NULL] * (2 - len(plans))
         words += [_NULL if image is None else
                   image_record_module(module, "%s_record%d" % (symbol, i), image).bitcast(
                       _NULL.type) for i, image in enumerate(images)]

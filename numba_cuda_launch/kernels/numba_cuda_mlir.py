@@ -246,9 +246,9 @@ def emit_argument_checks(context, builder, guards, ty, value, where):
     if itemsize == 1:
         return
 
-    def bad():
+    def bad():  # the array's own item size (a jax_kernel body's views, docs/jax.md)
         ary = context.make_array(ty)(context, builder, value)
-        rests = [builder.srem(s, ir.Constant(s.type, itemsize))
+        rests = [builder.srem(s, ary.itemsize)
                  for s in cgutils.unpack_tuple(builder, ary.strides, ty.ndim)]
         return builder.icmp_signed("!=", functools.reduce(builder.or_, rests),
                                    ir.Constant(rests[0].type, 0))
