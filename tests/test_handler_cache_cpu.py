@@ -414,7 +414,7 @@ def test_cache_written_by_another_package_build_is_not_loaded(tmp_path):
                       "runpy.run_path(sys.argv[0], run_name='__main__')\n")
     here = os.path.dirname(os.path.abspath(__file__))
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "child.py"), "plain",
-                             here, "1.5"], env=env, stdout=subprocess.PIPE,
+                             here, "1.5", "float32"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
     hits, lines = _result(proc)
     assert hits == 0
