@@ -91,6 +91,39 @@ def test_the_stream_is_the_tvm_ffi_environment_s(fake_driver, axpy_fn):
     assert [launch.stream for launch in fake_driver.launches] == [stream, 0]
 
 
+def test_tensors_of_another_device_than_the_launch_s_are_refused(axpy_fn):
+    # tensors on device 1: refused while device 0 is current (the default
+    # stream) or with device 0's stream set; launched on device 1's stream
+    # or with device 1 current; managed memory from any device
+    from numba_cuda_launch.testing import RecordingDriver
+
+    with RecordingDriver(device_count=2) as fake_driver:
+        _launches_on_the_tensors_device_only(fake_driver, axpy_fn)
+
+
+def _launches_on_the_tensors_device_only(fake_driver, axpy_fn):
+    x = f32(100)
+    on1 = [cuda_tensor(x, device=(2, 1)) for _ in range(3)]
+    for stream in (None, fake_driver.add_stream(0x5000, 0)):
+        if stream is None:
+            info = refusal(axpy_fn, fake_driver, *on1, 1.0)
+        else:
+            with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda:1"), stream):
+                info = refusal(axpy_fn, fake_driver, *on1, 1.0)
+        assert info.type is ValueError
+        assert str(info.value).startswith("numba_cuda_launch: CUDA kernel 'axpy': the tensors are "
+                                          "on CUDA device 1, but a launch on the stream")
+        assert "runs on device 0" in str(info.value)
+    stream1 = fake_driver.add_stream(0x6000, 1)
+    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda:1"), stream1):
+        axpy_fn(*on1, 1.0)
+    fake_driver.use_device(1)
+    axpy_fn(*on1, 1.0)
+    fake_driver.use_device(0)
+    axpy_fn(*[cuda_tensor(x, device=(13, 1)) for _ in range(3)], 1.0)
+    assert [(l.stream, l.device) for l in fake_driver.launches] == [(stream1, 1), (0, 1), (0, 0)]
+
+
 def test_static_dims_sharedmem_cluster_and_dependent_launch_forms(fake_driver):
     fn = ntf.tvm_ffi_kernel(axpy, (8, 64), arrays=[(np.float32, 1)] * 3,
                             scalars={"a": np.float32}, sharedmem=1024, cluster=2,

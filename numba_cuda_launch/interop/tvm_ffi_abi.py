@@ -46,7 +46,7 @@ __all__ = [
     "arg_tensor", "tensor_data", "tensor_ndim", "tensor_dim", "tensor_stride",
     "tensor_device_type", "tensor_device_id", "tensor_dtype_code", "tensor_dtype_bits",
     "tensor_dtype_lanes", "tensor_is_contiguous", "tensor_as_array", "stream",
-    "tensor_stream", "check_call", "check_tensor", "check_int", "check_float",
+    "tensor_stream", "launch_device", "check_call", "check_tensor", "check_int", "check_float",
     "check_bool", "error", "report", "launch_error", "c_string",
 ]
 
@@ -307,6 +307,24 @@ def stream(device_type: int, device_id: int) -> int:
 def tensor_stream(t: int) -> int:
     """The environment's stream of tensor *t*'s device."""
     return _env_get_stream(tensor_device_type(t), tensor_device_id(t))
+
+
+@intrinsic
+def _launch_device(typingctx, stream):
+    def codegen(context, builder, sig, args):
+        status, device = BACKEND.runtime(context).emit_launch_device(builder, args[0])
+        failed = builder.icmp_signed("!=", status, status.type(0))
+        return builder.select(failed, ir.Constant(ir.IntType(64), -1),
+                              builder.sext(device, ir.IntType(64)))
+    return types.int64(types.voidptr), codegen
+
+
+@register_jitable
+def launch_device(stream: int) -> int:
+    """The ordinal of the device a launch on *stream* runs on: the stream's
+    (its context's device), the current device for the default streams
+    (NULL); -1 when the driver cannot say."""
+    return _launch_device(stream)
 
 
 # -- errors ---------------------------------------------------------------------

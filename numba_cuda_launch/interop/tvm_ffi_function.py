@@ -153,6 +153,9 @@ _load_f64 = xla_ffi._make_load(nt.float64)
 _COUNT = "%s takes %lld arguments (%s); got %lld"
 _DEVICES = ("%s: parameter '%s' (argument %lld) is on device %lld and parameter '%s' "
             "(argument 0) on device %lld: the kernel's arrays must be on one device")
+_OTHER_DEVICE = ("%s: the tensors are on CUDA device %lld, but a launch on the stream "
+                 "(TVM-FFI's for that device, or the default stream: the current device) runs "
+                 "on device %lld: make device %lld current or set its stream")
 _RULE_RAISED = ("%s: the launch rule raised an exception (call it from Python with the "
                 "arrays' shapes and the scalars to see it)")
 _BAD_CONFIG = ("%s: the launch rule gave grid (%lld, %lld, %lld) and block (%lld, %lld, "
@@ -246,6 +249,15 @@ def make_function(kernel, sig, rule, dims, sharedmem, cluster, dependent):
             return abi.ERROR
         t = abi.arg_tensor(args, 0)
         stream = abi.stream(abi.tensor_device_type(t), abi.tensor_device_id(t))
+        # never a launch on another device than the tensors' (managed and
+        # host memory are reachable from any); where the driver cannot say
+        # (no device), the launch reports its error
+        if abi.tensor_device_type(t) == abi.DL_CUDA:
+            device, here = abi.tensor_device_id(t), abi.launch_device(stream)
+            if here >= 0 and here != device:
+                _, _, _, _, _, context, _ = _tables(sig)
+                return abi.report(c_string("ValueError"), c_string(_OTHER_DEVICE),
+                                  (context, device, here, device))
         views = _views(args, sig)
         scalars = _scalar_values(args, sig)
         if has_rule:

@@ -15,7 +15,7 @@ from numba_cuda_launch.cudadrv import conditional as _conditional
 from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv import events as _events
 from numba_cuda_launch.cudadrv import graph as _graph
-from numba_cuda_launch.cudadrv.driver import emit_ensure_context
+from numba_cuda_launch.cudadrv.driver import emit_ensure_context, emit_launch_device
 from numba_cuda_launch.cudadrv.graph import emit_kernel_node_attribute, \
     emit_kernel_node_set_params
 from numba_cuda_launch.cudadrv.image import KernelImage, emit_get_kernel, emit_shared_limits
@@ -88,6 +88,7 @@ class DriverRuntime:
     emit_graph_destroy = staticmethod(_graph.emit_graph_destroy)
     emit_exec_destroy = staticmethod(_graph.emit_exec_destroy)
     emit_is_capturing = staticmethod(_graph.emit_is_capturing)
+    emit_launch_device = staticmethod(emit_launch_device)
     emit_handle_create = staticmethod(_conditional.emit_handle_create)
     emit_add_conditional = staticmethod(_conditional.emit_add_conditional)
     emit_begin_body = staticmethod(_conditional.emit_begin_body)

@@ -406,6 +406,9 @@ class SimulatedRuntime(simgraph.Emitters):
     def emit_event_handle(self, builder, payload):
         return ir.Constant(_i8p, None)  # no CUevent behind a simulated event
 
+    def emit_launch_device(self, builder, stream):
+        return ir.Constant(_i32, 0), ir.Constant(_i32, 0)  # one simulated device, 0
+
 
 class SimulatorBackend(LaunchBackend):
     """Runs simulator kernels in Python through an object-mode helper."""
