@@ -4,6 +4,7 @@ and the trace-time errors."""
 
 import ctypes
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -278,6 +279,25 @@ def test_out_shapes_function_failing_in_its_body():
     x = np.ones(4, np.float32)
     with pytest.raises(TypeError, match="kernel 'saxpy': out_shapes rule failed for 2 input"):
         k(x, x, a=1.0)
+
+
+@pytest.mark.parametrize("which", ["out_shapes", "launch"])
+def test_a_python_rule_s_own_exception_propagates_noting_the_kernel(which):
+    class Mine(Exception):
+        pass
+
+    def fails(*args, **kw):
+        raise Mine("the user's words")
+
+    rules = dict(out_shapes=lambda x, y, a: x, launch=saxpy_launch)
+    rules[which] = fails
+    k = jax_kernel(saxpy, rules["out_shapes"], rules["launch"], scalars={"a": np.float32})
+    x = np.ones(4, np.float32)
+    with pytest.raises(Mine, match="the user's words") as info:
+        k(x, x, a=1.0)
+    if sys.version_info >= (3, 11):
+        assert info.value.__notes__ == [
+            "raised by the %s= rule of jax_kernel of kernel 'saxpy'" % which]
 
 
 def test_missing_and_unknown_scalars():

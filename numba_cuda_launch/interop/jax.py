@@ -62,6 +62,13 @@ _VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_
                  "legacy_vectorized", None)
 
 
+def _add_note(exc, note):
+    """Add *note* to exception *exc* (shown under its message, Python 3.11+;
+    older Pythons show the exception alone)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+
+
 def _spec(x, refusal):
     """*x* (anything with a tuple ``shape`` and a ``dtype``) as a ``jax.ShapeDtypeStruct``;
     else ``TypeError(refusal())``."""
@@ -299,6 +306,10 @@ class JaxKernel:
                 raise TypeError("kernel %r: out_shapes rule failed for %d input(s) and "
                                 "scalars %s: %s" % (self.kernel_name, len(in_specs),
                                                     sorted(scalar_values), exc)) from exc
+            except Exception as exc:  # the user's own, kept: said where it came from
+                _add_note(exc, "raised by the out_shapes= rule of jax_kernel of kernel %r"
+                          % self.kernel_name)
+                raise
         single = not isinstance(outs, (tuple, list))
         outs = [outs] if single else list(outs)
         specs = []
@@ -365,8 +376,13 @@ class JaxKernel:
                 grid, block = self._static_dims
             else:
                 self._check_arity(self.launch, "launch=", len(in_specs))
-                grid, block = _launch_dims(self.launch(*in_specs, **scalar_values),
-                                           self.kernel_name, "launch rule")
+                try:
+                    dims = self.launch(*in_specs, **scalar_values)
+                except Exception as exc:  # the user's own, kept: said where it came from
+                    _add_note(exc, "raised by the launch= rule of jax_kernel of kernel %r"
+                              % self.kernel_name)
+                    raise
+                grid, block = _launch_dims(dims, self.kernel_name, "launch rule")
             attrs.update({"ncl_grid_%s" % a: np.int64(v) for a, v in zip("xyz", grid)})
             attrs.update({"ncl_block_%s" % a: np.int64(v) for a, v in zip("xyz", block)})
         attrs.update({"ncl_s_" + name: v for name, v in scalar_attrs.items()})
