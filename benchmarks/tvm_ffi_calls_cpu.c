@@ -20,6 +20,19 @@ int stub_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 
 int64_t stub_launches(void) { return launches; }
 
+/* cuCtxGetDevice: device 0 (the tensors' claimed device), so that the
+ * function's check that it launches on the tensors' device passes; counted
+ * (each call of ours asks it once; the C++ function does not check). */
+static int64_t device_queries;
+
+int stub_ctx_get_device(int *device) {
+    *device = 0;
+    device_queries++;
+    return 0;
+}
+
+int64_t stub_device_queries(void) { return device_queries; }
+
 /* Every other driver entry point while timing: a call is counted and fails
  * (CUDA_ERROR_NOT_SUPPORTED), so a body that asks the driver for more than
  * the launch is seen. The C calling convention lets it ignore arguments. */

@@ -6,8 +6,10 @@ Both functions take three float32 tensors and a float (axpy), check rank,
 dtype, device and contiguity, read the stream with ``TVMFFIEnvGetStream`` and
 launch through one stub ``cuLaunchKernel`` that counts and returns success
 (benchmarks/tvm_ffi_calls_cpu.c; ours reaches it through the package's driver
-table, whose other entry points fail the call while timing, the C++ one
-through a pointer it is given); the C++ one is built with
+table, whose other entry points fail the call while timing but
+``cuCtxGetDevice``, which ours asks once per call to launch on the tensors'
+device only (a stub answering device 0), the C++ one through a pointer it is
+given); the C++ one is built with
 ``tvm_ffi.cpp.build_inline`` (g++). The tensors are host memory that claims a
 CUDA device (tests/support/tvm_tensors.py's way). Two rows each:
 
@@ -144,6 +146,8 @@ def measure(n, calls, batches):
             other = ctypes.cast(helper.stub_other, ctypes.c_void_p).value
             stubs = dict.fromkeys(driver.ENTRY_POINTS, other)
             stubs["cuLaunchKernel"] = stub
+            stubs["cuCtxGetDevice"] = ctypes.cast(helper.stub_ctx_get_device,
+                                                  ctypes.c_void_p).value
             with driver.use_functions(**stubs):
                 expected = helper.stub_launches()
                 samples = {}
