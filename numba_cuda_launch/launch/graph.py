@@ -31,7 +31,8 @@ from numba_cuda_launch.launch.launchconfig import (LaunchConfig, is_stream_type,
 from numba_cuda_launch.launch.plan import plan_launch
 from numba_cuda_launch.launch.pyobjects import box_integers, unbox_integers
 from numba_cuda_launch.launch.stream import Stream, python_stream
-from numba_cuda_launch.launch.sync import NEGATIVE_STREAM, STREAM_REFUSED, emit_unless, jitted_call
+from numba_cuda_launch.launch.sync import NEGATIVE_STREAM, STREAM_REFUSED, emit_unless_refused, \
+    jitted_call
 from numba_cuda_launch.compat.numba_extending import Function
 from numba_cuda_launch.cudadrv import graph as _rt
 
@@ -233,15 +234,10 @@ def _stream_ptr(typingctx, stream):
 def _on_stream(context, builder, ret, stream, emit):
     """``emit(raw CUstream)``, a value of type *ret* (a ``CUresult``, or a
     tuple of ``(status, reason, ...)``), for *stream* (a :data:`_STREAM`);
-    a refused one does not run *emit* (no driver call): the value is
-    ``CUDA_ERROR_INVALID_VALUE`` with reason :data:`..sync.STREAM_REFUSED`
-    and NULL handles."""
+    a refused one does not run *emit* (no driver call):
+    :func:`..sync.emit_unless_refused`."""
     raw, refused = cgutils.unpack_tuple(builder, stream)
-    status = context.get_constant(types.int32, CUDA_ERROR_INVALID_VALUE)
-    instead = status if not isinstance(ret, types.BaseTuple) else context.make_tuple(
-        builder, ret, [status, context.get_constant(types.int32, STREAM_REFUSED)] +
-        [context.get_constant_null(ty) for ty in ret.types[2:]])
-    return emit_unless(builder, refused, lambda: emit(raw), instead)
+    return emit_unless_refused(context, builder, ret, refused, lambda: emit(raw))
 
 
 def _takes_stream(codegen):

@@ -78,26 +78,35 @@ def emit_stream(context, builder, ty, val):
     return stream_value(context, builder, ty, val)
 
 
-def emit_unless(builder, refused, emit, instead):
-    """``emit()`` unless *refused* (an ``i1``) holds; then *instead* (a value
-    of the same LLVM type) and what *emit* emits (a driver call) does not run."""
+def emit_unless_refused(context, builder, ret, refused, emit):
+    """``emit()``, a value of Numba type *ret* (a ``CUresult``, or a tuple
+    ``(status, reason, ...)``), unless *refused* (an ``i1``: the stream is a
+    negative integer) holds; then ``CUDA_ERROR_INVALID_VALUE`` with reason
+    :data:`STREAM_REFUSED` (the other items NULL), and what *emit* emits (a
+    driver call) does not run."""
+    status = context.get_constant(types.int32, CUDA_ERROR_INVALID_VALUE)
+    instead = status if not isinstance(ret, types.BaseTuple) else context.make_tuple(
+        builder, ret, [status, context.get_constant(types.int32, STREAM_REFUSED)]
+        + [context.get_constant_null(ty) for ty in ret.types[2:]])
     out = cgutils.alloca_once_value(builder, instead)
     with builder.if_then(builder.not_(refused), likely=True):
         builder.store(emit(), out)
     return builder.load(out)
 
 
+_STATUS_REASON = types.UniTuple(types.int32, 2)
+
+
 def emit_on_stream(context, builder, ty, val, emit):
     """``(status, reason)``: ``emit(raw CUstream)``'s ``CUresult`` for the
     stream argument *val* of type *ty* (omitted or not) and reason 0; for a
-    negative integer stream, ``CUDA_ERROR_INVALID_VALUE`` and
-    :data:`STREAM_REFUSED`, *emit* not run."""
+    negative integer stream, as :func:`emit_unless_refused` refuses it."""
     negative = cgutils.false_bit if isinstance(ty, types.Omitted) else \
         negative_stream(builder, ty, val)
-    status = emit_unless(builder, negative, lambda: emit(emit_stream(context, builder, ty, val)),
-                         ir.Constant(_i32, CUDA_ERROR_INVALID_VALUE))
-    return status, builder.select(negative, ir.Constant(_i32, STREAM_REFUSED),
-                                  ir.Constant(_i32, 0))
+    pair = emit_unless_refused(context, builder, _STATUS_REASON, negative, lambda: (
+        context.make_tuple(builder, _STATUS_REASON, [
+            emit(emit_stream(context, builder, ty, val)), ir.Constant(_i32, 0)])))
+    return cgutils.unpack_tuple(builder, pair)
 
 
 # -- what compiled code calls ------------------------------------------------
@@ -129,7 +138,7 @@ def stream_intrinsic(emit):
             return context.make_tuple(builder, sig.return_type, emit_on_stream(
                 context, builder, sig.args[0], args[0],
                 lambda raw: getattr(runtime, emit)(builder, raw)))
-        return types.UniTuple(types.int32, 2)(stream), codegen
+        return _STATUS_REASON(stream), codegen
     return call
 
 
