@@ -24,7 +24,8 @@ from numba_cuda_launch.cudadrv import driver
 from numba_cuda_launch.cudadrv.driver import emit_ensure_context
 from numba_cuda_launch.cudadrv.launch import PER_DEVICE, shared_limit_globals
 
-__all__ = ["KernelImage", "IMAGE_RECORD", "image_record_module", "emit_get_kernel",
+__all__ = ["KernelImage", "IMAGE_RECORD", "constant_bytes", "image_record_module",
+           "emit_get_kernel",
            "emit_shared_limits", "emit_load", "load_image", "remember_param_sizes",
            "param_sizes"]
 
@@ -56,8 +57,8 @@ IMAGE_RECORD = ir.LiteralStructType([_i8p, _i8p, _i8p, _i32, PER_DEVICE])
 def image_record_module(module, name, image):
     """Define in *module* the :data:`IMAGE_RECORD` global *name* of *image*
     (its data and entry name constants beside it); returns the global."""
-    data = _global_constant(module, name + "_image", image.data)
-    entry = _global_constant(module, name + "_name", image.entry_name.encode() + b"\0")
+    data = constant_bytes(module, name + "_image", image.data)
+    entry = constant_bytes(module, name + "_name", image.entry_name.encode() + b"\0")
     record = ir.GlobalVariable(module, IMAGE_RECORD, name)
     record.initializer = IMAGE_RECORD([
         ir.Constant(_i8p, None), data.bitcast(_i8p), entry.bitcast(_i8p), _i32(0),
@@ -79,7 +80,9 @@ def emit_shared_limits(builder, image):
     return _record_field(builder, image, 3), _record_field(builder, image, 4)
 
 
-def _global_constant(module, name, data):
+def constant_bytes(module, name, data):
+    """The constant global *name* of *module* holding *data* (defined there
+    if not yet), aligned for the driver's reads of an image."""
     gv = module.globals.get(name)
     if gv is None:
         gv = cgutils.global_constant(module, name, ir.Constant(
@@ -137,8 +140,8 @@ def emit_get_kernel(builder, image):
     if isinstance(image, KernelImage):
         tag = image.digest
         slot = driver.zeroed_global(module, "numba_cuda_launch_slot_" + tag, _i8p, 8)
-        data = _global_constant(module, "numba_cuda_launch_image_" + tag, image.data)
-        name = _global_constant(
+        data = constant_bytes(module, "numba_cuda_launch_image_" + tag, image.data)
+        name = constant_bytes(
             module, "numba_cuda_launch_name_" + tag, image.entry_name.encode() + b"\0")
     else:
         slot, data, name = (_record_field(builder, image, i) for i in range(3))

@@ -37,8 +37,8 @@ from numba_cuda_launch.interop import xla_ffi
 from numba_cuda_launch.launch.backends import BACKEND
 from numba_cuda_launch.launch.caching import package_build
 
-__all__ = ["ENV_VAR", "cache_dir", "clear_cache", "enabled", "handler_cache",
-           "rule_digest", "shared_library"]
+__all__ = ["ENV_VAR", "cache_dir", "clear_cache", "enabled", "handler_cache", "plan_layout",
+           "rule_digest", "shared_library", "untyped_arrays"]
 
 #: Set to ``0`` to compile every handler in every process.
 ENV_VAR = "NUMBA_CUDA_LAUNCH_JAX_CACHE"
@@ -150,14 +150,23 @@ def _plan_key(plan):
             repr(plan.defaults))
 
 
+def untyped_arrays(types):
+    """*types* with each array type reduced to its rank and layout."""
+    return tuple(("array", t.ndim, t.layout) if isinstance(t, nt.Array) else t for t in types)
+
+
+def plan_layout(plan):
+    """The parameter layout of one launch plan's overload: its parameter
+    types (arrays by rank and layout), their sizes, whether it is
+    cooperative, whether dependent. A handler body taking the kernel's
+    images from descriptors serves the plans of one layout."""
+    return untyped_arrays(plan.argtypes), plan.param_sizes, plan.cooperative, plan.dependent
+
+
 def _layout_key(plan):
     """What a body taking the kernel's images from descriptors depends on
-    of one launch plan: the kernel, its overload's parameter types (arrays
-    by rank and layout) and its parameter layout."""
-    argtypes = [("array", t.ndim, t.layout) if isinstance(t, nt.Array) else t
-                for t in plan.argtypes]
-    return (plan.source.name, plan.name, str(argtypes), plan.param_sizes, plan.cooperative,
-            plan.dependent, repr(plan.defaults))
+    of one launch plan: the kernel and its overload's parameter layout."""
+    return (plan.source.name, plan.name, plan_layout(plan), repr(plan.defaults))
 
 
 def handler_cache(name: str, plans: list, rule: Any, parts: tuple,

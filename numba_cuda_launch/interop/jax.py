@@ -447,11 +447,11 @@ class JaxKernel:
                 ) from None
         # one body per layout of this kernel and these options (as targets are
         # shared by JaxKernels over the same kernel and options)
-        layout = (self.kernel, self._rule, self._config,
-                  jax_handler.layout_key(variants, plans, len(in_specs)))
-        body = _BODIES.get(layout)
+        layout = jax_handler.layout_key(variants, plans, len(in_specs))
+        key = (self.kernel, self._rule, self._config, layout)
+        body = _BODIES.get(key)
         if body is None:
-            body = _BODIES[layout] = self._make_body(name, in_specs, variants, plans)
+            body = _BODIES[key] = self._make_body(name, in_specs, variants, plans, layout)
         handler = jax_handler.bind(body, name, variants, plans)
         stages = {"execute": jax.ffi.pycapsule(handler.ctypes)}
         if self.command_buffer:
@@ -467,9 +467,9 @@ class JaxKernel:
         _REGISTRY[name] = _Target(self.kernel, self._rule, self._config, handler)
         return name
 
-    def _make_body(self, name, in_specs, variants, plans):
-        """The handler body of target *name*'s layout (:func:`.jax_handler.make_body`),
-        loaded from the handler cache when it holds it."""
+    def _make_body(self, name, in_specs, variants, plans, layout):
+        """The handler body of target *name*'s *layout* (:func:`.jax_handler.layout_key`,
+        :func:`.jax_handler.make_body`), loaded from the handler cache when it holds it."""
         n_in, n_out = len(in_specs), len(variants[0]) - len(in_specs) - len(self.scalars)
         described = jax_handler.described_images(plans)
         cache = None
@@ -478,7 +478,7 @@ class JaxKernel:
             # by that, every signature of it (in any process) finds it
             cache = handler_cache.handler_cache(
                 self._base + ".body" if described else name, plans, self._rule,
-                (self.kernel_name, n_in, str(jax_handler.layout_key(variants, plans, n_in)),
+                (self.kernel_name, n_in, str(layout),
                  str(list(self.scalars.items())), self._config), described)
         # Cached code holds no Python object of this process: where launches
         # would (the simulator's), they find the kernel by the target's name.

@@ -30,10 +30,11 @@ from numba.extending import intrinsic
 
 from numba_cuda_launch.compat.numba_cfunc import CFuncCode, cached_cfunc
 from numba_cuda_launch.compat.numba_extending import cached_jitable
-from numba_cuda_launch.cudadrv.image import image_record_module, remember_param_sizes
+from numba_cuda_launch.cudadrv.image import constant_bytes, image_record_module, \
+    remember_param_sizes
 from numba_cuda_launch.errors import NopythonUsageError
 from numba_cuda_launch.interop import xla_ffi
-from numba_cuda_launch.interop.handler_cache import shared_library
+from numba_cuda_launch.interop.handler_cache import plan_layout, shared_library, untyped_arrays
 from numba_cuda_launch.interop.kernel_call import is_launch_dim, kind
 from numba_cuda_launch.launch import backends, call
 from numba_cuda_launch.launch.halffloat import float_to_half_bits
@@ -796,11 +797,6 @@ def described_images(plans):
         p.live is None and p.image is not None for p in plans)
 
 
-def _untyped_arrays(types):
-    """*types* with each array type reduced to its rank and layout."""
-    return tuple(("array", t.ndim, t.layout) if isinstance(t, nt.Array) else t for t in types)
-
-
 def layout_key(variants, plans, n_in):
     """What a handler body is specific to besides its kernel's options: the
     number of inputs *n_in*, the types of *variants* and, of each plan, the
@@ -810,9 +806,15 @@ def layout_key(variants, plans, n_in):
     (:func:`described_images`)."""
     if not described_images(plans):
         return ("types", n_in, tuple(tuple(v) for v in variants))
-    return ("layout", n_in, tuple(_untyped_arrays(v) for v in variants),
-            tuple((_untyped_arrays(p.argtypes), p.param_sizes, p.cooperative, p.dependent)
-                  for p in plans))
+    return ("layout", n_in, tuple(untyped_arrays(v) for v in variants),
+            tuple(plan_layout(p) for p in plans))
+
+
+def _variant_arrays(variants):
+    """The array types of the unbatched and the batched variant (the same
+    for a handler without a batched one)."""
+    return [[t for t in argtypes if isinstance(t, nt.Array)]
+            for argtypes in (variants[0], variants[-1])]
 
 
 @dataclass(frozen=True)
@@ -849,8 +851,7 @@ def make_body(kernel, kernel_name, n_in, variants, scalars, command_buffer, laun
     context = "numba_cuda_launch: CUDA kernel '%s'" % kernel_name
     failed = context + " failed: "
     attributes = tuple(("ncl_s_" + name, dtype) for name, dtype in scalars)
-    arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
-              for argtypes in (variants[0], variants[-1])]
+    arrays = _variant_arrays(variants)
     unbatched, batched = (VariantType(tuple(a), n_in, attributes, launch_rule is not None,
                                       context, index, images) for index, a in enumerate(arrays))
     batch_aware = len(variants) > 1
@@ -923,8 +924,7 @@ def bind(body, name, variants, plans):
     from numba.core.compiler_lock import global_compiler_lock
 
     context = _cpu_context()
-    arrays = [[t for t in argtypes if isinstance(t, nt.Array)]
-              for argtypes in (variants[0], variants[-1])]
+    arrays = _variant_arrays(variants)
     itemsizes = [context.get_abi_sizeof(context.get_data_type(t.dtype)) for t in arrays[0]]
     # a handler without a batched variant reads the first of each pair only
     images = [p.image if body.images else None for p in plans] + [None] * (2 - len(plans))
@@ -934,8 +934,9 @@ def bind(body, name, variants, plans):
     def entry(module, callee):
         """Define the entry (calling *callee*) and its descriptor in
         *module*; return the entry's symbol."""
-        words = [_table_global(module, "%s_table%d" % (symbol, i), _buffer_table(a))
-                 for i, a in enumerate(arrays[:len(plans)])] + [_NULL] * (2 - len(plans))
+        words = [constant_bytes(module, "%s_table%d" % (symbol, i), _buffer_table(a))
+                 .bitcast(_NULL.type) for i, a in enumerate(arrays[:len(plans)])]
+        words += [_NULL] * (2 - len(plans))
         words += [_NULL if image is None else
                   image_record_module(module, "%s_record%d" % (symbol, i), image).bitcast(
                       _NULL.type) for i, image in enumerate(images)]
@@ -962,10 +963,3 @@ def bind(body, name, variants, plans):
         address = library.get_pointer_to_function(symbol)
     return Handler(address, ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address), body,
                    library, entry)
-
-
-def _table_global(module, name, data):
-    gv = cgutils.global_constant(module, name, ir.Constant(ir.ArrayType(ir.IntType(8), len(data)),
-                                                           bytearray(data)))
-    gv.align = 8
-    return gv.bitcast(_NULL.type)
