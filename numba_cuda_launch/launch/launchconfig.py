@@ -30,10 +30,9 @@ from numba_cuda_launch.launch.refusals import BLOCK_THREADS_MAX, LIMITS, explain
     register_typer
 
 __all__ = ["LaunchConfig", "ConfigValues", "config_values", "config_problem",
-           "launch_dims_of", "is_stream_type",
-           "stream_value", "negative_stream", "CONFIG_OK", "BAD_GRIDDIM", "BAD_BLOCKDIM",
-           "BAD_SHAREDMEM", "BAD_CLUSTER", "BAD_CLUSTER_GRID", "BAD_STREAM", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC",
-           "DEPENDENT_MIN_CC", "DEPENDENT"]
+           "launch_dims_of", "is_stream_type", "stream_value", "negative_stream", "CONFIG_OK",
+           "BAD_GRIDDIM", "BAD_BLOCKDIM", "BAD_SHAREDMEM", "BAD_CLUSTER", "BAD_CLUSTER_GRID",
+           "BAD_STREAM", "CONFIG_PROBLEMS", "CLUSTER_MIN_CC", "DEPENDENT_MIN_CC", "DEPENDENT"]
 
 _u32 = types.uint32
 _dim3 = types.UniTuple(_u32, 3)
