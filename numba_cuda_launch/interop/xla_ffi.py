@@ -491,8 +491,9 @@ def emit_buffer_view(context, builder, buf, ty, itemsize=None):
     """Lowering code: the C-ordered array of Numba type *ty* viewing XLA
     buffer *buf* (an ``i8*``), built in place: what :func:`buffer_as_array`
     gives, with no function compiled for the dtype and rank. *itemsize* (an
-    ``i64``): the buffer's item size, where *ty*'s dtype stands for any of
-    that size (a handler body shared by signatures of one layout)."""
+    ``i64``): the buffer's item size, known at run time, where *ty*'s dtype
+    stands for the dtype of any signature of a layout (a handler body shared
+    by them)."""
     from numba.np.arrayobj import populate_array
 
     i64 = ir.IntType(64)
